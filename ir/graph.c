@@ -1,0 +1,549 @@
+/* The graph: creation, capture (buffers, kernels, dispatches, sentinels),
+ * accessors and the edit API passes use. Memory comes from the graph's
+ * allocator; every allocation failure is reported, never fatal. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+/* ---- allocator ---------------------------------------------------------- */
+
+static void *libc_realloc(void *user, void *p, size_t old_size, size_t new_size)
+{
+    (void)user;
+    (void)old_size;
+    if (new_size == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, new_size);
+}
+
+static const loom_allocator libc_allocator = { libc_realloc, NULL };
+
+const loom_allocator *loom_default_allocator(void) { return &libc_allocator; }
+
+void *loom_alloc(const loom_allocator *a, size_t n) { return a->realloc(a->user, NULL, 0, n); }
+
+void loom_free(const loom_allocator *a, void *p, size_t n)
+{
+    if (p)
+        a->realloc(a->user, p, n, 0);
+}
+
+bool loom_grow(const loom_allocator *a, void **p, uint32_t *cap, uint32_t need, size_t es)
+{
+    if (need <= *cap)
+        return true;
+    uint64_t ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    if (ncap > UINT32_MAX)
+        return false;
+    void *q = a->realloc(a->user, *p, (size_t)*cap * es, (size_t)ncap * es);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = (uint32_t)ncap;
+    return true;
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static const struct { const char *name, *meaning; bool reorderable; } op_table[] = {
+#define X(name, meaning, reorderable) { #name, meaning, reorderable },
+#include "ops.def"
+#undef X
+};
+
+const char *loom_op_name(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].name : "?"; }
+const char *loom_op_meaning(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].meaning : "?"; }
+bool loom_op_reorderable(loom_op op) { return (unsigned)op < LOOM_OP_COUNT && op_table[op].reorderable; }
+
+bool loom_op_from_name(const char *name, loom_op *out)
+{
+    for (unsigned i = 0; i < LOOM_OP_COUNT; i++)
+        if (strcmp(name, op_table[i].name) == 0) {
+            *out = (loom_op)i;
+            return true;
+        }
+    return false;
+}
+
+static const char *const usage_names[LOOM_USAGE_COUNT] = {
+    "none", "weight", "input", "output", "state", "kv_cache", "scratch", "params",
+};
+static const char *const class_names[LOOM_CLASS_COUNT] = {
+    "UNKNOWN", "WEIGHT", "SCRATCH", "KV_APPEND", "INPUT", "OUTPUT", "STATE",
+};
+static const char *const hazard_names[] = { "NONE", "RAW", "WAR", "WAW", "SENTINEL" };
+
+const char *loom_usage_name(loom_usage u) { return (unsigned)u < LOOM_USAGE_COUNT ? usage_names[u] : "?"; }
+const char *loom_class_name(loom_class c) { return (unsigned)c < LOOM_CLASS_COUNT ? class_names[c] : "?"; }
+const char *loom_hazard_name(loom_hazard h) { return (unsigned)h <= LOOM_HAZARD_SENTINEL ? hazard_names[h] : "?"; }
+
+static bool name_lookup(const char *const *names, unsigned n, const char *name, unsigned *out)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    return false;
+}
+
+bool loom_usage_from_name(const char *name, loom_usage *out)
+{
+    unsigned i;
+    if (!name_lookup(usage_names, LOOM_USAGE_COUNT, name, &i))
+        return false;
+    *out = (loom_usage)i;
+    return true;
+}
+
+bool loom_class_from_name(const char *name, loom_class *out)
+{
+    unsigned i;
+    if (!name_lookup(class_names, LOOM_CLASS_COUNT, name, &i))
+        return false;
+    *out = (loom_class)i;
+    return true;
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+loom_result loom_graph_create(const loom_graph_desc *desc, loom_graph **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_create: out is NULL");
+    *out = NULL;
+    const loom_allocator *a = desc && desc->allocator ? desc->allocator : loom_default_allocator();
+    if (!a->realloc)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_create: allocator has no realloc");
+    loom_graph *g = loom_alloc(a, sizeof *g);
+    if (!g)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "loom_graph_create: out of memory");
+    memset(g, 0, sizeof *g);
+    g->a = a;
+    g->params = LOOM_NONE;
+    const char *name = desc && desc->name ? desc->name : "graph";
+    strncpy(g->name, name, sizeof g->name - 1);
+    *out = g;
+    return LOOM_OK;
+}
+
+void loom_graph_destroy(loom_graph *g)
+{
+    if (!g)
+        return;
+    const loom_allocator *a = g->a;
+    LOOM_VEC_FREE(a, g->nodes);
+    LOOM_VEC_FREE(a, g->buffers);
+    LOOM_VEC_FREE(a, g->kernels);
+    LOOM_VEC_FREE(a, g->bindings);
+    LOOM_VEC_FREE(a, g->ranges);
+    LOOM_VEC_FREE(a, g->push);
+    LOOM_VEC_FREE(a, g->strings);
+    LOOM_VEC_FREE(a, g->barriers);
+    loom_free(a, g, sizeof *g);
+}
+
+void loom_graph_reset(loom_graph *g)
+{
+    if (!g)
+        return;
+    g->nodes.n = g->buffers.n = g->kernels.n = 0;
+    g->bindings.n = g->ranges.n = g->push.n = g->strings.n = g->barriers.n = 0;
+    g->params = LOOM_NONE;
+    g->scheduled = false;
+    g->arena_size = 0;
+}
+
+#define CLONE_VEC(dst, src, field)                                                   \
+    do {                                                                             \
+        if ((src)->field.n) {                                                        \
+            if (!LOOM_VEC_RESERVE((dst)->a, (dst)->field, (src)->field.n))           \
+                goto oom;                                                            \
+            memcpy((dst)->field.v, (src)->field.v, (size_t)(src)->field.n * sizeof(*(src)->field.v)); \
+        }                                                                            \
+        (dst)->field.n = (src)->field.n;                                             \
+    } while (0)
+
+loom_result loom_graph_clone(const loom_graph *g, loom_graph **out)
+{
+    if (!g || !out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_clone: NULL argument");
+    loom_graph *c;
+    loom_result rc = loom_graph_create(&(loom_graph_desc){ .name = g->name, .allocator = g->a }, &c);
+    if (rc)
+        return rc;
+    CLONE_VEC(c, g, nodes);
+    CLONE_VEC(c, g, buffers);
+    CLONE_VEC(c, g, kernels);
+    CLONE_VEC(c, g, bindings);
+    CLONE_VEC(c, g, ranges);
+    CLONE_VEC(c, g, push);
+    CLONE_VEC(c, g, strings);
+    CLONE_VEC(c, g, barriers);
+    c->params = g->params;
+    c->scheduled = g->scheduled;
+    c->arena_size = g->arena_size;
+    *out = c;
+    return LOOM_OK;
+oom:
+    loom_graph_destroy(c);
+    return loom_fail(LOOM_OUT_OF_MEMORY, "loom_graph_clone: out of memory");
+}
+
+const char *loom_graph_name(const loom_graph *g) { return g->name; }
+
+/* ---- capture ------------------------------------------------------------ */
+
+bool loom_graph_intern_string(loom_graph *g, const char *s, uint32_t *out)
+{
+    size_t n = strlen(s) + 1;
+    if (n > UINT32_MAX - g->strings.n)
+        return false;
+    if (!LOOM_VEC_RESERVE(g->a, g->strings, g->strings.n + (uint32_t)n))
+        return false;
+    memcpy(g->strings.v + g->strings.n, s, n);
+    *out = g->strings.n;
+    g->strings.n += (uint32_t)n;
+    return true;
+}
+
+loom_result loom_graph_add_buffer(loom_graph *g, const loom_buffer_desc *desc, uint32_t *out_id)
+{
+    if (!g || !desc)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_buffer: NULL argument");
+    uint32_t id = g->buffers.n;
+    if (desc->size == 0)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "buffer %u '%s': size is 0", id, desc->name ? desc->name : "");
+    if ((unsigned)desc->usage >= LOOM_USAGE_COUNT)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "buffer %u '%s': usage %d is not a loom_usage", id,
+                         desc->name ? desc->name : "", (int)desc->usage);
+    if (!LOOM_VEC_RESERVE(g->a, g->buffers, id + 1))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "buffer %u: out of memory", id);
+    char fallback[24];
+    const char *name = desc->name;
+    if (!name) {
+        snprintf(fallback, sizeof fallback, "b%u", id);
+        name = fallback;
+    }
+    loom_buffer *b = &g->buffers.v[id];
+    memset(b, 0, sizeof *b);
+    if (!loom_graph_intern_string(g, name, &b->name))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "buffer %u: out of memory", id);
+    b->usage = desc->usage;
+    b->size = desc->size;
+    b->external = desc->external;
+    g->buffers.n++;
+    if (out_id)
+        *out_id = id;
+    return LOOM_OK;
+}
+
+loom_result loom_graph_params(loom_graph *g, uint32_t *out_id)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_params: graph is NULL");
+    if (g->params == LOOM_NONE) {
+        loom_buffer_desc d = { .name = "step_params", .size = sizeof(loom_step_params), .usage = LOOM_USAGE_PARAMS };
+        loom_result rc = loom_graph_add_buffer(g, &d, &g->params);
+        if (rc) {
+            g->params = LOOM_NONE;
+            return rc;
+        }
+    }
+    if (out_id)
+        *out_id = g->params;
+    return LOOM_OK;
+}
+
+loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id)
+{
+    if (!g || !name || !name[0])
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_kernel: empty kernel name");
+    /* Graphs use few distinct kernels; a linear scan from the most recent
+     * beats hashing at these sizes. */
+    for (uint32_t i = g->kernels.n; i-- > 0;)
+        if (strcmp(g->strings.v + g->kernels.v[i], name) == 0) {
+            *out_id = i;
+            return LOOM_OK;
+        }
+    if (!LOOM_VEC_RESERVE(g->a, g->kernels, g->kernels.n + 1))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': out of memory", name);
+    uint32_t off;
+    if (!loom_graph_intern_string(g, name, &off))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': out of memory", name);
+    g->kernels.v[g->kernels.n] = off;
+    *out_id = g->kernels.n++;
+    return LOOM_OK;
+}
+
+static loom_node *append_node(loom_graph *g)
+{
+    if (!LOOM_VEC_RESERVE(g->a, g->nodes, g->nodes.n + 1))
+        return NULL;
+    loom_node *n = &g->nodes.v[g->nodes.n];
+    memset(n, 0, sizeof *n);
+    n->kernel = LOOM_NONE;
+    n->capture_index = g->nodes.n;
+    n->group = LOOM_NONE;
+    n->barrier = LOOM_NONE;
+    n->fused = 1;
+    return n;
+}
+
+loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, uint32_t *out_id)
+{
+    if (!g || !d)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_dispatch: NULL argument");
+    uint32_t id = g->nodes.n;
+    if ((unsigned)d->op >= LOOM_OP_COUNT)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u: op %d is not a loom_op", id, (int)d->op);
+    if (d->n_bindings > LOOM_MAX_BINDINGS)
+        return loom_fail(LOOM_LIMIT, "node %u (%s): n_bindings %u exceeds %u", id, loom_op_name(d->op),
+                         d->n_bindings, LOOM_MAX_BINDINGS);
+    if (d->n_reads > LOOM_MAX_RANGES || d->n_writes > LOOM_MAX_RANGES)
+        return loom_fail(LOOM_LIMIT, "node %u (%s): %u reads / %u writes exceed %u", id, loom_op_name(d->op),
+                         d->n_reads, d->n_writes, LOOM_MAX_RANGES);
+    if (d->push_size > LOOM_MAX_PUSH || d->push_size % 4)
+        return loom_fail(LOOM_LIMIT, "node %u (%s): push_size %u is not a multiple of 4 up to %u", id,
+                         loom_op_name(d->op), d->push_size, LOOM_MAX_PUSH);
+    if ((d->n_bindings && !d->bindings) || (d->n_reads && !d->reads) || (d->n_writes && !d->writes) ||
+        (d->push_size && !d->push))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): a count is set but its array is NULL", id,
+                         loom_op_name(d->op));
+    uint32_t nr = d->n_reads, nw = d->n_writes;
+    bool derive = nr == 0 && nw == 0;
+    if (derive)
+        for (uint32_t i = 0; i < d->n_bindings; i++) {
+            nr += (d->bindings[i].access & LOOM_ACCESS_READ) != 0;
+            nw += (d->bindings[i].access & LOOM_ACCESS_WRITE) != 0;
+        }
+    if (!LOOM_VEC_RESERVE(g->a, g->bindings, g->bindings.n + d->n_bindings) ||
+        !LOOM_VEC_RESERVE(g->a, g->ranges, g->ranges.n + nr + nw) ||
+        !LOOM_VEC_RESERVE(g->a, g->push, g->push.n + d->push_size))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+    uint32_t kernel;
+    loom_result rc = loom_graph_kernel(g, d->kernel, &kernel);
+    if (rc)
+        return loom_fail(rc, "node %u (%s): %s", id, loom_op_name(d->op), loom_last_error());
+    loom_node *n = append_node(g);
+    if (!n)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+
+    n->type = LOOM_NODE_DISPATCH;
+    n->op = (uint8_t)d->op;
+    n->kernel = kernel;
+    memcpy(n->groups, d->groups, sizeof n->groups);
+    n->first_binding = g->bindings.n;
+    n->n_bindings = (uint8_t)d->n_bindings;
+    loom_binding *b = g->bindings.v + g->bindings.n;
+    for (uint32_t i = 0; i < d->n_bindings; i++) {
+        b[i] = d->bindings[i];
+        b[i].pad_ = 0;
+        if (b[i].size == LOOM_WHOLE && b[i].buffer < g->buffers.n) {
+            uint64_t sz = g->buffers.v[b[i].buffer].size;
+            b[i].size = b[i].offset < sz ? sz - b[i].offset : 0;
+        }
+    }
+    g->bindings.n += d->n_bindings;
+
+    n->first_range = g->ranges.n;
+    n->n_reads = (uint8_t)nr;
+    n->n_writes = (uint8_t)nw;
+    loom_range *r = g->ranges.v + g->ranges.n;
+    if (derive) {
+        uint32_t ri = 0, wi = nr;
+        for (uint32_t i = 0; i < d->n_bindings; i++) {
+            loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
+            if (b[i].access & LOOM_ACCESS_READ)
+                r[ri++] = x;
+            if (b[i].access & LOOM_ACCESS_WRITE)
+                r[wi++] = x;
+        }
+    } else {
+        for (uint32_t i = 0; i < nr; i++)
+            r[i] = d->reads[i];
+        for (uint32_t i = 0; i < nw; i++)
+            r[nr + i] = d->writes[i];
+        for (uint32_t i = 0; i < nr + nw; i++)
+            r[i].pad_ = 0;
+    }
+    g->ranges.n += nr + nw;
+
+    n->push_offset = g->push.n;
+    n->push_size = (uint8_t)d->push_size;
+    if (d->push_size)
+        memcpy(g->push.v + g->push.n, d->push, d->push_size);
+    g->push.n += d->push_size;
+    g->nodes.n++;
+    if (out_id)
+        *out_id = id;
+    return LOOM_OK;
+}
+
+loom_result loom_graph_add_barrier(loom_graph *g, uint32_t *out_id)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_barrier: graph is NULL");
+    uint32_t id = g->nodes.n;
+    loom_node *n = append_node(g);
+    if (!n)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+    n->type = LOOM_NODE_BARRIER;
+    n->op = LOOM_OP_OTHER;
+    n->first_binding = g->bindings.n;
+    n->first_range = g->ranges.n;
+    n->push_offset = g->push.n;
+    g->nodes.n++;
+    if (out_id)
+        *out_id = id;
+    return LOOM_OK;
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+uint32_t loom_graph_node_count(const loom_graph *g) { return g->nodes.n; }
+uint32_t loom_graph_buffer_count(const loom_graph *g) { return g->buffers.n; }
+uint32_t loom_graph_kernel_count(const loom_graph *g) { return g->kernels.n; }
+
+const loom_node *loom_graph_node(const loom_graph *g, uint32_t id)
+{
+    return id < g->nodes.n ? &g->nodes.v[id] : NULL;
+}
+
+const loom_buffer *loom_graph_buffer(const loom_graph *g, uint32_t id)
+{
+    return id < g->buffers.n ? &g->buffers.v[id] : NULL;
+}
+
+const char *loom_graph_buffer_name(const loom_graph *g, uint32_t id)
+{
+    return id < g->buffers.n ? g->strings.v + g->buffers.v[id].name : "?";
+}
+
+const char *loom_graph_kernel_name(const loom_graph *g, uint32_t id)
+{
+    return id < g->kernels.n ? g->strings.v + g->kernels.v[id] : "?";
+}
+
+const loom_binding *loom_node_bindings(const loom_graph *g, const loom_node *n)
+{
+    return g->bindings.v ? g->bindings.v + n->first_binding : NULL;
+}
+
+const loom_range *loom_node_reads(const loom_graph *g, const loom_node *n)
+{
+    return g->ranges.v ? g->ranges.v + n->first_range : NULL;
+}
+
+const loom_range *loom_node_writes(const loom_graph *g, const loom_node *n)
+{
+    return g->ranges.v ? g->ranges.v + n->first_range + n->n_reads : NULL;
+}
+
+const uint8_t *loom_node_push(const loom_graph *g, const loom_node *n)
+{
+    return g->push.v ? g->push.v + n->push_offset : NULL;
+}
+
+bool loom_graph_scheduled(const loom_graph *g) { return g->scheduled; }
+uint32_t loom_graph_barrier_count(const loom_graph *g) { return g->barriers.n; }
+
+const loom_barrier_info *loom_graph_barrier_info(const loom_graph *g, uint32_t i)
+{
+    return i < g->barriers.n ? &g->barriers.v[i] : NULL;
+}
+
+/* ---- edit API ----------------------------------------------------------- */
+
+loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id) { return id < g->nodes.n ? &g->nodes.v[id] : NULL; }
+
+loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id)
+{
+    return id < g->buffers.n ? &g->buffers.v[id] : NULL;
+}
+
+const loom_allocator *loom_graph_allocator(const loom_graph *g) { return g->a; }
+
+loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
+{
+    uint32_t count = g->nodes.n;
+    if (n > count)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "permute: %u entries for %u nodes", n, count);
+    size_t bytes = (size_t)n * sizeof(loom_node) + count;
+    uint8_t *mem = loom_alloc(g->a, bytes ? bytes : 1);
+    if (!mem)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "permute: out of memory");
+    loom_node *tmp = (loom_node *)mem;
+    uint8_t *seen = mem + (size_t)n * sizeof(loom_node);
+    memset(seen, 0, count);
+    for (uint32_t i = 0; i < n; i++) {
+        if (order[i] >= count || seen[order[i]]) {
+            loom_free(g->a, mem, bytes ? bytes : 1);
+            return loom_fail(LOOM_INVALID_ARGUMENT, "permute: entry %u (node %u) is out of range or repeated", i,
+                             order[i]);
+        }
+        seen[order[i]] = 1;
+        tmp[i] = g->nodes.v[order[i]];
+    }
+    if (n)
+        memcpy(g->nodes.v, tmp, (size_t)n * sizeof(loom_node));
+    g->nodes.n = n;
+    loom_free(g->a, mem, bytes ? bytes : 1);
+    return LOOM_OK;
+}
+
+loom_result loom_graph_add_barrier_info(loom_graph *g, const loom_barrier_info *info, uint32_t *out_index)
+{
+    if (!LOOM_VEC_RESERVE(g->a, g->barriers, g->barriers.n + 1))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "barrier info: out of memory");
+    g->barriers.v[g->barriers.n] = *info;
+    *out_index = g->barriers.n++;
+    return LOOM_OK;
+}
+
+void loom_graph_clear_schedule(loom_graph *g)
+{
+    for (uint32_t i = 0; i < g->nodes.n; i++) {
+        g->nodes.v[i].group = LOOM_NONE;
+        g->nodes.v[i].barrier = LOOM_NONE;
+    }
+    g->barriers.n = 0;
+    g->scheduled = false;
+}
+
+void loom_graph_set_scheduled(loom_graph *g, bool scheduled) { g->scheduled = scheduled; }
+void loom_graph_set_arena_size(loom_graph *g, uint64_t size) { g->arena_size = size; }
+uint64_t loom_graph_arena_size(const loom_graph *g) { return g->arena_size; }
+
+loom_hazard loom_nodes_conflict(const loom_graph *g, const loom_node *a, const loom_node *b, uint32_t *buffer)
+{
+    *buffer = LOOM_NONE;
+    if (a->type == LOOM_NODE_BARRIER || b->type == LOOM_NODE_BARRIER)
+        return LOOM_HAZARD_SENTINEL;
+    const loom_range *ar = loom_node_reads(g, a), *aw = loom_node_writes(g, a);
+    const loom_range *br = loom_node_reads(g, b), *bw = loom_node_writes(g, b);
+    for (uint32_t i = 0; i < a->n_writes; i++)
+        for (uint32_t j = 0; j < b->n_reads; j++)
+            if (loom_ranges_overlap(&aw[i], &br[j])) {
+                *buffer = aw[i].buffer;
+                return LOOM_HAZARD_RAW;
+            }
+    for (uint32_t i = 0; i < a->n_writes; i++)
+        for (uint32_t j = 0; j < b->n_writes; j++)
+            if (loom_ranges_overlap(&aw[i], &bw[j])) {
+                *buffer = aw[i].buffer;
+                return LOOM_HAZARD_WAW;
+            }
+    for (uint32_t i = 0; i < a->n_reads; i++)
+        for (uint32_t j = 0; j < b->n_writes; j++)
+            if (loom_ranges_overlap(&ar[i], &bw[j])) {
+                *buffer = ar[i].buffer;
+                return LOOM_HAZARD_WAR;
+            }
+    return LOOM_HAZARD_NONE;
+}

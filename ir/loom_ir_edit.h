@@ -1,0 +1,49 @@
+/* Mutation API for passes and the compiler: edit nodes in place, permute or
+ * drop nodes, and write annotations. Frontends capture through loom_ir.h
+ * only. Same failure rules as loom_ir.h. */
+#ifndef LOOM_IR_EDIT_H
+#define LOOM_IR_EDIT_H
+
+#include "loom_ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id);
+loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id);
+
+/* Rebuilds the node list as old nodes order[0], order[1], … order[n-1].
+ * Nodes not listed are dropped; listing one twice is LOOM_INVALID_ARGUMENT. */
+loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n);
+
+/* Appends a barrier reason; *out_index goes into a node's .barrier. */
+loom_result loom_graph_add_barrier_info(loom_graph *g, const loom_barrier_info *info, uint32_t *out_index);
+
+/* Drops groups, barriers and barrier infos (not buffer classes). */
+void loom_graph_clear_schedule(loom_graph *g);
+void loom_graph_set_scheduled(loom_graph *g, bool scheduled);
+
+/* Arena size chosen by the lifetimes pass (0 when none). */
+void loom_graph_set_arena_size(loom_graph *g, uint64_t size);
+uint64_t loom_graph_arena_size(const loom_graph *g);
+
+/* The graph's allocator, for passes' temporary memory. */
+const loom_allocator *loom_graph_allocator(const loom_graph *g);
+
+/* Overlap of half-open byte ranges on the same buffer. */
+static inline bool loom_ranges_overlap(const loom_range *a, const loom_range *b)
+{
+    return a->buffer == b->buffer && a->offset < b->offset + b->size &&
+           b->offset < a->offset + a->size;
+}
+
+/* First hazard between earlier node a and later node b (RAW, then WAW, then
+ * WAR), or LOOM_HAZARD_NONE. Sets *buffer to the buffer involved. Barrier
+ * nodes conflict with everything (SENTINEL). */
+loom_hazard loom_nodes_conflict(const loom_graph *g, const loom_node *a, const loom_node *b, uint32_t *buffer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,121 @@
+/* Op builders: the frontend API on top of capture. Each builder checks
+ * shapes, then appends one dispatch with its op kind, kernel, bindings,
+ * push constants, workgroup counts and exact read/write ranges.
+ *
+ * The push-constant structs below are the contract between builders, the
+ * fuse pass (which reads shapes from them) and the GLSL kernels in shaders/
+ * (which declare the same layouts). All fields are 4 bytes.
+ *
+ * Data: vectors are f32; MATVEC weights are f32 or f16, row-major rows x
+ * cols; EMBED tables likewise; token ids and ARGMAX results are u32.
+ * Views bound to a kernel must start at a multiple of LOOM_BIND_ALIGN bytes
+ * (the largest minStorageBufferOffsetAlignment Vulkan allows). */
+#ifndef LOOM_OPS_H
+#define LOOM_OPS_H
+
+#include "loom_ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_BIND_ALIGN 256u
+
+typedef enum loom_dtype { LOOM_F32 = 0, LOOM_F16 = 1, LOOM_U32 = 2 } loom_dtype;
+
+const char *loom_dtype_name(loom_dtype t);
+uint32_t loom_dtype_size(loom_dtype t);
+
+/* A view of a buffer: rows x cols elements from a byte offset, row-major. A
+ * vector is 1 x n. */
+typedef struct loom_tensor {
+    uint32_t buffer;
+    uint32_t dtype;       /* loom_dtype */
+    uint64_t offset;      /* bytes */
+    uint32_t rows, cols;
+} loom_tensor;
+
+static inline loom_tensor loom_vec(uint32_t buffer, uint32_t n)
+{
+    loom_tensor t = { buffer, LOOM_F32, 0, 1, n };
+    return t;
+}
+static inline loom_tensor loom_vec_at(uint32_t buffer, uint64_t offset, uint32_t n)
+{
+    loom_tensor t = { buffer, LOOM_F32, offset, 1, n };
+    return t;
+}
+static inline loom_tensor loom_mat(uint32_t buffer, loom_dtype dtype, uint32_t rows, uint32_t cols)
+{
+    loom_tensor t = { buffer, (uint32_t)dtype, 0, rows, cols };
+    return t;
+}
+
+/* ---- push-constant layouts (std430-compatible, shared with shaders/) ---- */
+
+typedef struct loom_pc_n        { uint32_t n; } loom_pc_n;              /* COPY (n words), MUL, ADD, SILU_MUL, SOFTMAX, ARGMAX */
+typedef struct loom_pc_norm     { uint32_t n; float eps; } loom_pc_norm; /* RMS_NORM and its fused forms */
+typedef struct loom_pc_matvec   { uint32_t rows, cols; } loom_pc_matvec; /* MATVEC, MATVEC_ADD, MATVEC_SILU_MUL */
+typedef struct loom_pc_embed    { uint32_t dim, vocab, token_index; } loom_pc_embed;
+typedef struct loom_pc_rope     { uint32_t n_heads, head_dim; float theta; } loom_pc_rope;
+typedef struct loom_pc_kv       { uint32_t dim, max_seq; } loom_pc_kv;  /* dim = n_kv_heads * head_dim */
+typedef struct loom_pc_attn     { uint32_t n_heads, n_kv_heads, head_dim, max_seq; float scale; } loom_pc_attn;
+
+/* ---- builders ----------------------------------------------------------- *
+ * Binding slots, in order, are listed for each; (w) marks written slots.
+ * Builders that need per-token values bind the step-parameter buffer
+ * (loom_graph_params) at slot 0 themselves. out_node may be NULL. */
+
+/* dst = src; both same byte size, a multiple of 4. Kernel "copy": src, dst(w). */
+loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t *out_node);
+/* out = table[token_buf[token_index]]; table vocab x dim (f32|f16); out 1 x dim.
+ * Kernel "embed_f32"|"embed_f16": table, token_buf, out(w). */
+loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
+                          loom_tensor out, uint32_t *out_node);
+/* Kernel "rms_norm": x, y(w). */
+loom_result loom_op_rms_norm(loom_graph *g, loom_tensor x, loom_tensor y, float eps, uint32_t *out_node);
+/* Kernel "rms_norm_mul": x, w, y(w). */
+loom_result loom_op_rms_norm_mul(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
+                                 uint32_t *out_node);
+/* Kernels "mul" / "add": a, b, y(w). */
+loom_result loom_op_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
+loom_result loom_op_add(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
+/* Kernel "add_rms_norm": a, b, sum(w), y(w). */
+loom_result loom_op_add_rms_norm(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor sum,
+                                 loom_tensor y, float eps, uint32_t *out_node);
+/* Kernel "add_rms_norm_mul": a, b, w, sum(w), y(w). */
+loom_result loom_op_add_rms_norm_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor w,
+                                     loom_tensor sum, loom_tensor y, float eps, uint32_t *out_node);
+/* y = W x. Kernel "matvec_f32"|"matvec_f16": W, x, y(w). */
+loom_result loom_op_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node);
+/* y = W x + r. Kernel "matvec_add_f32"|"matvec_add_f16": W, x, r, y(w). */
+loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
+                               uint32_t *out_node);
+/* Kernel "silu_mul": a, b, y(w). */
+loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
+/* y = silu(Wg x) * (Wu x). Kernel "matvec_silu_mul_f32"|"_f16": Wg, Wu, x, y(w). */
+loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
+                                    loom_tensor y, uint32_t *out_node);
+/* Rotary embedding (pairs (i, i + head_dim/2) of each head) at params.pos.
+ * Kernel "rope": params, x, y(w). x, y are 1 x n_heads*head_dim. */
+loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
+                         float theta, uint32_t *out_node);
+/* kcache[pos] = k, vcache[pos] = v; caches are max_seq x dim f32.
+ * Kernel "kv_append": params, k, v, kcache(w), vcache(w). The write ranges
+ * cover the whole caches: the position is a per-step value. */
+loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
+                              loom_tensor vcache, uint32_t *out_node);
+/* One query, grouped-query heads, over cache rows [0, params.kv_len).
+ * Kernel "attention": params, q, kcache, vcache, out(w). */
+loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
+                              loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+                              uint32_t *out_node);
+/* Kernel "softmax": x, y(w). */
+loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node);
+/* out[0] = argmax x (lowest index on ties), u32. Kernel "argmax": x, out(w). */
+loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,142 @@
+/* loom runtime: a Vulkan device, buffers, kernels, and programs — an
+ * annotated graph recorded once into a command buffer and replayed.
+ *
+ * Threading: a loom_rt and everything made from it are used from one thread
+ * at a time. Failure: every call returns a loom_result; the detail is in
+ * loom_last_error(). Out-parameters are NULL/0 on failure. Nothing aborts on
+ * caller input; VK_ERROR_DEVICE_LOST makes later calls return
+ * LOOM_DEVICE_LOST. */
+#ifndef LOOM_RUNTIME_H
+#define LOOM_RUNTIME_H
+
+#include "loom_ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_rt loom_rt;
+typedef struct loom_rt_buffer loom_rt_buffer;
+typedef struct loom_rt_program loom_rt_program;
+
+typedef enum loom_log_level { LOOM_LOG_DEBUG, LOOM_LOG_INFO, LOOM_LOG_WARN, LOOM_LOG_ERROR } loom_log_level;
+
+typedef struct loom_rt_desc {
+    /* Device index or name substring; NULL: $LOOM_DEVICE, else the first
+     * discrete GPU, then integrated, then CPU. */
+    const char *device;
+    /* Enable VK_LAYER_KHRONOS_validation with synchronization validation;
+     * also on when $LOOM_VALIDATE=1. Messages go to log and are counted. */
+    bool validate;
+    /* Pipeline cache file; NULL: $LOOM_PIPELINE_CACHE, else none. */
+    const char *pipeline_cache_path;
+    const loom_allocator *allocator;   /* host memory; NULL: default */
+    void (*log)(void *user, loom_log_level level, const char *msg);  /* NULL: stderr for WARN+ */
+    void *log_user;
+    uint32_t spin_polls;               /* wait: counter polls before blocking; 0: default */
+} loom_rt_desc;
+
+loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
+/* Waits for the device to go idle, then frees everything. NULL is fine. */
+void loom_rt_destroy(loom_rt *rt);
+
+/* Validation messages seen so far (errors and warnings); tests assert 0. */
+uint64_t loom_rt_validation_messages(const loom_rt *rt);
+
+typedef struct loom_rt_info {
+    char device_name[256];
+    uint32_t device_type;              /* VkPhysicalDeviceType */
+    uint32_t vendor_id, device_id, driver_version, api_version;
+    bool unified_memory;               /* a host-visible device-local type exists */
+    float timestamp_period_ns;
+    uint64_t min_storage_offset_alignment;
+    uint32_t max_push_constants;
+    uint32_t subgroup_size;
+    bool debug_utils;
+} loom_rt_info;
+void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out);
+
+/* Lists every Vulkan device (index, name, type, memory types) to out; used by
+ * `loom info`. Needs no loom_rt. */
+loom_result loom_rt_describe_devices(loom_str *out);
+
+/* ---- buffers ------------------------------------------------------------ */
+
+typedef struct loom_rt_buffer_desc {
+    const char *name;
+    uint64_t size;
+    loom_usage usage;    /* INPUT/OUTPUT/PARAMS prefer host-visible memory */
+} loom_rt_buffer_desc;
+
+loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, loom_rt_buffer **out);
+/* Drops the caller's reference. The memory lives on until every submission
+ * that uses it has completed. */
+void loom_rt_buffer_release(loom_rt_buffer *b);
+/* Serial number, never reused within a loom_rt: put it in
+ * loom_buffer_desc.external so a graph refers to this buffer. */
+uint64_t loom_rt_buffer_id(const loom_rt_buffer *b);
+uint64_t loom_rt_buffer_size(const loom_rt_buffer *b);
+
+/* Host access. Reads wait only for the last submission that wrote the
+ * buffer; writes only for the last that used it. Staged where the memory is
+ * not host-visible. */
+loom_result loom_rt_buffer_write(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, const void *data, uint64_t size);
+loom_result loom_rt_buffer_read(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, void *data, uint64_t size);
+
+/* ---- kernels ------------------------------------------------------------ */
+
+/* Registers a kernel from GLSL compute source, compiled with libshaderc.
+ * Compile errors come back as LOOM_SHADER_COMPILE with the shader's line
+ * numbers. Built-in kernels (shaders/) are registered at creation. */
+loom_result loom_rt_kernel_glsl(loom_rt *rt, const char *name, const char *source);
+loom_result loom_rt_kernel_spirv(loom_rt *rt, const char *name, const uint32_t *code, size_t size_bytes);
+
+/* ---- programs ----------------------------------------------------------- */
+
+/* A program is an annotated graph made executable: pipelines, descriptor
+ * sets, plan-owned memory (the scratch arena and buffers with external == 0),
+ * recorded into one command buffer. Node order is the graph's; a barrier is
+ * recorded before each node whose .barrier is set — or before every node
+ * when the graph is not scheduled. Buffers with external != 0 must name live
+ * loom_rt_buffers. The graph is copied; the caller keeps its own. */
+loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_program **out);
+/* Deferred like buffers: freed once no submission uses it. */
+void loom_rt_program_release(loom_rt_program *p);
+
+/* Writes the step parameters and submits the recorded command buffer; if the
+ * previous replay of this program is still running, a second recorded copy
+ * is used (recorded on first need). Returns the step id to wait for. */
+loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_params *params, uint64_t *out_step);
+/* Returns at once when the step is done; else spins, then blocks. */
+loom_result loom_rt_wait(loom_rt *rt, uint64_t step);
+loom_result loom_rt_wait_idle(loom_rt *rt);
+
+/* Host access to plan-owned buffers (external == 0), by graph buffer id. */
+loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset, void *data,
+                                 uint64_t size);
+loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset,
+                                  const void *data, uint64_t size);
+
+/* Convenience for tests and tools: program_create + replay + wait + release. */
+loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params);
+
+/* ---- counters ----------------------------------------------------------- */
+
+typedef struct loom_rt_counters {
+    uint64_t dispatches;        /* recorded dispatches executed (per submit) */
+    uint64_t barriers;          /* recorded barriers executed (per submit) */
+    uint64_t submits;
+    uint64_t waits_fast;        /* returned on the counter read */
+    uint64_t waits_spun;        /* returned while spinning */
+    uint64_t waits_blocked;     /* blocked in vkWaitSemaphores */
+    uint64_t records;           /* command buffers recorded */
+    uint64_t pipelines;         /* compute pipelines created */
+    uint64_t programs;          /* programs created */
+} loom_rt_counters;
+
+void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* loom compiler: graph → immutable plan, and the plan cache.
+ *
+ * A plan is the optimized graph in execution order, annotated with
+ * concurrency groups, barriers (with the hazard that required each), buffer
+ * classes and the scratch-arena layout, plus its statistics. Plans are
+ * reference-counted and immutable once made; the runtime hangs its recorded
+ * command buffers on a plan through the attachment slot.
+ *
+ * Threading: plans may be read from several threads; a cache is used from
+ * one thread at a time. Failure: loom_result + loom_last_error(). */
+#ifndef LOOM_COMPILER_H
+#define LOOM_COMPILER_H
+
+#include "loom_ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_DEFAULT_PIPELINE "verify,fuse,reorder,barriers,lifetimes"
+#define LOOM_DEFAULT_WINDOW 64u
+
+/* Switches for bisection and benchmarks. Every combination stays correct:
+ * with the barriers pass off a barrier is recorded before every node. */
+enum {
+    LOOM_DISABLE_FUSE      = 1u << 0,
+    LOOM_DISABLE_REORDER   = 1u << 1,
+    LOOM_DISABLE_BARRIERS  = 1u << 2,  /* barrier after every node */
+    LOOM_DISABLE_LIFETIMES = 1u << 3,  /* no classes, no arena: every buffer its own memory */
+    LOOM_DISABLE_CACHE     = 1u << 4,  /* loom_cache_compile always compiles anew */
+};
+
+typedef struct loom_compile_options {
+    const char *pipeline;     /* NULL: LOOM_DEFAULT_PIPELINE */
+    uint32_t window;          /* reorder lookahead; 0: LOOM_DEFAULT_WINDOW */
+    uint32_t disable;         /* LOOM_DISABLE_* */
+    bool verify_each;         /* run the verifier after every pass */
+    bool time_each;           /* fill loom_plan_stats.pass_ns */
+    const char *dump_dir;     /* dump after every pass; NULL: $LOOM_DUMP, else none */
+} loom_compile_options;
+
+#define LOOM_MAX_PASSES 16
+
+typedef struct loom_plan_stats {
+    uint32_t nodes;               /* nodes in the plan (after fusion) */
+    uint32_t captured_nodes;      /* nodes in the input graph */
+    uint32_t dispatches;
+    uint32_t groups;
+    uint32_t barriers;
+    uint32_t barrier_lower_bound; /* sum over windows of (longest chain - 1), plus forced barriers */
+    uint32_t fused_chains;
+    uint64_t scratch_bytes;       /* sum of SCRATCH buffer sizes, unpacked */
+    uint64_t arena_bytes;         /* packed arena size */
+    uint64_t arena_lower_bound;   /* peak of simultaneously live scratch bytes */
+    uint32_t n_passes;
+    const char *pass_names[LOOM_MAX_PASSES];
+    uint64_t pass_ns[LOOM_MAX_PASSES];
+} loom_plan_stats;
+
+typedef struct loom_plan loom_plan;
+
+/* Verifies g, runs the pipeline on a copy and returns a new plan holding one
+ * reference. g is not modified. */
+loom_result loom_compile(const loom_graph *g, const loom_compile_options *opts, loom_plan **out);
+void loom_plan_retain(loom_plan *p);
+/* Drops a reference; the last one destroys the attachment and the plan. */
+void loom_plan_release(loom_plan *p);
+
+const loom_graph *loom_plan_graph(const loom_plan *p);   /* optimized, annotated */
+const loom_plan_stats *loom_plan_get_stats(const loom_plan *p);
+loom_hash loom_plan_key(const loom_plan *p);              /* of the input graph + options */
+
+/* One attachment per plan, owned by the plan once set. busy() tells the
+ * cache that the plan must not be evicted now (e.g. a replay is in flight). */
+typedef struct loom_plan_attachment {
+    void *obj;
+    void (*destroy)(void *obj);
+    bool (*busy)(void *obj);
+} loom_plan_attachment;
+void loom_plan_set_attachment(loom_plan *p, const loom_plan_attachment *a);
+void *loom_plan_get_attachment(const loom_plan *p);
+
+/* ---- cache -------------------------------------------------------------- */
+
+typedef struct loom_cache loom_cache;
+
+typedef struct loom_cache_desc {
+    uint32_t capacity;                /* plans kept; 0: 64 */
+    const loom_allocator *allocator;  /* NULL: default */
+} loom_cache_desc;
+
+typedef struct loom_cache_stats {
+    uint64_t hits, misses, evictions, collisions, entries;
+} loom_cache_stats;
+
+loom_result loom_cache_create(const loom_cache_desc *desc, loom_cache **out);
+/* Releases the cache's references; plans still held elsewhere live on. */
+void loom_cache_destroy(loom_cache *c);
+
+/* Looks g up by XXH3-128 of its canonical encoding plus the options that
+ * change the result; a key match is confirmed by comparing canonical bytes.
+ * On a miss compiles and inserts (evicting the least recently used plan that
+ * is not busy). Returns a new reference in *out; *hit says which. */
+loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_compile_options *opts,
+                               loom_plan **out, bool *hit);
+void loom_cache_get_stats(const loom_cache *c, loom_cache_stats *out);
+
+/* Test hook: when set, every key is replaced by this value, so distinct
+ * graphs collide and only the byte comparison tells them apart. */
+void loom_cache_force_key(loom_cache *c, const loom_hash *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -328,8 +328,12 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
     uint32_t kernel;
     loom_result rc = loom_graph_kernel(g, d->kernel, &kernel);
-    if (rc)
-        return loom_fail(rc, "node %u (%s): %s", id, loom_op_name(d->op), loom_last_error());
+    if (rc) {
+        /* Copy first: loom_fail formats into the buffer loom_last_error reads. */
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", loom_last_error());
+        return loom_fail(rc, "node %u (%s): %s", id, loom_op_name(d->op), detail);
+    }
     loom_node *n = append_node(g);
     if (!n)
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
@@ -340,7 +344,8 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
     memcpy(n->groups, d->groups, sizeof n->groups);
     n->first_binding = g->bindings.n;
     n->n_bindings = (uint8_t)d->n_bindings;
-    loom_binding *b = g->bindings.v + g->bindings.n;
+    /* With nothing reserved yet the arrays are NULL; NULL + 0 is undefined. */
+    loom_binding *b = d->n_bindings ? g->bindings.v + g->bindings.n : NULL;
     for (uint32_t i = 0; i < d->n_bindings; i++) {
         b[i] = d->bindings[i];
         b[i].pad_ = 0;
@@ -354,7 +359,7 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
     n->first_range = g->ranges.n;
     n->n_reads = (uint8_t)nr;
     n->n_writes = (uint8_t)nw;
-    loom_range *r = g->ranges.v + g->ranges.n;
+    loom_range *r = nr + nw ? g->ranges.v + g->ranges.n : NULL;
     if (derive) {
         uint32_t ri = 0, wi = nr;
         for (uint32_t i = 0; i < d->n_bindings; i++) {

@@ -36,4 +36,7 @@ struct loom_graph {
 /* Copies a NUL-terminated string into the table; returns its offset. */
 bool loom_graph_intern_string(loom_graph *g, const char *s, uint32_t *out);
 
+/* The JSON writer (json.c), reached through loom_graph_dump. */
+loom_result loom_dump_json(const loom_graph *g, loom_str *out);
+
 #endif

@@ -53,6 +53,7 @@ typedef struct loom_rt_info {
     uint32_t max_push_constants;
     uint32_t subgroup_size;
     bool debug_utils;
+    uint64_t pipeline_cache_loaded;    /* bytes of a valid pipeline-cache file used at creation; 0: none */
 } loom_rt_info;
 void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out);
 

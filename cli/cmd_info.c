@@ -1,0 +1,55 @@
+/* `loom info`: every Vulkan device the loader sees, then the one loom would
+ * choose (LOOM_DEVICE honoured) with the limits and memory facts that shape
+ * plans: offset alignment, push-constant size, unified memory, timestamps. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+#include "loom_runtime.h"
+
+static const char *type_str(uint32_t t)
+{
+    static const char *names[] = { "other", "integrated GPU", "discrete GPU", "virtual GPU", "CPU" };
+    return t < 5 ? names[t] : "?";
+}
+
+int loom_cmd_info(int argc, char **argv)
+{
+    loom_rt_desc desc = { 0 };
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            desc.device = argv[++i];
+        else if (!strcmp(argv[i], "--validate"))
+            desc.validate = true;
+        else {
+            fprintf(stderr, "usage: loom info [--device INDEX|NAME] [--validate]\n");
+            return 2;
+        }
+    }
+    loom_str s;
+    loom_str_init(&s, NULL);
+    loom_result rc = loom_rt_describe_devices(&s);
+    if (rc) {
+        loom_str_free(&s);
+        return loom_cli_fail("info", rc);
+    }
+    fputs(s.data ? s.data : "", stdout);
+    loom_str_free(&s);
+
+    loom_rt *rt;
+    if ((rc = loom_rt_create(&desc, &rt)))
+        return loom_cli_fail("info", rc);
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    printf("\nchosen: %s (%s)\n", info.device_name, type_str(info.device_type));
+    printf("  api %u.%u.%u, driver 0x%x, vendor 0x%04x, device 0x%04x\n", info.api_version >> 22,
+           (info.api_version >> 12) & 0x3ff, info.api_version & 0xfff, info.driver_version, info.vendor_id,
+           info.device_id);
+    printf("  unified memory:                 %s\n", info.unified_memory ? "yes (host I/O is zero-copy)" : "no (staged)");
+    printf("  timestamp period:               %.3f ns\n", info.timestamp_period_ns);
+    printf("  minStorageBufferOffsetAlignment %llu\n", (unsigned long long)info.min_storage_offset_alignment);
+    printf("  maxPushConstantsSize            %u\n", info.max_push_constants);
+    printf("  subgroup size                   %u\n", info.subgroup_size);
+    printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
+    loom_rt_destroy(rt);
+    return 0;
+}

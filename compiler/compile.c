@@ -1,0 +1,142 @@
+/* loom_compile: verifies the input, runs the pass pipeline on a copy and
+ * wraps the result as a plan with its statistics and key. Whatever the
+ * switches, the plan is explicit: when no pass placed barriers, a barrier
+ * is recorded before every node. */
+#include <string.h>
+#include "internal.h"
+
+void plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
+{
+    out->pipeline = o && o->pipeline ? o->pipeline : LOOM_DEFAULT_PIPELINE;
+    out->window = o && o->window ? o->window : LOOM_DEFAULT_WINDOW;
+    out->disable = o ? o->disable & ~(uint32_t)LOOM_DISABLE_CACHE : 0;
+}
+
+loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **buf, size_t *cap, size_t *len)
+{
+    loom_result rc = loom_graph_encode(g, buf, cap, len);
+    if (rc)
+        return rc;
+    size_t plen = strlen(o->pipeline);
+    size_t need = *len + plen + 12;
+    if (need > *cap) {
+        const loom_allocator *a = loom_graph_allocator(g);
+        uint8_t *q = a->realloc(a->user, *buf, *cap, need);
+        if (!q)
+            return loom_fail(LOOM_OUT_OF_MEMORY, "plan key: out of memory");
+        *buf = q;
+        *cap = need;
+    }
+    uint32_t words[3] = { (uint32_t)plen, o->window, o->disable };
+    memcpy(*buf + *len, words, sizeof words);
+    memcpy(*buf + *len + sizeof words, o->pipeline, plen);
+    *len = need;
+    return LOOM_OK;
+}
+
+static uint32_t skip_mask(uint32_t disable)
+{
+    static const struct { uint32_t bit; const char *pass; } map[] = {
+        { LOOM_DISABLE_FUSE, "fuse" },
+        { LOOM_DISABLE_REORDER, "reorder" },
+        { LOOM_DISABLE_BARRIERS, "barriers" },
+        { LOOM_DISABLE_LIFETIMES, "lifetimes" },
+    };
+    uint32_t skip = 0;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (disable & map[i].bit)
+            skip |= 1u << loom_pass_index(map[i].pass);
+    return skip;
+}
+
+static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_pass_ctx *ctx,
+                       const loom_pipeline_report *rep, loom_plan_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->nodes = loom_graph_node_count(out);
+    s->captured_nodes = loom_graph_node_count(in);
+    uint32_t last_group = LOOM_NONE;
+    for (uint32_t i = 0; i < s->nodes; i++) {
+        const loom_node *n = loom_graph_node(out, i);
+        s->dispatches += n->type == LOOM_NODE_DISPATCH;
+        s->barriers += n->barrier != LOOM_NONE;
+        if (n->group != last_group)
+            s->groups++;
+        last_group = n->group;
+    }
+    s->barrier_lower_bound = ctx->barrier_lower_bound;
+    s->fused_chains = ctx->fused_chains;
+    s->scratch_bytes = ctx->scratch_bytes;
+    s->arena_bytes = ctx->arena_bytes;
+    s->arena_lower_bound = ctx->arena_lower_bound;
+    s->n_passes = rep->n_passes < LOOM_MAX_PASSES ? rep->n_passes : LOOM_MAX_PASSES;
+    for (uint32_t i = 0; i < s->n_passes; i++) {
+        s->pass_names[i] = rep->names[i];
+        s->pass_ns[i] = rep->ns[i];
+    }
+}
+
+loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const loom_hash *key,
+                         loom_plan **out)
+{
+    plan_opts po;
+    plan_opts_resolve(opts, &po);
+    loom_result rc = loom_pipeline_check(po.pipeline);
+    if (rc)
+        return rc;
+    if ((rc = loom_graph_verify(g)))
+        return rc;
+    const loom_allocator *a = loom_graph_allocator(g);
+    loom_plan *p = a->realloc(a->user, NULL, 0, sizeof *p);
+    if (!p)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "loom_compile: out of memory");
+    memset(p, 0, sizeof *p);
+    p->a = a;
+    p->refs = 1;
+    p->key = *key;
+    if ((rc = loom_graph_clone(g, &p->graph)))
+        goto fail;
+    loom_graph_clear_schedule(p->graph);
+
+    loom_pass_ctx ctx = { .window = po.window };
+    loom_pipeline_report rep;
+    loom_pipeline_desc d = {
+        .pipeline = po.pipeline,
+        .skip = skip_mask(po.disable),
+        .verify_each = opts && opts->verify_each,
+        .time_each = true,   /* a clock read per pass is noise next to any pass */
+        .dump_dir = opts ? opts->dump_dir : NULL,
+    };
+    if ((rc = loom_pipeline_run(p->graph, &d, &ctx, &rep)))
+        goto fail;
+    if (!loom_graph_scheduled(p->graph) && (rc = loom_schedule_serial(p->graph, &ctx)))
+        goto fail;
+    fill_stats(g, p->graph, &ctx, &rep, &p->stats);
+    *out = p;
+    return LOOM_OK;
+fail:
+    loom_plan_release(p);
+    return rc;
+}
+
+loom_result loom_compile(const loom_graph *g, const loom_compile_options *opts, loom_plan **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_compile: out is NULL");
+    *out = NULL;
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_compile: graph is NULL");
+    plan_opts po;
+    plan_opts_resolve(opts, &po);
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0;
+    loom_result rc = plan_key_bytes(g, &po, &buf, &cap, &len);
+    loom_hash key = rc ? (loom_hash){ 0, 0 } : loom_hash_bytes(buf, len);
+    if (buf) {
+        const loom_allocator *a = loom_graph_allocator(g);
+        a->realloc(a->user, buf, cap, 0);
+    }
+    if (rc)
+        return rc;
+    return plan_compile(g, opts, &key, out);
+}

@@ -1,0 +1,36 @@
+/* compiler/ private: the plan's layout and the canonical key bytes shared by
+ * loom_compile and the cache. */
+#ifndef LOOM_COMPILER_INTERNAL_H
+#define LOOM_COMPILER_INTERNAL_H
+
+#include "loom_compiler.h"
+#include "loom_passes.h"
+
+struct loom_plan {
+    const loom_allocator *a;
+    uint32_t refs;                 /* atomic */
+    loom_graph *graph;
+    loom_plan_stats stats;
+    loom_hash key;
+    loom_plan_attachment att;
+    bool has_att;
+};
+
+/* The options that change a plan, with defaults resolved. */
+typedef struct plan_opts {
+    const char *pipeline;
+    uint32_t window;
+    uint32_t disable;              /* without LOOM_DISABLE_CACHE */
+} plan_opts;
+
+void plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
+
+/* Canonical bytes of (graph, options) into *buf — grown with the graph's
+ * allocator, as loom_graph_encode does. */
+loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **buf, size_t *cap, size_t *len);
+
+/* Compiles with the key already known. */
+loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const loom_hash *key,
+                         loom_plan **out);
+
+#endif

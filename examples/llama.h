@@ -1,0 +1,134 @@
+/* A small Llama-style decoder built on loom's op API, with a CPU reference.
+ *
+ * It exists to exercise the whole stack the way a real frontend would: every
+ * token the step graph is captured anew (reset + rebuild), compiled through
+ * the plan cache (a hit after the first token), and replayed; only the step
+ * parameters change between tokens. Weights are random but deterministic
+ * (from a seed), so GPU and CPU runs can be compared step by step.
+ *
+ * Ownership: loom_llama_weights is host memory owned by the caller and must
+ * outlive every model and reference made from it. Threading: one thread per
+ * object. Failure: loom_result + loom_last_error(); out-parameters NULL. */
+#ifndef LOOM_LLAMA_H
+#define LOOM_LLAMA_H
+
+#include "loom_ir.h"
+#include "loom_ops.h"
+#include "loom_compiler.h"
+#include "loom_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_llama_config {
+    uint32_t dim;          /* residual width */
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;   /* divides n_heads (grouped-query attention) */
+    uint32_t head_dim;     /* even */
+    uint32_t ffn;          /* hidden width of the SwiGLU block */
+    uint32_t vocab;
+    uint32_t max_seq;      /* KV-cache rows */
+    float eps;             /* RMS-norm epsilon */
+    float rope_theta;
+    loom_dtype wtype;      /* LOOM_F32 or LOOM_F16 for matrices and the embedding */
+    uint64_t seed;
+} loom_llama_config;
+
+/* dim 256, 4 layers, 8 heads, 4 KV heads, head_dim 32, ffn 688, vocab 512,
+ * max_seq 64, f32 weights: a few seconds on a CPU Vulkan device. */
+void loom_llama_default_config(loom_llama_config *c);
+/* LOOM_INVALID_ARGUMENT naming the first inconsistent field. */
+loom_result loom_llama_config_check(const loom_llama_config *c);
+
+/* ---- weights ------------------------------------------------------------ */
+
+/* Matrices are row-major rows x cols, stored as f32 (f16-rounded values when
+ * wtype is F16, so the reference sees exactly what the GPU sees) and, for
+ * F16, also as raw half bits for upload. */
+typedef struct loom_llama_matrix {
+    uint32_t rows, cols;
+    float *f32;
+    uint16_t *f16;         /* NULL when wtype is F32 */
+} loom_llama_matrix;
+
+typedef struct loom_llama_layer {
+    float *attn_norm;      /* dim */
+    loom_llama_matrix wq, wk, wv, wo;
+    float *ffn_norm;       /* dim */
+    loom_llama_matrix wg, wu, wd;
+} loom_llama_layer;
+
+typedef struct loom_llama_weights {
+    loom_llama_config cfg;
+    loom_llama_matrix embed;   /* vocab x dim */
+    loom_llama_layer *layers;  /* n_layers */
+    float *final_norm;         /* dim */
+    loom_llama_matrix out;     /* vocab x dim */
+} loom_llama_weights;
+
+loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_weights **out);
+void loom_llama_weights_destroy(loom_llama_weights *w);   /* NULL is fine */
+
+/* ---- CPU reference ------------------------------------------------------ */
+
+typedef struct loom_llama_ref loom_llama_ref;
+
+loom_result loom_llama_ref_create(const loom_llama_weights *w, loom_llama_ref **out);
+void loom_llama_ref_destroy(loom_llama_ref *r);
+/* Decodes token at position pos (pos < max_seq, positions in order from 0);
+ * writes vocab logits (may be NULL) and the argmax (may be NULL). */
+loom_result loom_llama_ref_step(loom_llama_ref *r, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax);
+
+/* ---- GPU model ---------------------------------------------------------- */
+
+typedef struct loom_llama loom_llama;
+
+typedef struct loom_llama_desc {
+    /* Take each step's token from the previous step's ARGMAX output on the
+     * GPU instead of the step parameters: no host round trip between steps.
+     * The first step's token is written into that buffer by the host. */
+    bool chain;
+    /* Compile options (pipeline, window, LOOM_DISABLE_*); NULL: defaults. */
+    const loom_compile_options *compile;
+    /* Shared plan cache; NULL: the model makes its own. */
+    loom_cache *cache;
+} loom_llama_desc;
+
+/* Uploads the weights into runtime buffers and allocates the KV caches. */
+loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const loom_llama_desc *desc,
+                              loom_llama **out);
+void loom_llama_destroy(loom_llama *m);
+
+/* Captures the step graph into g (which is reset first). Exposed so tests
+ * and tools can compile or dump it without running it. */
+loom_result loom_llama_capture(loom_llama *m, loom_graph *g);
+
+/* One decode step: capture, compile (cache hit after the first step),
+ * replay with {pos, token, kv_len = pos + 1}, wait, read back. In chain
+ * mode token is used only on the first step. logits and argmax may be NULL. */
+loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax);
+
+/* The plan of the last step (NULL before the first); owned by the model. */
+const loom_plan *loom_llama_plan(const loom_llama *m);
+/* Cache hits and misses seen by this model's steps. */
+void loom_llama_cache_counts(const loom_llama *m, uint64_t *hits, uint64_t *misses);
+
+/* ---- comparison --------------------------------------------------------- */
+
+typedef struct loom_llama_diff {
+    float max_abs;         /* max |gpu - ref| over the logits */
+    float ref_max_abs;     /* max |ref| (scale of the logits) */
+    bool argmax_ok;        /* same argmax, or a tie within tolerance */
+} loom_llama_diff;
+
+/* Compares logits; tol is relative to max(1, max|ref|). Returns true when
+ * max_abs is within tolerance and the argmaxes agree. */
+bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, uint32_t ref_arg, uint32_t n,
+                        float tol, loom_llama_diff *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1035 @@
+/* The JSON file format (docs/json-format.md): the writer, a hand-written
+ * parser, and load/save. The parser reads untrusted input: it first builds a
+ * small document tree (bounded depth, bounded sizes, every value tagged with
+ * its line and column), then converts the tree into a graph through the
+ * capture and edit APIs, so a file can never produce a graph that capture
+ * could not. Structural nonsense is LOOM_PARSE with "line L, column C: …";
+ * semantic nonsense (a range past its buffer, zero workgroups) parses and is
+ * left to loom_graph_verify. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+#define JSON_FORMAT "loom-graph"
+#define JSON_VERSION 1
+#define JSON_MAX_DEPTH 32           /* the format itself needs 5 */
+#define JSON_MAX_VALUES (1u << 24)
+#define JSON_MAX_STRING 65536       /* bytes, after unescaping */
+#define JSON_MAX_INPUT (1u << 30)
+
+/* ---- writer ------------------------------------------------------------- */
+
+static void json_string(loom_str *s, const char *p)
+{
+    loom_str_append(s, "\"", 1);
+    const char *run = p;
+    for (; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+            continue;
+        loom_str_append(s, run, (size_t)(p - run));
+        run = p + 1;
+        switch (c) {
+        case '"': loom_str_append(s, "\\\"", 2); break;
+        case '\\': loom_str_append(s, "\\\\", 2); break;
+        case '\n': loom_str_append(s, "\\n", 2); break;
+        case '\t': loom_str_append(s, "\\t", 2); break;
+        case '\r': loom_str_append(s, "\\r", 2); break;
+        default: loom_str_printf(s, "\\u%04x", c); break;
+        }
+    }
+    loom_str_append(s, run, (size_t)(p - run));
+    loom_str_append(s, "\"", 1);
+}
+
+static void json_range(loom_str *s, const loom_range *r)
+{
+    loom_str_printf(s, "{\"buffer\": %u, \"offset\": %" PRIu64 ", \"size\": %" PRIu64 "}", r->buffer, r->offset,
+                    r->size);
+}
+
+static void json_ranges(loom_str *s, const char *key, const loom_range *r, uint32_t n)
+{
+    loom_str_printf(s, ", \"%s\": [", key);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            loom_str_append(s, ", ", 2);
+        json_range(s, &r[i]);
+    }
+    loom_str_append(s, "]", 1);
+}
+
+static void json_dispatch(loom_str *s, const loom_graph *g, const loom_node *n)
+{
+    loom_str_printf(s, "\"type\": \"dispatch\", \"op\": ");
+    json_string(s, loom_op_name((loom_op)n->op));
+    loom_str_printf(s, ", \"kernel\": ");
+    json_string(s, loom_graph_kernel_name(g, n->kernel));
+    loom_str_printf(s, ", \"groups\": [%u, %u, %u], \"bindings\": [", n->groups[0], n->groups[1], n->groups[2]);
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t i = 0; i < n->n_bindings; i++) {
+        loom_str_printf(s, "%s{\"slot\": %u, \"buffer\": %u, \"offset\": %" PRIu64 ", \"size\": %" PRIu64
+                           ", \"access\": ",
+                        i ? ", " : "", b[i].slot, b[i].buffer, b[i].offset, b[i].size);
+        if (b[i].access == LOOM_ACCESS_READ)
+            loom_str_printf(s, "\"r\"}");
+        else if (b[i].access == LOOM_ACCESS_WRITE)
+            loom_str_printf(s, "\"w\"}");
+        else if (b[i].access == LOOM_ACCESS_RW)
+            loom_str_printf(s, "\"rw\"}");
+        else
+            loom_str_printf(s, "%u}", b[i].access);
+    }
+    loom_str_printf(s, "], \"push\": [");
+    const uint8_t *p = loom_node_push(g, n);
+    for (uint32_t i = 0; i < n->push_size; i += 4) {
+        uint32_t w = 0;
+        for (uint32_t k = 0; k < 4 && i + k < n->push_size; k++)
+            w |= (uint32_t)p[i + k] << (8 * k);
+        loom_str_printf(s, "%s%u", i ? ", " : "", w);
+    }
+    loom_str_append(s, "]", 1);
+    json_ranges(s, "reads", loom_node_reads(g, n), n->n_reads);
+    json_ranges(s, "writes", loom_node_writes(g, n), n->n_writes);
+}
+
+static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
+{
+    loom_str_append(s, "{", 1);
+    if (n->type == LOOM_NODE_DISPATCH)
+        json_dispatch(s, g, n);
+    else if (n->type == LOOM_NODE_BARRIER)
+        loom_str_printf(s, "\"type\": \"barrier\"");
+    else
+        loom_str_printf(s, "\"type\": %u", n->type);
+    if (n->flags)
+        loom_str_printf(s, ", \"flags\": %u", n->flags);
+    if (n->fused != 1)
+        loom_str_printf(s, ", \"fused\": %u", n->fused);
+    loom_str_printf(s, ", \"capture_index\": %u", n->capture_index);
+    if (n->group != LOOM_NONE)
+        loom_str_printf(s, ", \"group\": %u", n->group);
+    const loom_barrier_info *bi = n->barrier != LOOM_NONE ? loom_graph_barrier_info(g, n->barrier) : NULL;
+    if (bi) {
+        loom_str_printf(s, ", \"barrier\": {\"hazard\": ");
+        json_string(s, loom_hazard_name((loom_hazard)bi->hazard));
+        if (bi->buffer == LOOM_NONE)
+            loom_str_printf(s, ", \"buffer\": null");
+        else
+            loom_str_printf(s, ", \"buffer\": %u", bi->buffer);
+        loom_str_printf(s, ", \"before\": %u, \"after\": %u}", bi->before, bi->after);
+    }
+    loom_str_append(s, "}", 1);
+}
+
+loom_result loom_dump_json(const loom_graph *g, loom_str *s)
+{
+    loom_str_printf(s, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"name\": ", JSON_FORMAT, JSON_VERSION);
+    json_string(s, loom_graph_name(g));
+    loom_str_printf(s, ",\n  \"scheduled\": %s,\n  \"arena_size\": %" PRIu64 ",\n  \"buffers\": [",
+                    loom_graph_scheduled(g) ? "true" : "false", loom_graph_arena_size(g));
+    uint32_t nb = loom_graph_buffer_count(g), nk = loom_graph_kernel_count(g), nn = loom_graph_node_count(g);
+    for (uint32_t i = 0; i < nb; i++) {
+        const loom_buffer *b = loom_graph_buffer(g, i);
+        loom_str_printf(s, "%s\n    {\"id\": %u, \"name\": ", i ? "," : "", i);
+        json_string(s, loom_graph_buffer_name(g, i));
+        loom_str_printf(s, ", \"size\": %" PRIu64 ", \"usage\": ", b->size);
+        json_string(s, loom_usage_name((loom_usage)b->usage));
+        if (b->external)
+            loom_str_printf(s, ", \"external\": %" PRIu64, b->external);
+        if (b->cls != LOOM_CLASS_UNKNOWN) {
+            loom_str_printf(s, ", \"class\": ");
+            json_string(s, loom_class_name((loom_class)b->cls));
+        }
+        if (b->arena_offset)
+            loom_str_printf(s, ", \"arena_offset\": %" PRIu64, b->arena_offset);
+        loom_str_append(s, "}", 1);
+    }
+    loom_str_printf(s, "%s],\n  \"kernels\": [", nb ? "\n  " : "");
+    for (uint32_t i = 0; i < nk; i++) {
+        if (i)
+            loom_str_append(s, ", ", 2);
+        json_string(s, loom_graph_kernel_name(g, i));
+    }
+    loom_str_printf(s, "],\n  \"nodes\": [");
+    for (uint32_t i = 0; i < nn; i++) {
+        loom_str_printf(s, "%s\n    ", i ? "," : "");
+        json_node(s, g, loom_graph_node(g, i));
+    }
+    loom_str_printf(s, "%s]\n}\n", nn ? "\n  " : "");
+    return LOOM_OK;
+}
+
+/* ---- document tree ------------------------------------------------------ */
+
+enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+static const char *const jtype_names[] = { "null", "false", "true", "a number", "a string", "an array", "an object" };
+
+typedef struct jv {
+    uint8_t t;
+    uint32_t line, col;
+    uint32_t a, n;              /* NUM: input offset, length; STR: pool offset, length */
+    uint32_t key;               /* member of an object: pool offset of its key */
+    uint32_t first, next, count;
+} jv;
+
+typedef struct jp {
+    const loom_allocator *al;
+    const char *s;
+    size_t len, i;
+    uint32_t line;
+    size_t line_start;
+    LOOM_VEC(jv) v;
+    LOOM_VEC(char) pool;
+    loom_result rc;
+} jp;
+
+static uint32_t col_of(const jp *p) { return (uint32_t)(p->i - p->line_start + 1); }
+
+/* Records the first failure only: later ones are consequences. */
+static loom_result jfail(jp *p, loom_result rc, uint32_t line, uint32_t col, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+static loom_result jfail(jp *p, loom_result rc, uint32_t line, uint32_t col, const char *fmt, ...)
+{
+    if (p->rc)
+        return p->rc;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->rc = loom_fail(rc, "line %u, column %u: %s", line, col, msg);
+    return p->rc;
+}
+
+#define SYNTAX(p, ...) jfail((p), LOOM_PARSE, (p)->line, col_of(p), __VA_ARGS__)
+#define AT(p, val, ...) jfail((p), LOOM_PARSE, (val)->line, (val)->col, __VA_ARGS__)
+
+static void skip_ws(jp *p)
+{
+    while (p->i < p->len) {
+        char c = p->s[p->i];
+        if (c == '\n') {
+            p->line++;
+            p->line_start = p->i + 1;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+            return;
+        }
+        p->i++;
+    }
+}
+
+static uint32_t new_value(jp *p, uint8_t t)
+{
+    if (p->v.n >= JSON_MAX_VALUES) {
+        SYNTAX(p, "more than %u values", JSON_MAX_VALUES);
+        return LOOM_NONE;
+    }
+    if (!LOOM_VEC_RESERVE(p->al, p->v, p->v.n + 1)) {
+        jfail(p, LOOM_OUT_OF_MEMORY, p->line, col_of(p), "out of memory");
+        return LOOM_NONE;
+    }
+    jv *v = &p->v.v[p->v.n];
+    memset(v, 0, sizeof *v);
+    v->t = t;
+    v->line = p->line;
+    v->col = col_of(p);
+    v->key = v->first = v->next = LOOM_NONE;
+    return p->v.n++;
+}
+
+static bool pool_put(jp *p, const char *src, uint32_t n)
+{
+    if (!LOOM_VEC_RESERVE(p->al, p->pool, p->pool.n + n)) {
+        jfail(p, LOOM_OUT_OF_MEMORY, p->line, col_of(p), "out of memory");
+        return false;
+    }
+    memcpy(p->pool.v + p->pool.n, src, n);
+    p->pool.n += n;
+    return true;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool read_hex4(jp *p, uint32_t *out)
+{
+    if (p->len - p->i < 4)
+        return SYNTAX(p, "truncated \\u escape"), false;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(p->s[p->i + k]);
+        if (h < 0)
+            return SYNTAX(p, "bad hex digit in \\u escape"), false;
+        v = v << 4 | (uint32_t)h;
+    }
+    p->i += 4;
+    *out = v;
+    return true;
+}
+
+static bool put_utf8(jp *p, uint32_t cp)
+{
+    char b[4];
+    uint32_t n;
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | cp >> 6);
+        b[1] = (char)(0x80 | (cp & 0x3f));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xe0 | cp >> 12);
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        n = 3;
+    } else {
+        b[0] = (char)(0xf0 | cp >> 18);
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        n = 4;
+    }
+    return pool_put(p, b, n);
+}
+
+static bool read_escape(jp *p)
+{
+    if (p->i >= p->len)
+        return SYNTAX(p, "truncated escape"), false;
+    char c = p->s[p->i++];
+    const char *simple = "\"\"\\\\//b\bf\fn\nr\rt\t";
+    for (const char *e = simple; *e; e += 2)
+        if (c == e[0])
+            return pool_put(p, e + 1, 1);
+    if (c != 'u') {
+        p->i--;
+        return SYNTAX(p, "bad escape '\\%c'", c >= 0x20 && c < 0x7f ? c : '?'), false;
+    }
+    uint32_t cp;
+    if (!read_hex4(p, &cp))
+        return false;
+    if (cp >= 0xdc00 && cp <= 0xdfff)
+        return SYNTAX(p, "lone low surrogate \\u%04x", cp), false;
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+        uint32_t lo;
+        if (p->len - p->i < 2 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
+            return SYNTAX(p, "high surrogate \\u%04x without its low half", cp), false;
+        p->i += 2;
+        if (!read_hex4(p, &lo))
+            return false;
+        if (lo < 0xdc00 || lo > 0xdfff)
+            return SYNTAX(p, "high surrogate \\u%04x followed by \\u%04x", cp, lo), false;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    if (cp == 0)
+        return SYNTAX(p, "\\u0000 in a string"), false;
+    return put_utf8(p, cp);
+}
+
+/* Reads a string at p->i (on the opening quote) into the pool, NUL-
+ * terminated; *off and *n describe it. */
+static bool read_string(jp *p, uint32_t *off, uint32_t *n)
+{
+    p->i++;
+    *off = p->pool.n;
+    for (;;) {
+        if (p->i >= p->len)
+            return SYNTAX(p, "unterminated string"), false;
+        if (p->pool.n - *off > JSON_MAX_STRING)
+            return SYNTAX(p, "string longer than %u bytes", JSON_MAX_STRING), false;
+        unsigned char c = (unsigned char)p->s[p->i];
+        if (c == '"') {
+            p->i++;
+            break;
+        }
+        if (c == 0)
+            return SYNTAX(p, "NUL byte in a string"), false;
+        if (c < 0x20)
+            return SYNTAX(p, "control character 0x%02x in a string", c), false;
+        if (c == '\\') {
+            p->i++;
+            if (!read_escape(p))
+                return false;
+            continue;
+        }
+        /* Copy the plain run at once rather than byte by byte. */
+        size_t j = p->i;
+        while (j < p->len && (unsigned char)p->s[j] >= 0x20 && p->s[j] != '"' && p->s[j] != '\\' &&
+               j - p->i < JSON_MAX_STRING)
+            j++;
+        if (!pool_put(p, p->s + p->i, (uint32_t)(j - p->i)))
+            return false;
+        p->i = j;
+    }
+    *n = p->pool.n - *off;
+    return pool_put(p, "", 1);
+}
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static bool read_number(jp *p, jv *v)
+{
+    size_t start = p->i;
+    if (p->s[p->i] == '-')
+        p->i++;
+    if (p->i >= p->len || !is_digit(p->s[p->i]))
+        return SYNTAX(p, "expected a digit"), false;
+    if (p->s[p->i] == '0' && p->i + 1 < p->len && is_digit(p->s[p->i + 1]))
+        return SYNTAX(p, "leading zero in a number"), false;
+    while (p->i < p->len && is_digit(p->s[p->i]))
+        p->i++;
+    if (p->i < p->len && p->s[p->i] == '.') {
+        p->i++;
+        if (p->i >= p->len || !is_digit(p->s[p->i]))
+            return SYNTAX(p, "expected a digit after '.'"), false;
+        while (p->i < p->len && is_digit(p->s[p->i]))
+            p->i++;
+    }
+    if (p->i < p->len && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+        p->i++;
+        if (p->i < p->len && (p->s[p->i] == '+' || p->s[p->i] == '-'))
+            p->i++;
+        if (p->i >= p->len || !is_digit(p->s[p->i]))
+            return SYNTAX(p, "expected a digit in the exponent"), false;
+        while (p->i < p->len && is_digit(p->s[p->i]))
+            p->i++;
+    }
+    v->a = (uint32_t)start;
+    v->n = (uint32_t)(p->i - start);
+    return true;
+}
+
+static uint32_t parse_value(jp *p, uint32_t depth);
+
+/* Parses an array or object body; the opener is at p->i. */
+static bool parse_container(jp *p, uint32_t self, uint32_t depth, bool object)
+{
+    char close = object ? '}' : ']';
+    p->i++;
+    skip_ws(p);
+    if (p->i < p->len && p->s[p->i] == close) {
+        p->i++;
+        return true;
+    }
+    uint32_t last = LOOM_NONE;
+    for (;;) {
+        uint32_t key = LOOM_NONE, key_len;
+        if (object) {
+            skip_ws(p);
+            if (p->i >= p->len || p->s[p->i] != '"')
+                return SYNTAX(p, "expected a key string"), false;
+            if (!read_string(p, &key, &key_len))
+                return false;
+            skip_ws(p);
+            if (p->i >= p->len || p->s[p->i] != ':')
+                return SYNTAX(p, "expected ':' after a key"), false;
+            p->i++;
+        }
+        uint32_t child = parse_value(p, depth + 1);
+        if (child == LOOM_NONE)
+            return false;
+        p->v.v[child].key = key;
+        if (last == LOOM_NONE)
+            p->v.v[self].first = child;
+        else
+            p->v.v[last].next = child;
+        last = child;
+        p->v.v[self].count++;
+        skip_ws(p);
+        if (p->i < p->len && p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->i < p->len && p->s[p->i] == close) {
+            p->i++;
+            return true;
+        }
+        if (p->i >= p->len)
+            return SYNTAX(p, "unexpected end of input"), false;
+        return SYNTAX(p, "expected ',' or '%c'", close), false;
+    }
+}
+
+static uint32_t parse_value(jp *p, uint32_t depth)
+{
+    skip_ws(p);
+    if (depth > JSON_MAX_DEPTH) {
+        SYNTAX(p, "nesting deeper than %u", JSON_MAX_DEPTH);
+        return LOOM_NONE;
+    }
+    if (p->i >= p->len) {
+        SYNTAX(p, "unexpected end of input");
+        return LOOM_NONE;
+    }
+    char c = p->s[p->i];
+    static const struct { const char *word; uint8_t t; } literals[] = {
+        { "null", J_NULL }, { "false", J_FALSE }, { "true", J_TRUE },
+    };
+    for (unsigned k = 0; k < 3; k++) {
+        size_t n = strlen(literals[k].word);
+        if (c != literals[k].word[0])
+            continue;
+        if (p->len - p->i < n || memcmp(p->s + p->i, literals[k].word, n) != 0) {
+            SYNTAX(p, "unknown literal (expected %s)", literals[k].word);
+            return LOOM_NONE;
+        }
+        uint32_t v = new_value(p, literals[k].t);
+        p->i += n;
+        return v;
+    }
+    uint32_t v;
+    if (c == '{' || c == '[') {
+        v = new_value(p, c == '{' ? J_OBJ : J_ARR);
+        if (v == LOOM_NONE || !parse_container(p, v, depth, c == '{'))
+            return LOOM_NONE;
+    } else if (c == '"') {
+        v = new_value(p, J_STR);
+        uint32_t off, n;
+        if (v == LOOM_NONE || !read_string(p, &off, &n))
+            return LOOM_NONE;
+        p->v.v[v].a = off;
+        p->v.v[v].n = n;
+    } else if (c == '-' || is_digit(c)) {
+        v = new_value(p, J_NUM);
+        if (v == LOOM_NONE || !read_number(p, &p->v.v[v]))
+            return LOOM_NONE;
+    } else {
+        if (c == 0)
+            SYNTAX(p, "NUL byte");
+        else if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7f)
+            SYNTAX(p, "unexpected character '%c'", c);
+        else
+            SYNTAX(p, "unexpected byte 0x%02x", (unsigned char)c);
+        return LOOM_NONE;
+    }
+    return v;
+}
+
+/* ---- tree → graph ------------------------------------------------------- */
+
+static const jv *J(const jp *p, uint32_t i) { return &p->v.v[i]; }
+static const char *jstr(const jp *p, uint32_t i) { return p->pool.v + p->v.v[i].a; }
+
+static bool want_type(jp *p, uint32_t i, uint8_t t, const char *what)
+{
+    if (J(p, i)->t == t)
+        return true;
+    AT(p, J(p, i), "%s must be %s, not %s", what, jtype_names[t], jtype_names[J(p, i)->t]);
+    return false;
+}
+
+/* Looks up each of `keys` in object `obj`; out[k] is the member or NONE.
+ * Unknown and repeated keys are errors: a typo must not silently become a
+ * default. */
+static bool fields(jp *p, uint32_t obj, const char *what, const char *const *keys, unsigned nkeys, uint32_t *out)
+{
+    if (!want_type(p, obj, J_OBJ, what))
+        return false;
+    for (unsigned k = 0; k < nkeys; k++)
+        out[k] = LOOM_NONE;
+    for (uint32_t m = J(p, obj)->first; m != LOOM_NONE; m = J(p, m)->next) {
+        const char *key = p->pool.v + J(p, m)->key;
+        unsigned k = 0;
+        while (k < nkeys && strcmp(key, keys[k]) != 0)
+            k++;
+        if (k == nkeys)
+            return AT(p, J(p, m), "unknown key \"%.40s\" in %s", key, what), false;
+        if (out[k] != LOOM_NONE)
+            return AT(p, J(p, m), "key \"%s\" repeated in %s", key, what), false;
+        out[k] = m;
+    }
+    return true;
+}
+
+static bool need(jp *p, uint32_t obj, uint32_t member, const char *key, const char *what)
+{
+    if (member != LOOM_NONE)
+        return true;
+    AT(p, J(p, obj), "%s has no \"%s\"", what, key);
+    return false;
+}
+
+static bool get_u64(jp *p, uint32_t i, uint64_t max, const char *what, uint64_t *out)
+{
+    const jv *v = J(p, i);
+    if (v->t != J_NUM)
+        return AT(p, v, "%s must be an unsigned integer, not %s", what, jtype_names[v->t]), false;
+    uint64_t x = 0;
+    for (uint32_t k = 0; k < v->n; k++) {
+        char c = p->s[v->a + k];
+        if (!is_digit(c))
+            return AT(p, v, "%s must be an unsigned integer", what), false;
+        unsigned d = (unsigned)(c - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return AT(p, v, "%s does not fit in 64 bits", what), false;
+        x = x * 10 + d;
+    }
+    if (x > max)
+        return AT(p, v, "%s %" PRIu64 " exceeds %" PRIu64, what, x, max), false;
+    *out = x;
+    return true;
+}
+
+static bool get_u32(jp *p, uint32_t i, uint32_t max, const char *what, uint32_t *out)
+{
+    uint64_t x;
+    if (!get_u64(p, i, max, what, &x))
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static bool get_buffer_id(jp *p, const loom_graph *g, uint32_t i, const char *what, uint32_t *out)
+{
+    uint64_t x;
+    if (!get_u64(p, i, UINT64_MAX, what, &x))
+        return false;
+    if (x >= loom_graph_buffer_count(g))
+        return AT(p, J(p, i), "%s %" PRIu64 " does not exist (the graph has %u buffers)", what, x,
+                  loom_graph_buffer_count(g)), false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+/* Optional member: leaves *out alone when absent. */
+static bool opt_u64(jp *p, uint32_t i, const char *what, uint64_t *out)
+{
+    return i == LOOM_NONE || get_u64(p, i, UINT64_MAX, what, out);
+}
+
+static bool opt_u32(jp *p, uint32_t i, uint32_t max, const char *what, uint32_t *out)
+{
+    return i == LOOM_NONE || get_u32(p, i, max, what, out);
+}
+
+static bool get_array(jp *p, uint32_t i, uint32_t max, const char *what)
+{
+    if (!want_type(p, i, J_ARR, what))
+        return false;
+    if (J(p, i)->count > max)
+        return AT(p, J(p, i), "%s has %u entries; at most %u are allowed", what, J(p, i)->count, max), false;
+    return true;
+}
+
+/* A failure inside a graph call becomes a parse error at the value that
+ * caused it, except running out of memory, which stays what it is. */
+static bool graph_call(jp *p, uint32_t at, loom_result rc)
+{
+    if (rc == LOOM_OK)
+        return true;
+    if (rc == LOOM_OUT_OF_MEMORY) {
+        jfail(p, rc, J(p, at)->line, J(p, at)->col, "out of memory");
+        return false;
+    }
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", loom_last_error());
+    AT(p, J(p, at), "%s", detail);
+    return false;
+}
+
+static bool parse_buffer(jp *p, loom_graph *g, uint32_t obj)
+{
+    static const char *const keys[] = { "id", "name", "size", "usage", "external", "class", "arena_offset" };
+    uint32_t f[7];
+    uint32_t id = loom_graph_buffer_count(g);
+    if (!fields(p, obj, "a buffer", keys, 7, f) || !need(p, obj, f[2], "size", "a buffer"))
+        return false;
+    loom_buffer_desc d = { 0 };
+    uint32_t file_id = id;
+    if (!opt_u32(p, f[0], UINT32_MAX, "buffer id", &file_id))
+        return false;
+    if (file_id != id)
+        return AT(p, J(p, f[0]), "buffer id %u is out of sequence (expected %u)", file_id, id), false;
+    if (f[1] != LOOM_NONE) {
+        if (!want_type(p, f[1], J_STR, "buffer name"))
+            return false;
+        d.name = jstr(p, f[1]);
+    }
+    if (!get_u64(p, f[2], UINT64_MAX, "buffer size", &d.size) || !opt_u64(p, f[4], "external", &d.external))
+        return false;
+    if (f[3] != LOOM_NONE) {
+        if (!want_type(p, f[3], J_STR, "usage"))
+            return false;
+        if (!loom_usage_from_name(jstr(p, f[3]), &d.usage))
+            return AT(p, J(p, f[3]), "unknown usage \"%.40s\"", jstr(p, f[3])), false;
+    }
+    loom_class cls = LOOM_CLASS_UNKNOWN;
+    if (f[5] != LOOM_NONE) {
+        if (!want_type(p, f[5], J_STR, "class"))
+            return false;
+        if (!loom_class_from_name(jstr(p, f[5]), &cls))
+            return AT(p, J(p, f[5]), "unknown class \"%.40s\"", jstr(p, f[5])), false;
+    }
+    uint64_t arena = 0;
+    if (!opt_u64(p, f[6], "arena_offset", &arena))
+        return false;
+    if (!graph_call(p, obj, loom_graph_add_buffer(g, &d, &id)))
+        return false;
+    loom_buffer *b = loom_graph_buffer_mut(g, id);
+    b->cls = cls;
+    b->arena_offset = arena;
+    /* The step-parameter buffer keeps its role, so loom_graph_params on the
+     * loaded graph returns it instead of declaring a second one. */
+    if (d.usage == LOOM_USAGE_PARAMS && g->params == LOOM_NONE)
+        g->params = id;
+    return true;
+}
+
+static bool parse_range(jp *p, loom_graph *g, uint32_t obj, loom_range *r)
+{
+    static const char *const keys[] = { "buffer", "offset", "size" };
+    uint32_t f[3];
+    if (!fields(p, obj, "a range", keys, 3, f) || !need(p, obj, f[0], "buffer", "a range") ||
+        !need(p, obj, f[1], "offset", "a range") || !need(p, obj, f[2], "size", "a range"))
+        return false;
+    memset(r, 0, sizeof *r);
+    return get_buffer_id(p, g, f[0], "range buffer", &r->buffer) &&
+           get_u64(p, f[1], UINT64_MAX, "range offset", &r->offset) &&
+           get_u64(p, f[2], UINT64_MAX, "range size", &r->size);
+}
+
+static bool parse_binding(jp *p, loom_graph *g, uint32_t obj, loom_binding *b)
+{
+    static const char *const keys[] = { "slot", "buffer", "offset", "size", "access" };
+    uint32_t f[5];
+    if (!fields(p, obj, "a binding", keys, 5, f))
+        return false;
+    for (unsigned k = 0; k < 5; k++)
+        if (!need(p, obj, f[k], keys[k], "a binding"))
+            return false;
+    memset(b, 0, sizeof *b);
+    if (!get_u32(p, f[0], UINT32_MAX, "slot", &b->slot) ||
+        !get_buffer_id(p, g, f[1], "binding buffer", &b->buffer) ||
+        !get_u64(p, f[2], UINT64_MAX, "binding offset", &b->offset) ||
+        !get_u64(p, f[3], UINT64_MAX, "binding size", &b->size))
+        return false;
+    if (J(p, f[4])->t == J_NUM)  /* numeric access: only unverifiable graphs carry one */
+        return get_u32(p, f[4], UINT32_MAX, "access", &b->access);
+    if (!want_type(p, f[4], J_STR, "access"))
+        return false;
+    const char *a = jstr(p, f[4]);
+    if (!strcmp(a, "r"))
+        b->access = LOOM_ACCESS_READ;
+    else if (!strcmp(a, "w"))
+        b->access = LOOM_ACCESS_WRITE;
+    else if (!strcmp(a, "rw"))
+        b->access = LOOM_ACCESS_RW;
+    else
+        return AT(p, J(p, f[4]), "access \"%.8s\" is not r, w or rw", a), false;
+    return true;
+}
+
+static bool parse_ranges(jp *p, loom_graph *g, uint32_t arr, const char *what, loom_range *r, uint32_t *n)
+{
+    *n = 0;
+    if (arr == LOOM_NONE)
+        return true;
+    if (!get_array(p, arr, LOOM_MAX_RANGES, what))
+        return false;
+    for (uint32_t e = J(p, arr)->first; e != LOOM_NONE; e = J(p, e)->next)
+        if (!parse_range(p, g, e, &r[(*n)++]))
+            return false;
+    return true;
+}
+
+enum { NK_TYPE, NK_OP, NK_KERNEL, NK_GROUPS, NK_BINDINGS, NK_PUSH, NK_READS, NK_WRITES, NK_FLAGS, NK_FUSED,
+       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_COUNT };
+static const char *const node_keys[NK_COUNT] = { "type",  "op",    "kernel", "groups",        "bindings",
+                                                 "push",  "reads", "writes", "flags",         "fused",
+                                                 "capture_index", "group", "barrier" };
+
+static bool parse_dispatch(jp *p, loom_graph *g, uint32_t obj, const uint32_t *f)
+{
+    if (!need(p, obj, f[NK_OP], "op", "a dispatch") || !need(p, obj, f[NK_KERNEL], "kernel", "a dispatch") ||
+        !need(p, obj, f[NK_GROUPS], "groups", "a dispatch") || !want_type(p, f[NK_OP], J_STR, "op") ||
+        !want_type(p, f[NK_KERNEL], J_STR, "kernel") || !get_array(p, f[NK_GROUPS], 3, "groups"))
+        return false;
+    loom_dispatch_desc d = { .kernel = jstr(p, f[NK_KERNEL]) };
+    if (!loom_op_from_name(jstr(p, f[NK_OP]), &d.op))
+        return AT(p, J(p, f[NK_OP]), "unknown op \"%.40s\"", jstr(p, f[NK_OP])), false;
+    if (J(p, f[NK_GROUPS])->count != 3)
+        return AT(p, J(p, f[NK_GROUPS]), "groups must have 3 entries"), false;
+    uint32_t k = 0;
+    for (uint32_t e = J(p, f[NK_GROUPS])->first; e != LOOM_NONE; e = J(p, e)->next)
+        if (!get_u32(p, e, UINT32_MAX, "groups entry", &d.groups[k++]))
+            return false;
+
+    loom_binding binds[LOOM_MAX_BINDINGS];
+    if (f[NK_BINDINGS] != LOOM_NONE) {
+        if (!get_array(p, f[NK_BINDINGS], LOOM_MAX_BINDINGS, "bindings"))
+            return false;
+        for (uint32_t e = J(p, f[NK_BINDINGS])->first; e != LOOM_NONE; e = J(p, e)->next)
+            if (!parse_binding(p, g, e, &binds[d.n_bindings++]))
+                return false;
+    }
+    uint8_t push[LOOM_MAX_PUSH];
+    if (f[NK_PUSH] != LOOM_NONE) {
+        if (!get_array(p, f[NK_PUSH], LOOM_MAX_PUSH / 4, "push"))
+            return false;
+        for (uint32_t e = J(p, f[NK_PUSH])->first; e != LOOM_NONE; e = J(p, e)->next) {
+            uint32_t w;
+            if (!get_u32(p, e, UINT32_MAX, "push word", &w))
+                return false;
+            for (int b = 0; b < 4; b++)
+                push[d.push_size++] = (uint8_t)(w >> (8 * b));
+        }
+    }
+    loom_range reads[LOOM_MAX_RANGES], writes[LOOM_MAX_RANGES];
+    if (!parse_ranges(p, g, f[NK_READS], "reads", reads, &d.n_reads) ||
+        !parse_ranges(p, g, f[NK_WRITES], "writes", writes, &d.n_writes))
+        return false;
+    d.bindings = binds;
+    d.push = push;
+    d.reads = reads;
+    d.writes = writes;
+    uint32_t id;
+    if (!graph_call(p, obj, loom_graph_add_dispatch(g, &d, &id)))
+        return false;
+    /* Capture derives ranges when both lists are empty; a file that spells
+     * out two empty lists means exactly that. */
+    bool explicit_ranges = f[NK_READS] != LOOM_NONE || f[NK_WRITES] != LOOM_NONE;
+    if (explicit_ranges && d.n_reads == 0 && d.n_writes == 0) {
+        loom_node *n = loom_graph_node_mut(g, id);
+        n->n_reads = n->n_writes = 0;
+    }
+    return true;
+}
+
+static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out_index)
+{
+    static const char *const keys[] = { "hazard", "buffer", "before", "after" };
+    uint32_t f[4];
+    if (!fields(p, obj, "a barrier", keys, 4, f))
+        return false;
+    for (unsigned k = 0; k < 4; k++)
+        if (!need(p, obj, f[k], keys[k], "a barrier"))
+            return false;
+    loom_barrier_info bi = { .buffer = LOOM_NONE };
+    if (!want_type(p, f[0], J_STR, "hazard"))
+        return false;
+    const char *h = jstr(p, f[0]);
+    bi.hazard = LOOM_HAZARD_SENTINEL + 1;
+    for (uint32_t k = 0; k <= LOOM_HAZARD_SENTINEL; k++)
+        if (!strcmp(h, loom_hazard_name((loom_hazard)k)))
+            bi.hazard = k;
+    if (bi.hazard > LOOM_HAZARD_SENTINEL)
+        return AT(p, J(p, f[0]), "unknown hazard \"%.40s\"", h), false;
+    if (J(p, f[1])->t != J_NULL &&
+        !get_buffer_id(p, g, f[1], "barrier buffer", &bi.buffer))
+        return false;
+    if (!get_u32(p, f[2], UINT32_MAX, "before", &bi.before) || !get_u32(p, f[3], UINT32_MAX, "after", &bi.after))
+        return false;
+    return graph_call(p, obj, loom_graph_add_barrier_info(g, &bi, out_index));
+}
+
+static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
+{
+    uint32_t f[NK_COUNT];
+    uint32_t id = loom_graph_node_count(g);
+    if (!fields(p, obj, "a node", node_keys, NK_COUNT, f) || !need(p, obj, f[NK_TYPE], "type", "a node") ||
+        !want_type(p, f[NK_TYPE], J_STR, "type"))
+        return false;
+    const char *type = jstr(p, f[NK_TYPE]);
+    if (!strcmp(type, "dispatch")) {
+        if (!parse_dispatch(p, g, obj, f))
+            return false;
+    } else if (!strcmp(type, "barrier")) {
+        for (unsigned k = NK_OP; k <= NK_WRITES; k++)
+            if (f[k] != LOOM_NONE)
+                return AT(p, J(p, f[k]), "a barrier node has no \"%s\"", node_keys[k]), false;
+        if (!graph_call(p, obj, loom_graph_add_barrier(g, NULL)))
+            return false;
+    } else {
+        return AT(p, J(p, f[NK_TYPE]), "node type \"%.40s\" is neither dispatch nor barrier", type), false;
+    }
+    loom_node *n = loom_graph_node_mut(g, id);
+    uint32_t flags = 0, fused = 1, capture = id, group = LOOM_NONE, barrier = LOOM_NONE;
+    if (!opt_u32(p, f[NK_FLAGS], UINT16_MAX, "flags", &flags) || !opt_u32(p, f[NK_FUSED], UINT32_MAX, "fused", &fused) ||
+        !opt_u32(p, f[NK_CAPTURE], UINT32_MAX, "capture_index", &capture))
+        return false;
+    if (f[NK_GROUP] != LOOM_NONE && J(p, f[NK_GROUP])->t != J_NULL &&
+        !get_u32(p, f[NK_GROUP], UINT32_MAX, "group", &group))
+        return false;
+    if (f[NK_BARRIER] != LOOM_NONE && J(p, f[NK_BARRIER])->t != J_NULL &&
+        !parse_barrier_info(p, g, f[NK_BARRIER], &barrier))
+        return false;
+    n = loom_graph_node_mut(g, id); /* the barrier list may have grown, the node list did not; re-read anyway */
+    n->flags = (uint16_t)flags;
+    n->fused = fused;
+    n->capture_index = capture;
+    n->group = group;
+    n->barrier = barrier;
+    return true;
+}
+
+static bool parse_kernels(jp *p, loom_graph *g, uint32_t arr)
+{
+    if (!get_array(p, arr, UINT32_MAX, "kernels"))
+        return false;
+    for (uint32_t e = J(p, arr)->first; e != LOOM_NONE; e = J(p, e)->next) {
+        if (!want_type(p, e, J_STR, "a kernel name"))
+            return false;
+        uint32_t before = loom_graph_kernel_count(g), id;
+        if (!graph_call(p, e, loom_graph_kernel(g, jstr(p, e), &id)))
+            return false;
+        if (id < before)
+            return AT(p, J(p, e), "kernel \"%.40s\" is listed twice", jstr(p, e)), false;
+    }
+    return true;
+}
+
+static bool build_graph(jp *p, uint32_t root, const loom_graph_desc *desc, loom_graph **out)
+{
+    static const char *const keys[] = { "format", "version", "name", "scheduled", "arena_size",
+                                        "buffers", "kernels", "nodes" };
+    uint32_t f[8];
+    if (!fields(p, root, "the document", keys, 8, f) || !need(p, root, f[0], "format", "the document") ||
+        !need(p, root, f[1], "version", "the document") || !need(p, root, f[5], "buffers", "the document") ||
+        !need(p, root, f[7], "nodes", "the document") || !want_type(p, f[0], J_STR, "format"))
+        return false;
+    if (strcmp(jstr(p, f[0]), JSON_FORMAT) != 0)
+        return AT(p, J(p, f[0]), "format is \"%.40s\", not \"" JSON_FORMAT "\"", jstr(p, f[0])), false;
+    uint32_t version;
+    if (!get_u32(p, f[1], UINT32_MAX, "version", &version))
+        return false;
+    if (version != JSON_VERSION)
+        return AT(p, J(p, f[1]), "version %u is not supported (this build reads %d)", version, JSON_VERSION), false;
+    loom_graph_desc gd = { .name = desc ? desc->name : NULL, .allocator = desc ? desc->allocator : NULL };
+    if (!gd.name && f[2] != LOOM_NONE) {
+        if (!want_type(p, f[2], J_STR, "name"))
+            return false;
+        gd.name = jstr(p, f[2]);
+    }
+    uint64_t arena = 0;
+    if (f[3] != LOOM_NONE && J(p, f[3])->t != J_TRUE && !want_type(p, f[3], J_FALSE, "scheduled"))
+        return false;
+    if (!opt_u64(p, f[4], "arena_size", &arena) || !get_array(p, f[5], UINT32_MAX, "buffers") ||
+        !get_array(p, f[7], UINT32_MAX, "nodes"))
+        return false;
+    loom_graph *g;
+    if (!graph_call(p, root, loom_graph_create(&gd, &g)))
+        return false;
+    bool ok = true;
+    for (uint32_t e = J(p, f[5])->first; ok && e != LOOM_NONE; e = J(p, e)->next)
+        ok = parse_buffer(p, g, e);
+    if (ok && f[6] != LOOM_NONE)
+        ok = parse_kernels(p, g, f[6]);
+    for (uint32_t e = J(p, f[7])->first; ok && e != LOOM_NONE; e = J(p, e)->next)
+        ok = parse_node(p, g, e);
+    if (!ok) {
+        loom_graph_destroy(g);
+        return false;
+    }
+    loom_graph_set_scheduled(g, f[3] != LOOM_NONE && J(p, f[3])->t == J_TRUE);
+    loom_graph_set_arena_size(g, arena);
+    *out = g;
+    return true;
+}
+
+loom_result loom_graph_parse_json(const char *text, size_t len, const loom_graph_desc *desc, loom_graph **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_parse_json: out is NULL");
+    *out = NULL;
+    if (!text && len)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_parse_json: text is NULL");
+    if (len > JSON_MAX_INPUT)
+        return loom_fail(LOOM_PARSE, "line 1, column 1: input of %zu bytes exceeds %u", len, JSON_MAX_INPUT);
+    jp p = { .al = desc && desc->allocator ? desc->allocator : loom_default_allocator(),
+             .s = text ? text : "", .len = len, .line = 1 };
+    if (!p.al->realloc)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_parse_json: allocator has no realloc");
+    uint32_t root = parse_value(&p, 1);
+    if (root != LOOM_NONE) {
+        skip_ws(&p);
+        if (p.i < p.len)
+            SYNTAX(&p, "unexpected data after the document");
+        else
+            build_graph(&p, root, desc, out);
+    }
+    LOOM_VEC_FREE(p.al, p.v);
+    LOOM_VEC_FREE(p.al, p.pool);
+    return p.rc;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_graph **out)
+{
+    if (!path || !out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_load: NULL argument");
+    *out = NULL;
+    const loom_allocator *a = desc && desc->allocator ? desc->allocator : loom_default_allocator();
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return loom_fail(LOOM_IO, "%s: %s", path, strerror(errno));
+    char *buf = NULL;
+    uint32_t cap = 0, len = 0;
+    loom_result rc = LOOM_OK;
+    for (;;) {
+        if (len > JSON_MAX_INPUT) {
+            rc = loom_fail(LOOM_PARSE, "%s: larger than %u bytes", path, JSON_MAX_INPUT);
+            break;
+        }
+        if (!loom_grow(a, (void **)&buf, &cap, len + 65536, 1)) {
+            rc = loom_fail(LOOM_OUT_OF_MEMORY, "%s: out of memory reading the file", path);
+            break;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += (uint32_t)got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = loom_fail(LOOM_IO, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == LOOM_OK) {
+        rc = loom_graph_parse_json(buf, len, desc, out);
+        if (rc == LOOM_PARSE) {
+            char detail[400];
+            snprintf(detail, sizeof detail, "%s", loom_last_error());
+            loom_fail(rc, "%s: %s", path, detail);
+        }
+    }
+    loom_free(a, buf, cap);
+    return rc;
+}
+
+loom_result loom_graph_save(const loom_graph *g, loom_format fmt, const char *path)
+{
+    if (!g || !path)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_save: NULL argument");
+    loom_str s;
+    loom_str_init(&s, loom_graph_allocator(g));
+    loom_result rc = loom_graph_dump(g, fmt, &s);
+    if (rc == LOOM_OK) {
+        FILE *f = fopen(path, "wb");
+        if (!f) {
+            rc = loom_fail(LOOM_IO, "%s: %s", path, strerror(errno));
+        } else {
+            bool ok = fwrite(s.data ? s.data : "", 1, s.len, f) == s.len;
+            ok &= fclose(f) == 0;
+            if (!ok)
+                rc = loom_fail(LOOM_IO, "%s: write failed", path);
+        }
+    }
+    loom_str_free(&s);
+    return rc;
+}

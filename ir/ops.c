@@ -1,0 +1,554 @@
+/* Op builders: the typed front door to capture. Every builder fills an
+ * op_call (views with their binding roles, push constants, workgroup count)
+ * after its op-specific shape checks; emit() then applies the checks every
+ * op shares (view inside its buffer, alignment, 4-byte sizes, aliasing
+ * between written and read views) and appends the dispatch. Ranges are
+ * derived from the bindings, so each read or write range is exactly the
+ * view's bytes. Workgroup counts here must match the local sizes declared
+ * in shaders/. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+/* Local sizes and per-workgroup tiling of the kernels in shaders/. */
+#define ELEMWISE_LOCAL   256u   /* copy, mul, add, silu_mul, rope, kv_append, embed */
+#define MATVEC_ROWS_PER_WG 8u   /* matvec*.comp: ROWS_PER_WG */
+#define ATTN_MAX_HEAD_DIM 256u  /* attention.comp: one invocation per dim */
+#define MAX_GROUPS       65535u /* the Vulkan minimum of maxComputeWorkGroupCount */
+#define COPY_MAX_GROUPS  4096u  /* copy.comp strides over the rest */
+
+const char *loom_dtype_name(loom_dtype t)
+{
+    switch (t) {
+    case LOOM_F32: return "f32";
+    case LOOM_F16: return "f16";
+    case LOOM_U32: return "u32";
+    }
+    return "?";
+}
+
+uint32_t loom_dtype_size(loom_dtype t)
+{
+    switch (t) {
+    case LOOM_F16: return 2;
+    case LOOM_F32:
+    case LOOM_U32: return 4;
+    }
+    return 0;
+}
+
+/* One view bound to a kernel slot. Read views marked inplace may be the very
+ * same view as a written one: the kernel reads each such element before the
+ * same invocation overwrites it, or finishes all reads before any write. */
+typedef struct op_view {
+    const char *name;
+    loom_tensor t;
+    bool write;
+    bool inplace;
+} op_view;
+
+typedef struct op_call {
+    loom_op op;
+    const char *kernel;
+    bool params;              /* bind the step-parameter buffer at slot 0 */
+    op_view v[6];
+    uint32_t n;
+    const void *push;
+    uint32_t push_size;
+    uint64_t groups;
+} op_call;
+
+static uint64_t view_bytes(const loom_tensor *t)
+{
+    return (uint64_t)t->rows * t->cols * loom_dtype_size((loom_dtype)t->dtype);
+}
+
+static bool views_overlap(const loom_tensor *a, const loom_tensor *b)
+{
+    return a->buffer == b->buffer && a->offset < b->offset + view_bytes(b) && b->offset < a->offset + view_bytes(a);
+}
+
+static bool views_equal(const loom_tensor *a, const loom_tensor *b)
+{
+    return a->buffer == b->buffer && a->offset == b->offset && a->dtype == b->dtype && a->rows == b->rows &&
+           a->cols == b->cols;
+}
+
+static loom_result check_view(loom_graph *g, const char *op, uint32_t node, const op_view *v)
+{
+    const loom_tensor *t = &v->t;
+    if (t->buffer >= loom_graph_buffer_count(g))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.buffer %u does not exist (%u buffers)", node, op,
+                         v->name, t->buffer, loom_graph_buffer_count(g));
+    if (t->dtype > LOOM_U32)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %u is not a loom_dtype", node, op, v->name,
+                         t->dtype);
+    if (t->rows == 0 || t->cols == 0)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %u x %u (empty)", node, op, v->name, t->rows,
+                         t->cols);
+    if (t->offset % LOOM_BIND_ALIGN)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.offset %" PRIu64 " is not a multiple of %u", node,
+                         op, v->name, t->offset, LOOM_BIND_ALIGN);
+    uint64_t bytes = view_bytes(t);
+    if (bytes % 4)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %" PRIu64 " bytes, not a multiple of 4", node,
+                         op, v->name, bytes);
+    const loom_buffer *b = loom_graph_buffer(g, t->buffer);
+    if (t->offset > b->size || bytes > b->size - t->offset)
+        return loom_fail(LOOM_INVALID_ARGUMENT,
+                         "node %u (%s): %s [%" PRIu64 ", %" PRIu64 ") exceeds buffer %u '%s' of %" PRIu64 " bytes",
+                         node, op, v->name, t->offset, t->offset + bytes, t->buffer,
+                         loom_graph_buffer_name(g, t->buffer), b->size);
+    if (v->write && b->usage == LOOM_USAGE_PARAMS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s writes the step-parameter buffer %u", node, op,
+                         v->name, t->buffer);
+    return LOOM_OK;
+}
+
+/* A written view may only coincide exactly with a read view the kernel
+ * allows in place; any other overlap would race inside the dispatch. */
+static loom_result check_aliasing(const op_call *c, const char *op, uint32_t node)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (!c->v[i].write)
+            continue;
+        for (uint32_t j = 0; j < c->n; j++) {
+            if (j == i || !views_overlap(&c->v[i].t, &c->v[j].t))
+                continue;
+            bool ok = !c->v[j].write && c->v[j].inplace && views_equal(&c->v[i].t, &c->v[j].t);
+            if (!ok)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s overlaps %s in buffer %u", node, op,
+                                 c->v[i].name, c->v[j].name, c->v[i].t.buffer);
+        }
+    }
+    return LOOM_OK;
+}
+
+static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
+{
+    uint32_t node = loom_graph_node_count(g);
+    const char *op = loom_op_name(c->op);
+    for (uint32_t i = 0; i < c->n; i++) {
+        loom_result rc = check_view(g, op, node, &c->v[i]);
+        if (rc)
+            return rc;
+    }
+    loom_result rc = check_aliasing(c, op, node);
+    if (rc)
+        return rc;
+    if (c->groups == 0 || c->groups > MAX_GROUPS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): needs %" PRIu64 " workgroups, the kernel supports %u",
+                         node, op, c->groups, MAX_GROUPS);
+
+    loom_binding b[LOOM_MAX_BINDINGS];
+    uint32_t nb = 0;
+    if (c->params) {
+        uint32_t pid;
+        rc = loom_graph_params(g, &pid);
+        if (rc)
+            return rc;
+        b[nb++] = (loom_binding){ .buffer = pid, .slot = 0, .offset = 0, .size = sizeof(loom_step_params),
+                                  .access = LOOM_ACCESS_READ };
+    }
+    for (uint32_t i = 0; i < c->n; i++, nb++)
+        b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
+                                .size = view_bytes(&c->v[i].t),
+                                .access = c->v[i].write ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ };
+    loom_dispatch_desc d = {
+        .kernel = c->kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
+        .bindings = b, .n_bindings = nb, .push = c->push, .push_size = c->push_size,
+    };
+    return loom_graph_add_dispatch(g, &d, out_node);
+}
+
+/* ---- shared shape checks -------------------------------------------------- */
+
+/* "node 3 (MATVEC): x.cols 100, want 128" */
+static loom_result bad(loom_graph *g, loom_op op, const char *field, const char *what, uint64_t value,
+                       uint64_t want)
+{
+    const char *sep = what[0] && what[0] != '.' ? " " : "";
+    return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s%s%s %" PRIu64 ", want %" PRIu64,
+                     loom_graph_node_count(g), loom_op_name(op), field, sep, what, value, want);
+}
+
+static loom_result need_dtype(loom_graph *g, loom_op op, const char *name, const loom_tensor *t, loom_dtype want)
+{
+    if (t->dtype != (uint32_t)want)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype is %s, want %s", loom_graph_node_count(g),
+                         loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype), loom_dtype_name(want));
+    return LOOM_OK;
+}
+
+/* An f32 row vector of n elements (n == 0: any length). */
+static loom_result need_vec(loom_graph *g, loom_op op, const char *name, const loom_tensor *t, uint32_t n)
+{
+    loom_result rc = need_dtype(g, op, name, t, LOOM_F32);
+    if (rc)
+        return rc;
+    if (t->rows != 1)
+        return bad(g, op, name, ".rows", t->rows, 1);
+    if (n && t->cols != n)
+        return bad(g, op, name, ".cols", t->cols, n);
+    if (t->cols == 0)
+        return bad(g, op, name, ".cols", 0, 1);
+    return LOOM_OK;
+}
+
+static loom_result need_same_shape(loom_graph *g, loom_op op, const char *name, const loom_tensor *t,
+                                   const loom_tensor *ref)
+{
+    loom_result rc = need_dtype(g, op, name, t, (loom_dtype)ref->dtype);
+    if (rc)
+        return rc;
+    if (t->rows != ref->rows)
+        return bad(g, op, name, ".rows", t->rows, ref->rows);
+    if (t->cols != ref->cols)
+        return bad(g, op, name, ".cols", t->cols, ref->cols);
+    return LOOM_OK;
+}
+
+/* 1/sqrt(n) without libm, which ir/ does not link. */
+static float inv_sqrt(uint32_t n)
+{
+    double s = n;
+    for (int i = 0; i < 64; i++)
+        s = 0.5 * (s + n / s);
+    return (float)(1.0 / s);
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
+
+/* ---- builders ------------------------------------------------------------- */
+
+loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_copy: graph is NULL");
+    if (view_bytes(&src) != view_bytes(&dst))
+        return bad(g, LOOM_OP_COPY, "dst", "bytes", view_bytes(&dst), view_bytes(&src));
+    uint64_t words = view_bytes(&src) / 4;
+    if (words > UINT32_MAX)
+        return bad(g, LOOM_OP_COPY, "src", "words", words, UINT32_MAX);
+    loom_pc_n pc = pc_n((uint32_t)words);
+    uint64_t groups = ceil_div(ceil_div(words, 4), ELEMWISE_LOCAL);
+    op_call c = { .op = LOOM_OP_COPY, .kernel = "copy", .n = 2, .push = &pc, .push_size = sizeof pc,
+                  .groups = groups < COPY_MAX_GROUPS ? groups : COPY_MAX_GROUPS,
+                  .v = { { "src", src, false, true }, { "dst", dst, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
+                          loom_tensor out, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed: graph is NULL");
+    const loom_op op = LOOM_OP_EMBED;
+    if (table.dtype != LOOM_F32 && table.dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): table.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_dtype_name((loom_dtype)table.dtype));
+    if (table.dtype == LOOM_F16 && table.cols % 2)
+        return bad(g, op, "table", ".cols (f16 needs even)", table.cols, table.cols + 1);
+    loom_result rc = need_vec(g, op, "out", &out, table.cols);
+    if (rc)
+        return rc;
+    if (token_buf >= loom_graph_buffer_count(g))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): token_buf %u does not exist",
+                         loom_graph_node_count(g), token_buf);
+    /* The token id is data the GPU may have just written (e.g. by ARGMAX),
+     * so the whole token buffer is bound and read: a narrower range would
+     * let the plan overlap this read with a write to a neighbouring slot,
+     * which the descriptor (and the validation layer) would see. */
+    uint64_t tb = loom_graph_buffer(g, token_buf)->size;
+    if ((uint64_t)token_index * 4 + 4 > tb)
+        return bad(g, op, "token_index", "byte end", (uint64_t)token_index * 4 + 4, tb);
+    if (tb / 4 > UINT32_MAX)
+        return bad(g, op, "token_buf", "size", tb, (uint64_t)UINT32_MAX * 4);
+    loom_tensor tok = { token_buf, LOOM_U32, 0, 1, (uint32_t)(tb / 4) };
+    loom_pc_embed pc = { table.cols, table.rows, token_index };
+    op_call c = { .op = op, .kernel = table.dtype == LOOM_F16 ? "embed_f16" : "embed_f32", .n = 3,
+                  .push = &pc, .push_size = sizeof pc, .groups = ceil_div(table.cols, ELEMWISE_LOCAL),
+                  .v = { { "table", table, false, false }, { "token_buf", tok, false, false },
+                         { "out", out, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+static loom_result norm_common(loom_graph *g, loom_op op, const char *kernel, const loom_tensor *a,
+                               const loom_tensor *b, const loom_tensor *w, const loom_tensor *sum,
+                               const loom_tensor *y, float eps, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", kernel);
+    if (!(eps >= 0.0f) || isinf(eps))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): eps %g is not a finite value >= 0",
+                         loom_graph_node_count(g), loom_op_name(op), (double)eps);
+    uint32_t n = a->cols;
+    loom_result rc = need_vec(g, op, b ? "a" : "x", a, 0);
+    if (!rc && b)
+        rc = need_vec(g, op, "b", b, n);
+    if (!rc && w)
+        rc = need_vec(g, op, "w", w, n);
+    if (!rc && sum)
+        rc = need_vec(g, op, "sum", sum, n);
+    if (!rc)
+        rc = need_vec(g, op, "y", y, n);
+    if (rc)
+        return rc;
+    loom_pc_norm pc = { n, eps };
+    op_call c = { .op = op, .kernel = kernel, .push = &pc, .push_size = sizeof pc, .groups = 1 };
+    /* One workgroup reduces, then rescales: y may replace x, a or b in place,
+     * and sum may replace a or b (each invocation writes only elements it has
+     * already read). */
+    c.v[c.n++] = (op_view){ b ? "a" : "x", *a, false, true };
+    if (b)
+        c.v[c.n++] = (op_view){ "b", *b, false, true };
+    if (w)
+        c.v[c.n++] = (op_view){ "w", *w, false, true };
+    if (sum)
+        c.v[c.n++] = (op_view){ "sum", *sum, true, false };
+    c.v[c.n++] = (op_view){ "y", *y, true, false };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_rms_norm(loom_graph *g, loom_tensor x, loom_tensor y, float eps, uint32_t *out_node)
+{
+    return norm_common(g, LOOM_OP_RMS_NORM, "rms_norm", &x, NULL, NULL, NULL, &y, eps, out_node);
+}
+
+loom_result loom_op_rms_norm_mul(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
+                                 uint32_t *out_node)
+{
+    return norm_common(g, LOOM_OP_RMS_NORM_MUL, "rms_norm_mul", &x, NULL, &w, NULL, &y, eps, out_node);
+}
+
+loom_result loom_op_add_rms_norm(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor sum, loom_tensor y,
+                                 float eps, uint32_t *out_node)
+{
+    return norm_common(g, LOOM_OP_ADD_RMS_NORM, "add_rms_norm", &a, &b, NULL, &sum, &y, eps, out_node);
+}
+
+loom_result loom_op_add_rms_norm_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor w,
+                                     loom_tensor sum, loom_tensor y, float eps, uint32_t *out_node)
+{
+    return norm_common(g, LOOM_OP_ADD_RMS_NORM_MUL, "add_rms_norm_mul", &a, &b, &w, &sum, &y, eps, out_node);
+}
+
+/* y = f(a, b) elementwise over equal f32 shapes; y may replace a or b. */
+static loom_result binary(loom_graph *g, loom_op op, const char *kernel, loom_tensor a, loom_tensor b,
+                          loom_tensor y, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", kernel);
+    loom_result rc = need_dtype(g, op, "a", &a, LOOM_F32);
+    if (!rc)
+        rc = need_same_shape(g, op, "b", &b, &a);
+    if (!rc)
+        rc = need_same_shape(g, op, "y", &y, &a);
+    if (rc)
+        return rc;
+    uint64_t n = (uint64_t)a.rows * a.cols;
+    if (n > UINT32_MAX)
+        return bad(g, op, "a", "elements", n, UINT32_MAX);
+    loom_pc_n pc = pc_n((uint32_t)n);
+    op_call c = { .op = op, .kernel = kernel, .n = 3, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div(n, ELEMWISE_LOCAL),
+                  .v = { { "a", a, false, true }, { "b", b, false, true }, { "y", y, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
+{
+    return binary(g, LOOM_OP_MUL, "mul", a, b, y, out_node);
+}
+
+loom_result loom_op_add(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
+{
+    return binary(g, LOOM_OP_ADD, "add", a, b, y, out_node);
+}
+
+loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
+{
+    return binary(g, LOOM_OP_SILU_MUL, "silu_mul", a, b, y, out_node);
+}
+
+/* The three matvec forms: W (and U for the gated form) rows x cols, f32 or
+ * f16; x 1 x cols; r and y 1 x rows. y may replace r, never x. */
+static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, const loom_tensor *W,
+                                 const loom_tensor *U, const loom_tensor *x, const loom_tensor *r,
+                                 const loom_tensor *y, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", base);
+    const char *wname = U ? "Wg" : "W";
+    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_op_name(op), wname, loom_dtype_name((loom_dtype)W->dtype));
+    if (W->dtype == LOOM_F16 && W->cols % 2)
+        return bad(g, op, wname, ".cols (f16 needs even)", W->cols, W->cols + 1);
+    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
+        return bad(g, op, wname, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    loom_result rc = U ? need_same_shape(g, op, "Wu", U, W) : LOOM_OK;
+    if (!rc)
+        rc = need_vec(g, op, "x", x, W->cols);
+    if (!rc && r)
+        rc = need_vec(g, op, "r", r, W->rows);
+    if (!rc)
+        rc = need_vec(g, op, "y", y, W->rows);
+    if (rc)
+        return rc;
+    char kernel[32];
+    snprintf(kernel, sizeof kernel, "%s_%s", base, W->dtype == LOOM_F16 ? "f16" : "f32");
+    loom_pc_matvec pc = { W->rows, W->cols };
+    op_call c = { .op = op, .kernel = kernel, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG) };
+    c.v[c.n++] = (op_view){ wname, *W, false, false };
+    if (U)
+        c.v[c.n++] = (op_view){ "Wu", *U, false, false };
+    c.v[c.n++] = (op_view){ "x", *x, false, false };
+    if (r)
+        c.v[c.n++] = (op_view){ "r", *r, false, true };
+    c.v[c.n++] = (op_view){ "y", *y, true, false };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node)
+{
+    return matvec_common(g, LOOM_OP_MATVEC, "matvec", &W, NULL, &x, NULL, &y, out_node);
+}
+
+loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
+                               uint32_t *out_node)
+{
+    return matvec_common(g, LOOM_OP_MATVEC_ADD, "matvec_add", &W, NULL, &x, &r, &y, out_node);
+}
+
+loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,
+                                    uint32_t *out_node)
+{
+    return matvec_common(g, LOOM_OP_MATVEC_SILU_MUL, "matvec_silu_mul", &Wg, &Wu, &x, NULL, &y, out_node);
+}
+
+loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
+                         float theta, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rope: graph is NULL");
+    const loom_op op = LOOM_OP_ROPE;
+    if (n_heads == 0)
+        return bad(g, op, "n_heads", "", 0, 1);
+    if (head_dim == 0 || head_dim % 2)
+        return bad(g, op, "head_dim (even, > 0)", "", head_dim, head_dim + 1);
+    if (!(theta > 0.0f) || isinf(theta))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (ROPE): theta %g is not a finite value > 0",
+                         loom_graph_node_count(g), (double)theta);
+    uint64_t n = (uint64_t)n_heads * head_dim;
+    if (n > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", n, UINT32_MAX);
+    loom_result rc = need_vec(g, op, "x", &x, (uint32_t)n);
+    if (!rc)
+        rc = need_vec(g, op, "y", &y, (uint32_t)n);
+    if (rc)
+        return rc;
+    loom_pc_rope pc = { n_heads, head_dim, theta };
+    op_call c = { .op = op, .kernel = "rope", .params = true, .n = 2, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div(n / 2, ELEMWISE_LOCAL),
+                  .v = { { "x", x, false, true }, { "y", y, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
+                              loom_tensor vcache, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_kv_append: graph is NULL");
+    const loom_op op = LOOM_OP_KV_APPEND;
+    loom_result rc = need_vec(g, op, "k", &k, 0);
+    if (!rc)
+        rc = need_vec(g, op, "v", &v, k.cols);
+    if (!rc)
+        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+    if (!rc && kcache.cols != k.cols)
+        rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    if (rc)
+        return rc;
+    loom_pc_kv pc = { k.cols, kcache.rows };
+    op_call c = { .op = op, .kernel = "kv_append", .params = true, .n = 4, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div(k.cols, ELEMWISE_LOCAL),
+                  .v = { { "k", k, false, false }, { "v", v, false, false }, { "kcache", kcache, true, false },
+                         { "vcache", vcache, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
+                              loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+                              uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_attention: graph is NULL");
+    const loom_op op = LOOM_OP_ATTENTION;
+    if (n_heads == 0)
+        return bad(g, op, "n_heads", "", 0, 1);
+    if (n_kv_heads == 0 || n_heads % n_kv_heads)
+        return bad(g, op, "n_kv_heads (divides n_heads)", "", n_kv_heads, 1);
+    if (head_dim == 0 || head_dim > ATTN_MAX_HEAD_DIM)
+        return bad(g, op, "head_dim", "", head_dim, ATTN_MAX_HEAD_DIM);
+    uint64_t nq = (uint64_t)n_heads * head_dim, nkv = (uint64_t)n_kv_heads * head_dim;
+    if (nq > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
+    loom_result rc = need_vec(g, op, "q", &q, (uint32_t)nq);
+    if (!rc)
+        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+    if (!rc && kcache.cols != nkv)
+        rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    if (!rc)
+        rc = need_vec(g, op, "out", &out, (uint32_t)nq);
+    if (rc)
+        return rc;
+    loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim) };
+    op_call c = { .op = op, .kernel = "attention", .params = true, .n = 4, .push = &pc, .push_size = sizeof pc,
+                  .groups = n_heads,
+                  .v = { { "q", q, false, true }, { "kcache", kcache, false, false },
+                         { "vcache", vcache, false, false }, { "out", out, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_softmax: graph is NULL");
+    loom_result rc = need_vec(g, LOOM_OP_SOFTMAX, "x", &x, 0);
+    if (!rc)
+        rc = need_vec(g, LOOM_OP_SOFTMAX, "y", &y, x.cols);
+    if (rc)
+        return rc;
+    loom_pc_n pc = pc_n(x.cols);
+    op_call c = { .op = LOOM_OP_SOFTMAX, .kernel = "softmax", .n = 2, .push = &pc, .push_size = sizeof pc,
+                  .groups = 1, .v = { { "x", x, false, true }, { "y", y, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_argmax: graph is NULL");
+    loom_result rc = need_vec(g, LOOM_OP_ARGMAX, "x", &x, 0);
+    if (!rc)
+        rc = need_dtype(g, LOOM_OP_ARGMAX, "out", &out, LOOM_U32);
+    if (!rc && (uint64_t)out.rows * out.cols != 1)
+        rc = bad(g, LOOM_OP_ARGMAX, "out", "elements", (uint64_t)out.rows * out.cols, 1);
+    if (rc)
+        return rc;
+    loom_pc_n pc = pc_n(x.cols);
+    op_call c = { .op = LOOM_OP_ARGMAX, .kernel = "argmax", .n = 2, .push = &pc, .push_size = sizeof pc,
+                  .groups = 1, .v = { { "x", x, false, false }, { "out", out, true, false } } };
+    return emit(g, &c, out_node);
+}

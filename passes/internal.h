@@ -1,0 +1,63 @@
+/* passes/ private: temporary memory from the graph's allocator and the
+ * access set that reorder, barriers and the tests' helpers share — per
+ * buffer lists of the byte ranges read and written since some point, so a
+ * hazard query touches only the ranges of the buffers a node uses instead
+ * of every earlier node. */
+#ifndef LOOM_PASSES_INTERNAL_H
+#define LOOM_PASSES_INTERNAL_H
+
+#include <string.h>
+#include "loom_passes.h"
+
+static inline void *pass_alloc(const loom_allocator *a, size_t n)
+{
+    return a->realloc(a->user, NULL, 0, n ? n : 1);
+}
+static inline void *pass_calloc(const loom_allocator *a, size_t n)
+{
+    void *p = pass_alloc(a, n);
+    if (p)
+        memset(p, 0, n ? n : 1);
+    return p;
+}
+static inline void pass_free(const loom_allocator *a, void *p, size_t n)
+{
+    if (p)
+        a->realloc(a->user, p, n ? n : 1, 0);
+}
+
+/* One recorded access: [lo, hi) of a buffer by the node with tag `tag`
+ * (a level for reorder, a capture index for barriers). */
+typedef struct pass_acc {
+    uint64_t lo, hi;
+    uint32_t tag;
+    uint32_t next;        /* next access of the same buffer and direction */
+} pass_acc;
+
+typedef struct pass_accset {
+    const loom_allocator *a;
+    uint32_t nbuf;
+    uint32_t *rhead, *whead, *stamp;   /* per buffer; a stale stamp means empty */
+    uint32_t epoch;
+    pass_acc *v;
+    uint32_t n, cap;
+} pass_accset;
+
+loom_result pass_accset_init(pass_accset *s, const loom_allocator *a, uint32_t nbuf);
+void pass_accset_free(pass_accset *s);
+/* Forgets every access in O(1). */
+void pass_accset_clear(pass_accset *s);
+/* Records a node's reads and writes under tag. */
+loom_result pass_accset_add(pass_accset *s, const loom_graph *g, const loom_node *n, uint32_t tag);
+
+/* First hazard between an earlier recorded access and node n (RAW, then
+ * WAW, then WAR); fills *buffer and *tag of the earlier access. */
+loom_hazard pass_accset_first(const pass_accset *s, const loom_graph *g, const loom_node *n, uint32_t *buffer,
+                              uint32_t *tag);
+/* Largest tag among recorded accesses that conflict with n; 0 when none. */
+uint32_t pass_accset_max_tag(const pass_accset *s, const loom_graph *g, const loom_node *n);
+
+/* Elapsed monotonic nanoseconds, for pass timing. */
+uint64_t pass_now_ns(void);
+
+#endif

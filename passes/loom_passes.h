@@ -1,0 +1,107 @@
+/* loom passes: the optimizer passes that turn a captured graph into a plan
+ * (verify, fuse, reorder, barriers, lifetimes), their registry and the pass
+ * manager that runs a pipeline string over a graph.
+ *
+ * Every pass edits the graph in place and writes its annotations into it
+ * (node groups and barriers, buffer classes and arena offsets); what a pass
+ * learns for statistics goes into a loom_pass_ctx. Passes use the graph's
+ * allocator for their temporary memory and report failure through
+ * loom_result + loom_last_error(); a failed pass may leave the graph
+ * half-edited, so callers run pipelines on a copy (loom_compile does).
+ * Nothing here is thread-safe per graph; distinct graphs are independent. */
+#ifndef LOOM_PASSES_H
+#define LOOM_PASSES_H
+
+#include "loom_ir.h"
+#include "loom_ir_edit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,reorder,barriers,lifetimes"
+#define LOOM_PASS_WINDOW_DEFAULT 64u
+#define LOOM_PASS_MAX 16u          /* passes in one pipeline */
+#define LOOM_ARENA_ALIGN 256u      /* scratch offsets inside the arena */
+
+/* Inputs every pass may read and results the passes fill in. Zero-initialise
+ * and set .window; the rest is output. */
+typedef struct loom_pass_ctx {
+    uint32_t window;              /* reorder lookahead in nodes; 0: 64 */
+    uint32_t fused_chains;        /* fuse: chains replaced by one node */
+    uint32_t groups;              /* reorder/barriers: concurrency groups */
+    uint32_t barriers;            /* barriers: barriers recorded */
+    uint32_t barrier_lower_bound; /* reorder: sum over windows of (longest chain - 1) + forced */
+    uint64_t scratch_bytes;       /* lifetimes: SCRATCH bytes, unpacked */
+    uint64_t arena_bytes;         /* lifetimes: packed arena */
+    uint64_t arena_lower_bound;   /* lifetimes: peak simultaneously live scratch bytes */
+} loom_pass_ctx;
+
+typedef loom_result (*loom_pass_fn)(loom_graph *g, loom_pass_ctx *ctx);
+
+typedef struct loom_pass {
+    const char *name;
+    const char *summary;
+    loom_pass_fn run;
+} loom_pass;
+
+/* The registry, in its canonical pipeline order. */
+uint32_t loom_pass_count(void);
+const loom_pass *loom_pass_at(uint32_t i);          /* NULL past the end */
+/* Index of the named pass, or -1. */
+int loom_pass_index(const char *name);
+
+/* The passes themselves; each can run alone on any verified graph.
+ * - verify: loom_graph_verify, plus annotation sanity (groups ascend).
+ * - fuse: replaces RMS_NORM→MUL, ADD→RMS_NORM(→MUL), MATVEC×2→SILU_MUL and
+ *   MATVEC→ADD chains by fused nodes where legal; clears any schedule.
+ * - reorder: concurrency groups within lookahead windows; the graph is left
+ *   unscheduled until barriers runs (the runtime would otherwise trust it).
+ * - barriers: the minimal barriers for the current groups (each node its
+ *   own group when reorder did not run); marks the graph scheduled.
+ * - lifetimes: buffer classes and the scratch arena, by barrier epochs. A
+ *   usage hint the graph contradicts is LOOM_VERIFY naming buffer and node. */
+loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);
+
+/* The unoptimized schedule: each node its own group, a barrier recorded
+ * before every node but the first (reason: the hazard with the previous
+ * node, NONE if there is none), graph marked scheduled. Used when the
+ * barriers pass is switched off, so a plan is always explicit. */
+loom_result loom_schedule_serial(loom_graph *g, loom_pass_ctx *ctx);
+
+/* ---- pass manager ------------------------------------------------------- */
+
+typedef struct loom_pipeline_desc {
+    const char *pipeline;   /* comma-separated names; NULL: the default */
+    uint32_t skip;          /* bit (1u << loom_pass_index(name)): listed but not run */
+    bool verify_each;       /* loom_graph_verify after every pass */
+    bool time_each;         /* fill loom_pipeline_report.ns */
+    /* Dump the graph after every pass as DIR/NN-<pass>.{txt,dot,json}
+     * (00-input first). NULL: $LOOM_DUMP if set; "": never. */
+    const char *dump_dir;
+} loom_pipeline_desc;
+
+typedef struct loom_pipeline_report {
+    uint32_t n_passes;                  /* passes run (skipped ones excluded) */
+    const char *names[LOOM_PASS_MAX];   /* static strings */
+    uint64_t ns[LOOM_PASS_MAX];         /* 0 unless time_each */
+} loom_pipeline_report;
+
+/* Checks a pipeline string: every name registered, at most LOOM_PASS_MAX,
+ * and nothing that moves nodes or barriers after lifetimes (its arena
+ * depends on the final barrier placement). LOOM_INVALID_ARGUMENT names the
+ * offending entry. */
+loom_result loom_pipeline_check(const char *pipeline);
+
+/* Runs the pipeline over g in place. rep may be NULL. */
+loom_result loom_pipeline_run(loom_graph *g, const loom_pipeline_desc *desc, loom_pass_ctx *ctx,
+                              loom_pipeline_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

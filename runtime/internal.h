@@ -1,0 +1,218 @@
+/* runtime/ private: the structures behind loom_rt, its buffers, kernels and
+ * programs, shared by the files of runtime/ only. Every Vulkan object the
+ * runtime owns is reachable from struct loom_rt, so destruction is one walk. */
+#ifndef LOOM_RT_INTERNAL_H
+#define LOOM_RT_INTERNAL_H
+
+#include <vulkan/vulkan.h>
+#include "loom_runtime.h"
+#include "loom_ir_edit.h"
+
+#define LOOM_RT_BLOCK_SIZE  (64ull << 20)   /* sub-allocation block */
+#define LOOM_RT_DEFAULT_SPIN 4096u          /* counter polls before blocking */
+#define LOOM_RT_MAX_SLOTS   32u             /* binding slots a layout can name */
+
+/* ---- memory ------------------------------------------------------------- */
+
+typedef struct rt_range { uint64_t offset, size; } rt_range;
+
+/* One VkDeviceMemory carved into allocations; free space kept as a sorted
+ * list of ranges so neighbours merge on free. */
+typedef struct rt_block {
+    VkDeviceMemory memory;
+    uint64_t size;
+    uint32_t type;
+    bool dedicated;          /* one allocation only; freed with it */
+    uint8_t *mapped;         /* non-NULL when host-visible */
+    rt_range *free;
+    uint32_t n_free, cap_free;
+    struct rt_block *next;
+} rt_block;
+
+typedef struct rt_alloc {
+    rt_block *block;
+    uint64_t offset, size;
+} rt_alloc;
+
+/* A VkBuffer with its memory; used for user buffers, plan-owned buffers,
+ * the arena, params buffers and staging. */
+typedef struct rt_mem {
+    VkBuffer buffer;
+    rt_alloc alloc;
+    uint64_t size;
+    uint8_t *mapped;         /* host pointer when host-visible */
+} rt_mem;
+
+struct loom_rt_buffer {
+    loom_rt *rt;
+    char name[64];
+    uint64_t serial;
+    loom_usage usage;
+    rt_mem mem;
+    uint32_t refs;           /* the caller's reference + one per program */
+    bool released;           /* caller dropped its reference */
+    uint64_t last_use;       /* step of the last submission using it */
+    uint64_t last_write;     /* step of the last submission writing it */
+    uint64_t host_visible;   /* last step whose writes were made host-visible */
+    struct loom_rt_buffer *next_zombie;
+};
+
+/* ---- kernels ------------------------------------------------------------ */
+
+typedef struct rt_pipeline {
+    uint32_t slot_mask;      /* binding slots in the set layout */
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+} rt_pipeline;
+
+typedef struct rt_kernel {
+    char *name;
+    VkShaderModule module;
+    rt_pipeline **variants;  /* one per distinct slot mask */
+    uint32_t n_variants;
+} rt_kernel;
+
+/* ---- programs ----------------------------------------------------------- */
+
+/* Where a graph buffer's bytes live once the program is made. */
+typedef struct rt_slot {
+    VkBuffer buffer;         /* VK_NULL_HANDLE for the per-copy params buffer */
+    uint64_t base;           /* offset of the graph buffer inside it */
+    uint8_t *mapped;         /* host pointer of byte 0 of the graph buffer, or NULL */
+    loom_rt_buffer *ext;     /* external buffer, else NULL */
+    rt_mem own;              /* plan-owned allocation (not arena, not params) */
+    bool written, read;      /* by some node of the program */
+} rt_slot;
+
+/* One recorded command buffer with its own params buffer and descriptor
+ * sets: while one copy is in flight, the other can be written and submitted
+ * without waiting. */
+typedef struct rt_copy {
+    bool recorded;
+    VkCommandBuffer cmd;
+    rt_mem params;
+    VkDescriptorSet *sets;   /* per node; VK_NULL_HANDLE for barriers */
+    uint64_t last_step;
+} rt_copy;
+
+struct loom_rt_program {
+    loom_rt *rt;
+    loom_graph *g;
+    rt_slot *slots;          /* per graph buffer */
+    uint32_t n_slots;
+    rt_pipeline **pipes;     /* per node; NULL for barrier sentinels */
+    rt_mem arena;
+    uint32_t params_buffer;  /* graph buffer id or LOOM_NONE */
+    VkDescriptorPool pool;
+    rt_copy copies[2];
+    uint32_t n_dispatches, n_barriers;
+    bool host_barrier;       /* an OUTPUT buffer is written: end with a host-read barrier */
+    uint64_t last_step;
+    uint64_t host_visible;   /* last step whose writes were made host-visible */
+    bool released;
+    struct loom_rt_program *next_zombie;
+    struct loom_rt_program *prev_live, *next_live;  /* unreleased programs */
+};
+
+/* ---- the runtime -------------------------------------------------------- */
+
+struct loom_rt {
+    loom_allocator a;
+    void (*log)(void *user, loom_log_level level, const char *msg);
+    void *log_user;
+    uint32_t spin_polls;
+
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    bool validate, debug_utils;
+    PFN_vkCmdBeginDebugUtilsLabelEXT begin_label;
+    PFN_vkCmdEndDebugUtilsLabelEXT end_label;
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    uint32_t subgroup_size;
+    VkDevice device;
+    uint32_t queue_family;
+    VkQueue queue;
+    VkCommandPool cmd_pool;
+    VkSemaphore timeline;
+    uint64_t submitted;      /* last step id signalled */
+    uint64_t completed;      /* last counter value read */
+    bool lost;
+
+    VkPipelineCache pipeline_cache;
+    char *pipeline_cache_path;
+    uint64_t pipeline_cache_loaded;
+    void *shaderc;           /* shaderc_compiler_t, made on first GLSL */
+
+    rt_kernel *kernels;
+    uint32_t n_kernels, cap_kernels;
+
+    rt_block *blocks;
+    uint64_t next_serial;
+    loom_rt_buffer **live;   /* serial lookup; released buffers leave it */
+    uint32_t n_live, cap_live;
+    loom_rt_buffer *zombie_buffers;
+    loom_rt_program *zombie_programs;
+    loom_rt_program *live_programs;
+
+    volatile uint64_t validation_messages;
+    loom_rt_counters counters;
+};
+
+/* ---- shared helpers ----------------------------------------------------- */
+
+void *rt_alloc_bytes(loom_rt *rt, size_t n);
+void rt_free_bytes(loom_rt *rt, void *p, size_t n);
+bool rt_grow(loom_rt *rt, void **p, uint32_t *cap, uint32_t need, size_t es);
+char *rt_strdup(loom_rt *rt, const char *s);
+void rt_log(loom_rt *rt, loom_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Maps a VkResult to a loom_result with a message naming the call; marks the
+ * runtime lost on VK_ERROR_DEVICE_LOST. */
+loom_result rt_vk_fail(loom_rt *rt, VkResult vr, const char *what);
+const char *rt_vk_str(VkResult vr);
+
+/* memory.c */
+loom_result rt_mem_create(loom_rt *rt, uint64_t size, bool host_visible, rt_mem *out);
+void rt_mem_destroy(loom_rt *rt, rt_mem *m);
+void rt_blocks_destroy(loom_rt *rt);
+void rt_buffer_destroy(loom_rt_buffer *b);
+loom_rt_buffer *rt_buffer_lookup(loom_rt *rt, uint64_t serial);
+void rt_buffer_unref(loom_rt_buffer *b);
+/* Host access to a range of an rt_mem (mapped or staged). */
+loom_result rt_mem_write(loom_rt *rt, rt_mem *m, uint64_t offset, const void *data, uint64_t size);
+loom_result rt_mem_read(loom_rt *rt, rt_mem *m, uint64_t offset, void *data, uint64_t size);
+/* Makes device writes visible to the host (a compute→host barrier submit). */
+loom_result rt_host_read_barrier(loom_rt *rt);
+
+/* kernel.c */
+loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask, rt_pipeline **out);
+void rt_kernels_destroy(loom_rt *rt);
+loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path);
+void rt_pipeline_cache_close(loom_rt *rt);
+
+/* program.c */
+void rt_program_destroy(loom_rt_program *p);
+
+/* sync.c */
+/* Submits cmd signalling the next step; *out_step gets it. */
+loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step);
+/* Refreshes rt->completed from the semaphore. */
+loom_result rt_poll(loom_rt *rt);
+/* Frees released objects whose submissions have completed. */
+void rt_collect(loom_rt *rt);
+/* One-shot command buffer for staging and barriers: begin, then end+submit+wait. */
+loom_result rt_oneshot_begin(loom_rt *rt, VkCommandBuffer *out);
+loom_result rt_oneshot_end(loom_rt *rt, VkCommandBuffer cmd);
+/* The leading barrier every command buffer starts with: orders it after
+ * whatever ran before on the queue (compute, transfer) and after host writes. */
+void rt_cmd_leading_barrier(VkCommandBuffer cmd);
+
+#endif

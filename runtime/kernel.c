@@ -1,0 +1,295 @@
+/* Kernels: SPIR-V shader modules by name (registered SPIR-V, GLSL compiled
+ * at run time with libshaderc, or the built-in table of shaders/), compute
+ * pipelines created once per kernel and set layout and cached, and the
+ * VkPipelineCache persisted to a file and checked against the device. */
+#include <stdio.h>
+#include <string.h>
+#include <shaderc/shaderc.h>
+#include "internal.h"
+#include "loom_shaders.h"
+
+/* ---- kernel table ------------------------------------------------------- */
+
+static rt_kernel *find_kernel(loom_rt *rt, const char *name)
+{
+    for (uint32_t i = 0; i < rt->n_kernels; i++)
+        if (!strcmp(rt->kernels[i].name, name))
+            return &rt->kernels[i];
+    return NULL;
+}
+
+static void kernel_free_variants(loom_rt *rt, rt_kernel *k)
+{
+    for (uint32_t i = 0; i < k->n_variants; i++) {
+        rt_pipeline *v = k->variants[i];
+        vkDestroyPipeline(rt->device, v->pipeline, NULL);
+        vkDestroyPipelineLayout(rt->device, v->layout, NULL);
+        vkDestroyDescriptorSetLayout(rt->device, v->set_layout, NULL);
+        rt_free_bytes(rt, v, sizeof *v);
+    }
+    rt_free_bytes(rt, k->variants, (size_t)k->n_variants * sizeof *k->variants);
+    k->variants = NULL;
+    k->n_variants = 0;
+}
+
+void rt_kernels_destroy(loom_rt *rt)
+{
+    for (uint32_t i = 0; i < rt->n_kernels; i++) {
+        rt_kernel *k = &rt->kernels[i];
+        kernel_free_variants(rt, k);
+        vkDestroyShaderModule(rt->device, k->module, NULL);
+        rt_free_bytes(rt, k->name, strlen(k->name) + 1);
+    }
+    rt_free_bytes(rt, rt->kernels, (size_t)rt->cap_kernels * sizeof *rt->kernels);
+    rt->kernels = NULL;
+    rt->n_kernels = rt->cap_kernels = 0;
+    if (rt->shaderc)
+        shaderc_compiler_release(rt->shaderc);
+    rt->shaderc = NULL;
+}
+
+static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *code, size_t size, rt_kernel **out)
+{
+    if (!code || size == 0 || size % 4 || code[0] != 0x07230203u)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "kernel '%s': %zu bytes are not SPIR-V", name, size);
+    VkShaderModuleCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                    .codeSize = size, .pCode = code };
+    VkShaderModule module;
+    VkResult vr = vkCreateShaderModule(rt->device, &ci, NULL, &module);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkCreateShaderModule");
+    rt_kernel *k = find_kernel(rt, name);
+    if (k) {
+        /* Programs hold this kernel's pipelines; swapping the code under
+         * them would make replays disagree with what was compiled. */
+        if (k->n_variants) {
+            vkDestroyShaderModule(rt->device, module, NULL);
+            return loom_fail(LOOM_BUSY, "kernel '%s' is already in use by programs; register it under a new name",
+                             name);
+        }
+        vkDestroyShaderModule(rt->device, k->module, NULL);
+        k->module = module;
+        *out = k;
+        return LOOM_OK;
+    }
+    char *dup = rt_strdup(rt, name);
+    if (!dup || !rt_grow(rt, (void **)&rt->kernels, &rt->cap_kernels, rt->n_kernels + 1, sizeof *rt->kernels)) {
+        if (dup)
+            rt_free_bytes(rt, dup, strlen(dup) + 1);
+        vkDestroyShaderModule(rt->device, module, NULL);
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': out of memory", name);
+    }
+    k = &rt->kernels[rt->n_kernels++];
+    memset(k, 0, sizeof *k);
+    k->name = dup;
+    k->module = module;
+    *out = k;
+    return LOOM_OK;
+}
+
+loom_result loom_rt_kernel_spirv(loom_rt *rt, const char *name, const uint32_t *code, size_t size_bytes)
+{
+    if (!rt || !name || !*name)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_kernel_spirv: NULL rt or empty name");
+    rt_kernel *k;
+    return add_module(rt, name, code, size_bytes, &k);
+}
+
+loom_result loom_rt_kernel_glsl(loom_rt *rt, const char *name, const char *source)
+{
+    if (!rt || !name || !*name || !source)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_kernel_glsl: NULL rt, name or source");
+    if (!rt->shaderc && !(rt->shaderc = shaderc_compiler_initialize()))
+        return loom_fail(LOOM_UNSUPPORTED, "kernel '%s': shaderc_compiler_initialize failed", name);
+    shaderc_compile_options_t opt = shaderc_compile_options_initialize();
+    if (!opt)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': shaderc options: out of memory", name);
+    /* Vulkan 1.2 SPIR-V: the 1.3 target emits LocalSizeId, which the
+     * validation layer of Debian 12 rejects without maintenance4. */
+    shaderc_compile_options_set_target_env(opt, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+    shaderc_compile_options_set_optimization_level(opt, shaderc_optimization_level_performance);
+    shaderc_compilation_result_t res = shaderc_compile_into_spv(rt->shaderc, source, strlen(source),
+                                                                shaderc_compute_shader, name, "main", opt);
+    shaderc_compile_options_release(opt);
+    if (!res)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': shaderc returned no result", name);
+    loom_result rc;
+    if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
+        /* shaderc's messages read "name:LINE: error: …", one per line. */
+        rc = loom_fail(LOOM_SHADER_COMPILE, "kernel '%s': %s", name, shaderc_result_get_error_message(res));
+    } else {
+        rt_kernel *k;
+        rc = add_module(rt, name, (const uint32_t *)(const void *)shaderc_result_get_bytes(res),
+                        shaderc_result_get_length(res), &k);
+    }
+    shaderc_result_release(res);
+    return rc;
+}
+
+/* ---- pipelines ---------------------------------------------------------- */
+
+static loom_result make_variant(loom_rt *rt, rt_kernel *k, uint32_t slot_mask, rt_pipeline *v)
+{
+    VkDescriptorSetLayoutBinding b[LOOM_RT_MAX_SLOTS];
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < LOOM_RT_MAX_SLOTS; s++)
+        if (slot_mask & (1u << s))
+            b[n++] = (VkDescriptorSetLayoutBinding){ .binding = s,
+                                                     .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                     .descriptorCount = 1,
+                                                     .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT };
+    VkDescriptorSetLayoutCreateInfo dl = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                           .bindingCount = n, .pBindings = b };
+    memset(v, 0, sizeof *v);
+    v->slot_mask = slot_mask;
+    VkResult vr = vkCreateDescriptorSetLayout(rt->device, &dl, NULL, &v->set_layout);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkCreateDescriptorSetLayout");
+    uint32_t push = rt->props.limits.maxPushConstantsSize < LOOM_MAX_PUSH ? rt->props.limits.maxPushConstantsSize
+                                                                          : LOOM_MAX_PUSH;
+    VkPushConstantRange pr = { .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = push };
+    VkPipelineLayoutCreateInfo pl = { .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .setLayoutCount = 1, .pSetLayouts = &v->set_layout,
+                                      .pushConstantRangeCount = 1, .pPushConstantRanges = &pr };
+    vr = vkCreatePipelineLayout(rt->device, &pl, NULL, &v->layout);
+    if (vr == VK_SUCCESS) {
+        VkComputePipelineCreateInfo ci = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = { .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                       .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = k->module, .pName = "main" },
+            .layout = v->layout,
+        };
+        vr = vkCreateComputePipelines(rt->device, rt->pipeline_cache, 1, &ci, NULL, &v->pipeline);
+    }
+    if (vr != VK_SUCCESS) {
+        if (v->layout)
+            vkDestroyPipelineLayout(rt->device, v->layout, NULL);
+        vkDestroyDescriptorSetLayout(rt->device, v->set_layout, NULL);
+        return loom_fail(vr == VK_ERROR_DEVICE_LOST ? LOOM_DEVICE_LOST : LOOM_VULKAN,
+                         "kernel '%s': compute pipeline creation failed: %s", k->name, rt_vk_str(vr));
+    }
+    rt->counters.pipelines++;
+    return LOOM_OK;
+}
+
+loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask, rt_pipeline **out)
+{
+    rt_kernel *k = find_kernel(rt, kernel);
+    if (!k) {
+        const loom_builtin_kernel *bk = loom_builtin_kernel_find(kernel);
+        if (!bk)
+            return loom_fail(LOOM_NOT_FOUND, "kernel '%s' is neither registered nor built in", kernel);
+        loom_result rc = add_module(rt, kernel, bk->code, bk->size, &k);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t i = 0; i < k->n_variants; i++)
+        if (k->variants[i]->slot_mask == slot_mask) {
+            *out = k->variants[i];
+            return LOOM_OK;
+        }
+    /* Each variant is its own allocation: programs keep pointers to it. */
+    rt_pipeline *v = rt_alloc_bytes(rt, sizeof *v);
+    if (!v)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': out of memory", kernel);
+    loom_result rc = make_variant(rt, k, slot_mask, v);
+    if (rc) {
+        rt_free_bytes(rt, v, sizeof *v);
+        return rc;
+    }
+    rt_pipeline **nv = rt->a.realloc(rt->a.user, k->variants, (size_t)k->n_variants * sizeof *nv,
+                                     (size_t)(k->n_variants + 1) * sizeof *nv);
+    if (!nv) {
+        vkDestroyPipeline(rt->device, v->pipeline, NULL);
+        vkDestroyPipelineLayout(rt->device, v->layout, NULL);
+        vkDestroyDescriptorSetLayout(rt->device, v->set_layout, NULL);
+        rt_free_bytes(rt, v, sizeof *v);
+        return loom_fail(LOOM_OUT_OF_MEMORY, "kernel '%s': out of memory", kernel);
+    }
+    k->variants = nv;
+    k->variants[k->n_variants++] = v;
+    *out = v;
+    return LOOM_OK;
+}
+
+/* ---- pipeline cache file ------------------------------------------------ */
+
+/* The header every driver writes (VkPipelineCacheHeaderVersionOne); a file
+ * from another device or driver is dropped rather than handed to it. */
+static bool cache_header_ok(loom_rt *rt, const uint8_t *d, size_t n)
+{
+    if (n < 32)
+        return false;
+    uint32_t hdr_size, version, vendor, device;
+    memcpy(&hdr_size, d, 4);
+    memcpy(&version, d + 4, 4);
+    memcpy(&vendor, d + 8, 4);
+    memcpy(&device, d + 12, 4);
+    return hdr_size >= 32 && hdr_size <= n && version == VK_PIPELINE_CACHE_HEADER_VERSION_ONE &&
+           vendor == rt->props.vendorID && device == rt->props.deviceID &&
+           !memcmp(d + 16, rt->props.pipelineCacheUUID, VK_UUID_SIZE);
+}
+
+loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path)
+{
+    uint8_t *data = NULL;
+    size_t n = 0, cap = 0;
+    if (path) {
+        if (!(rt->pipeline_cache_path = rt_strdup(rt, path)))
+            return loom_fail(LOOM_OUT_OF_MEMORY, "pipeline cache path: out of memory");
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+            if (len > 0 && len < (1l << 30) && fseek(f, 0, SEEK_SET) == 0 &&
+                (data = rt_alloc_bytes(rt, cap = (size_t)len)) && fread(data, 1, (size_t)len, f) == (size_t)len)
+                n = (size_t)len;
+            fclose(f);
+            if (n && !cache_header_ok(rt, data, n)) {
+                rt_log(rt, LOOM_LOG_WARN, "pipeline cache '%s' is for another device or driver; ignored", path);
+                n = 0;
+            }
+        }
+    }
+    VkPipelineCacheCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                     .initialDataSize = n, .pInitialData = n ? data : NULL };
+    VkResult vr = vkCreatePipelineCache(rt->device, &ci, NULL, &rt->pipeline_cache);
+    if (vr != VK_SUCCESS && n) {
+        ci.initialDataSize = 0;
+        ci.pInitialData = NULL;
+        n = 0;
+        vr = vkCreatePipelineCache(rt->device, &ci, NULL, &rt->pipeline_cache);
+    }
+    rt_free_bytes(rt, data, cap);
+    rt->pipeline_cache_loaded = n;
+    return vr == VK_SUCCESS ? LOOM_OK : rt_vk_fail(rt, vr, "vkCreatePipelineCache");
+}
+
+void rt_pipeline_cache_close(loom_rt *rt)
+{
+    if (!rt->pipeline_cache)
+        return;
+    if (rt->pipeline_cache_path) {
+        size_t n = 0;
+        void *data = NULL;
+        if (vkGetPipelineCacheData(rt->device, rt->pipeline_cache, &n, NULL) == VK_SUCCESS && n &&
+            (data = rt_alloc_bytes(rt, n)) &&
+            vkGetPipelineCacheData(rt->device, rt->pipeline_cache, &n, data) == VK_SUCCESS) {
+            /* Write then rename, so a crash never leaves half a file. */
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "%s.tmp", rt->pipeline_cache_path);
+            FILE *f = fopen(tmp, "wb");
+            bool ok = f && fwrite(data, 1, n, f) == n;
+            if (f && fclose(f) != 0)
+                ok = false;
+            if (!ok || rename(tmp, rt->pipeline_cache_path) != 0) {
+                remove(tmp);
+                rt_log(rt, LOOM_LOG_WARN, "pipeline cache '%s' could not be written", rt->pipeline_cache_path);
+            }
+        }
+        rt_free_bytes(rt, data, n);
+        rt_free_bytes(rt, rt->pipeline_cache_path, strlen(rt->pipeline_cache_path) + 1);
+        rt->pipeline_cache_path = NULL;
+    }
+    vkDestroyPipelineCache(rt->device, rt->pipeline_cache, NULL);
+    rt->pipeline_cache = VK_NULL_HANDLE;
+}

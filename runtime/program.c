@@ -1,0 +1,566 @@
+/* Programs: an annotated graph made executable. Creation resolves every
+ * graph buffer to memory (live loom_rt_buffers, the scratch arena, or
+ * plan-owned allocations), gets a pipeline per kernel and set layout, and
+ * records one command buffer; replay writes the step parameters and submits
+ * it. A second recorded copy with its own params buffer lets the host
+ * submit the next step while the previous one still runs: writing the one
+ * params buffer would otherwise mean waiting for the GPU on the hot path.
+ * Both copies touch the same plan-owned memory, which is safe because the
+ * leading barrier orders every submission after the previous one. */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+static const char *buffer_name(const loom_graph *g, uint32_t id)
+{
+    const char *n = loom_graph_buffer_name(g, id);
+    return n ? n : "?";
+}
+
+static bool host_class(const loom_buffer *b)
+{
+    return b->usage == LOOM_USAGE_INPUT || b->usage == LOOM_USAGE_OUTPUT || b->usage == LOOM_USAGE_PARAMS ||
+           b->cls == LOOM_CLASS_INPUT || b->cls == LOOM_CLASS_OUTPUT;
+}
+
+/* ---- buffer resolution -------------------------------------------------- */
+
+/* First node binding buffer id, for error messages. */
+static void first_user(const loom_graph *g, uint32_t id, uint32_t *node, uint32_t *slot)
+{
+    *node = LOOM_NONE;
+    *slot = LOOM_NONE;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_binding *b = loom_node_bindings(g, n);
+        for (uint32_t j = 0; j < n->n_bindings; j++)
+            if (b[j].buffer == id) {
+                *node = i;
+                *slot = b[j].slot;
+                return;
+            }
+    }
+}
+
+static loom_result resolve_buffers(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    const loom_graph *g = p->g;
+    uint64_t arena_size = loom_graph_arena_size(g);
+    if (arena_size) {
+        loom_result rc = rt_mem_create(rt, arena_size, false, &p->arena);
+        if (rc)
+            return loom_fail(rc, "scratch arena (%llu bytes): %s", (unsigned long long)arena_size,
+                             loom_last_error());
+    }
+    for (uint32_t i = 0; i < p->n_slots; i++) {
+        const loom_buffer *b = loom_graph_buffer(g, i);
+        rt_slot *s = &p->slots[i];
+        if (b->external) {
+            loom_rt_buffer *e = rt_buffer_lookup(rt, b->external);
+            if (!e) {
+                uint32_t node, slot;
+                first_user(g, i, &node, &slot);
+                return loom_fail(LOOM_NOT_FOUND, "node %d binding %d: buffer %u '%s' names runtime buffer %llu, "
+                                 "which is not live (released or never created)", node == LOOM_NONE ? -1 : (int)node,
+                                 slot == LOOM_NONE ? -1 : (int)slot, i, buffer_name(g, i),
+                                 (unsigned long long)b->external);
+            }
+            if (e->mem.size < b->size)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "buffer %u '%s': %llu bytes but runtime buffer %llu '%s' "
+                                 "has %llu", i, buffer_name(g, i), (unsigned long long)b->size,
+                                 (unsigned long long)e->serial, e->name, (unsigned long long)e->mem.size);
+            e->refs++;
+            s->ext = e;
+            s->buffer = e->mem.buffer;
+            s->mapped = e->mem.mapped;
+        } else if (i == p->params_buffer) {
+            /* Per copy: resolved when the copy is recorded. */
+        } else if (b->cls == LOOM_CLASS_SCRATCH && arena_size) {
+            if (b->arena_offset > arena_size || b->size > arena_size - b->arena_offset)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "buffer %u '%s': arena range [%llu, +%llu) exceeds the "
+                                 "arena of %llu bytes", i, buffer_name(g, i), (unsigned long long)b->arena_offset,
+                                 (unsigned long long)b->size, (unsigned long long)arena_size);
+            s->buffer = p->arena.buffer;
+            s->base = b->arena_offset;
+            s->mapped = p->arena.mapped ? p->arena.mapped + b->arena_offset : NULL;
+        } else {
+            loom_result rc = rt_mem_create(rt, b->size, host_class(b), &s->own);
+            if (rc)
+                return loom_fail(rc, "buffer %u '%s' (%llu bytes): %s", i, buffer_name(g, i),
+                                 (unsigned long long)b->size, loom_last_error());
+            s->buffer = s->own.buffer;
+            s->mapped = s->own.mapped;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* Checks bindings against limits and alignment; gets each node's pipeline. */
+static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t *n_descs)
+{
+    loom_rt *rt = p->rt;
+    const loom_graph *g = p->g;
+    uint64_t align = rt->props.limits.minStorageBufferOffsetAlignment;
+    uint64_t max_range = rt->props.limits.maxStorageBufferRange;
+    *n_sets = *n_descs = 0;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        if (n->type != LOOM_NODE_DISPATCH)
+            continue;
+        const loom_binding *b = loom_node_bindings(g, n);
+        uint32_t mask = 0;
+        for (uint32_t j = 0; j < n->n_bindings; j++) {
+            const char *op = loom_op_name((loom_op)n->op);
+            if (b[j].slot >= LOOM_RT_MAX_SLOTS || (mask & (1u << b[j].slot)))
+                return loom_fail(LOOM_LIMIT, "node %u (%s): binding %u slot %u is >= %u or bound twice", i, op, j,
+                                 b[j].slot, LOOM_RT_MAX_SLOTS);
+            mask |= 1u << b[j].slot;
+            uint64_t off = p->slots[b[j].buffer].base + b[j].offset;
+            if (off % align)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): binding slot %u on buffer %u '%s' starts at "
+                                 "byte %llu, not a multiple of minStorageBufferOffsetAlignment %llu", i, op,
+                                 b[j].slot, b[j].buffer, buffer_name(g, b[j].buffer), (unsigned long long)off,
+                                 (unsigned long long)align);
+            if (b[j].size == 0 || b[j].size > max_range)
+                return loom_fail(LOOM_LIMIT, "node %u (%s): binding slot %u size %llu is 0 or above "
+                                 "maxStorageBufferRange %llu", i, op, b[j].slot, (unsigned long long)b[j].size,
+                                 (unsigned long long)max_range);
+            if (b[j].access & LOOM_ACCESS_WRITE)
+                p->slots[b[j].buffer].written = true;
+            if (b[j].access & LOOM_ACCESS_READ)
+                p->slots[b[j].buffer].read = true;
+        }
+        const loom_range *w = loom_node_writes(g, n);
+        for (uint32_t j = 0; j < n->n_writes; j++)
+            p->slots[w[j].buffer].written = true;
+        loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel), mask, &p->pipes[i]);
+        if (rc)
+            return loom_fail(rc, "node %u (%s): %s", i, loom_op_name((loom_op)n->op), loom_last_error());
+        (*n_sets)++;
+        *n_descs += n->n_bindings;
+    }
+    for (uint32_t i = 0; i < p->n_slots; i++) {
+        const loom_buffer *b = loom_graph_buffer(g, i);
+        if (p->slots[i].written && (b->cls == LOOM_CLASS_OUTPUT || b->usage == LOOM_USAGE_OUTPUT))
+            p->host_barrier = true;
+    }
+    return LOOM_OK;
+}
+
+/* ---- recording ---------------------------------------------------------- */
+
+static loom_result write_sets(loom_rt_program *p, rt_copy *c)
+{
+    loom_rt *rt = p->rt;
+    const loom_graph *g = p->g;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        if (n->type != LOOM_NODE_DISPATCH)
+            continue;
+        VkDescriptorSetAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                           .descriptorPool = p->pool, .descriptorSetCount = 1,
+                                           .pSetLayouts = &p->pipes[i]->set_layout };
+        VkResult vr = vkAllocateDescriptorSets(rt->device, &ai, &c->sets[i]);
+        if (vr != VK_SUCCESS)
+            return rt_vk_fail(rt, vr, "vkAllocateDescriptorSets");
+        const loom_binding *b = loom_node_bindings(g, n);
+        VkDescriptorBufferInfo info[LOOM_MAX_BINDINGS];
+        VkWriteDescriptorSet w[LOOM_MAX_BINDINGS];
+        for (uint32_t j = 0; j < n->n_bindings; j++) {
+            const rt_slot *s = &p->slots[b[j].buffer];
+            bool params = b[j].buffer == p->params_buffer;
+            /* Exactly the bound range, so validation sees the true extent. */
+            info[j] = (VkDescriptorBufferInfo){ .buffer = params ? c->params.buffer : s->buffer,
+                                                .offset = s->base + b[j].offset, .range = b[j].size };
+            w[j] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
+                                           .dstBinding = b[j].slot, .descriptorCount = 1,
+                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .pBufferInfo = &info[j] };
+        }
+        vkUpdateDescriptorSets(rt->device, n->n_bindings, w, 0, NULL);
+    }
+    return LOOM_OK;
+}
+
+static void cmd_barrier(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
+}
+
+static void label(loom_rt *rt, VkCommandBuffer cmd, const char *text, float r, float g, float b)
+{
+    VkDebugUtilsLabelEXT l = { .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text,
+                               .color = { r, g, b, 1.0f } };
+    rt->begin_label(cmd, &l);
+}
+
+/* Records the node loop; counts barriers and dispatches as it goes. */
+static void record_nodes(loom_rt_program *p, rt_copy *c)
+{
+    loom_rt *rt = p->rt;
+    const loom_graph *g = p->g;
+    VkCommandBuffer cmd = c->cmd;
+    bool scheduled = loom_graph_scheduled(g);
+    bool labels = rt->debug_utils;
+    uint32_t group = LOOM_NONE, barriers = 0, dispatches = 0;
+    bool group_open = false;
+    VkPipeline bound = VK_NULL_HANDLE;
+    char text[160];
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        if (labels && scheduled && n->group != group) {
+            if (group_open)
+                rt->end_label(cmd);
+            group = n->group;
+            snprintf(text, sizeof text, "group %d", group == LOOM_NONE ? -1 : (int)group);
+            label(rt, cmd, text, 0.3f, 0.6f, 0.9f);
+            group_open = true;
+        }
+        /* Unscheduled: a barrier between every pair; the leading barrier
+         * already orders the first node. */
+        bool need = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+        if (need) {
+            cmd_barrier(cmd);
+            barriers++;
+        }
+        if (n->type != LOOM_NODE_DISPATCH)
+            continue;
+        rt_pipeline *pipe = p->pipes[i];
+        if (labels) {
+            snprintf(text, sizeof text, "node %u %s %s", i, loom_op_name((loom_op)n->op),
+                     loom_graph_kernel_name(g, n->kernel));
+            label(rt, cmd, text, 0.9f, 0.6f, 0.2f);
+        }
+        if (pipe->pipeline != bound) {
+            vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->pipeline);
+            bound = pipe->pipeline;
+        }
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, 1, &c->sets[i], 0, NULL);
+        if (n->push_size)
+            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
+                               loom_node_push(g, n));
+        vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
+        dispatches++;
+        if (labels)
+            rt->end_label(cmd);
+    }
+    if (group_open)
+        rt->end_label(cmd);
+    p->n_barriers = barriers;
+    p->n_dispatches = dispatches;
+}
+
+static loom_result record_copy(loom_rt_program *p, rt_copy *c)
+{
+    loom_rt *rt = p->rt;
+    loom_result rc;
+    uint32_t n_nodes = loom_graph_node_count(p->g);
+    if (p->params_buffer != LOOM_NONE) {
+        const loom_buffer *b = loom_graph_buffer(p->g, p->params_buffer);
+        if ((rc = rt_mem_create(rt, b->size, true, &c->params)))
+            return loom_fail(rc, "step-parameter buffer: %s", loom_last_error());
+        if (!c->params.mapped)
+            return loom_fail(LOOM_UNSUPPORTED, "step-parameter buffer: no host-visible memory");
+        memset(c->params.mapped, 0, b->size);
+    }
+    if (n_nodes && !(c->sets = rt_alloc_bytes(rt, n_nodes * sizeof *c->sets)))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    if (n_nodes)
+        memset(c->sets, 0, n_nodes * sizeof *c->sets);
+    if ((rc = write_sets(p, c)))
+        return rc;
+    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = rt->cmd_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1 };
+    VkResult vr = vkAllocateCommandBuffers(rt->device, &ai, &c->cmd);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+    if ((vr = vkBeginCommandBuffer(c->cmd, &bi)) != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
+    rt_cmd_leading_barrier(c->cmd);
+    record_nodes(p, c);
+    if (p->host_barrier) {
+        VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_HOST_READ_BIT };
+        vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
+    }
+    if ((vr = vkEndCommandBuffer(c->cmd)) != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkEndCommandBuffer");
+    c->recorded = true;
+    rt->counters.records++;
+    return LOOM_OK;
+}
+
+/* ---- create / destroy --------------------------------------------------- */
+
+void rt_program_destroy(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    uint32_t n_nodes = p->g ? loom_graph_node_count(p->g) : 0;
+    for (int i = 0; i < 2; i++) {
+        rt_copy *c = &p->copies[i];
+        if (c->cmd)
+            vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &c->cmd);
+        rt_mem_destroy(rt, &c->params);
+        rt_free_bytes(rt, c->sets, n_nodes * sizeof *c->sets);
+    }
+    if (p->pool)
+        vkDestroyDescriptorPool(rt->device, p->pool, NULL);
+    for (uint32_t i = 0; i < p->n_slots; i++) {
+        rt_mem_destroy(rt, &p->slots[i].own);
+        if (p->slots[i].ext)
+            rt_buffer_unref(p->slots[i].ext);
+    }
+    rt_mem_destroy(rt, &p->arena);
+    rt_free_bytes(rt, p->slots, p->n_slots * sizeof *p->slots);
+    rt_free_bytes(rt, p->pipes, n_nodes * sizeof *p->pipes);
+    loom_graph_destroy(p->g);
+    rt_free_bytes(rt, p, sizeof *p);
+}
+
+static loom_result program_setup(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    uint32_t n_nodes = loom_graph_node_count(p->g);
+    uint32_t n_slots = loom_graph_buffer_count(p->g);
+    p->params_buffer = LOOM_NONE;
+    for (uint32_t i = 0; i < n_slots && p->params_buffer == LOOM_NONE; i++) {
+        const loom_buffer *b = loom_graph_buffer(p->g, i);
+        if (b->usage == LOOM_USAGE_PARAMS && !b->external)
+            p->params_buffer = i;
+    }
+    if ((n_slots && !(p->slots = rt_alloc_bytes(rt, n_slots * sizeof *p->slots))) ||
+        (n_nodes && !(p->pipes = rt_alloc_bytes(rt, n_nodes * sizeof *p->pipes))))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    p->n_slots = n_slots;
+    if (p->n_slots)
+        memset(p->slots, 0, p->n_slots * sizeof *p->slots);
+    if (n_nodes)
+        memset(p->pipes, 0, n_nodes * sizeof *p->pipes);
+    loom_result rc = resolve_buffers(p);
+    uint32_t n_sets = 0, n_descs = 0;
+    if (!rc)
+        rc = resolve_nodes(p, &n_sets, &n_descs);
+    if (rc)
+        return rc;
+    if (n_sets) {
+        /* Room for both copies' sets up front: the second is recorded on the
+         * replay path, where growing a pool would be one more failure mode. */
+        VkDescriptorPoolSize ps = { .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 2 * n_descs };
+        VkDescriptorPoolCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                          .maxSets = 2 * n_sets, .poolSizeCount = n_descs ? 1 : 0,
+                                          .pPoolSizes = &ps };
+        VkResult vr = vkCreateDescriptorPool(rt->device, &ci, NULL, &p->pool);
+        if (vr != VK_SUCCESS)
+            return rt_vk_fail(rt, vr, "vkCreateDescriptorPool");
+    }
+    return record_copy(p, &p->copies[0]);
+}
+
+loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_program **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_create: out is NULL");
+    *out = NULL;
+    if (!rt || !g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_create: NULL rt or graph");
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "loom_rt_program_create: the device was lost");
+    loom_result rc = loom_graph_verify(g);
+    if (rc)
+        return rc;
+    rt_poll(rt);
+    rt_collect(rt);
+    loom_rt_program *p = rt_alloc_bytes(rt, sizeof *p);
+    if (!p)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    memset(p, 0, sizeof *p);
+    p->rt = rt;
+    if ((rc = loom_graph_clone(g, &p->g))) {
+        rt_free_bytes(rt, p, sizeof *p);
+        return rc;
+    }
+    if ((rc = program_setup(p))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", loom_last_error());
+        rt_program_destroy(p);
+        return loom_fail(rc, "program '%s': %s", loom_graph_name(g), msg);
+    }
+    p->next_live = rt->live_programs;
+    if (rt->live_programs)
+        rt->live_programs->prev_live = p;
+    rt->live_programs = p;
+    rt->counters.programs++;
+    *out = p;
+    return LOOM_OK;
+}
+
+void loom_rt_program_release(loom_rt_program *p)
+{
+    if (!p || p->released)
+        return;
+    loom_rt *rt = p->rt;
+    p->released = true;
+    if (p->prev_live)
+        p->prev_live->next_live = p->next_live;
+    else
+        rt->live_programs = p->next_live;
+    if (p->next_live)
+        p->next_live->prev_live = p->prev_live;
+    rt_poll(rt);
+    if (rt->completed >= p->last_step) {
+        rt_program_destroy(p);
+        return;
+    }
+    p->next_zombie = rt->zombie_programs;
+    rt->zombie_programs = p;
+}
+
+/* ---- replay ------------------------------------------------------------- */
+
+/* A copy whose last submission has completed, recording the second on
+ * first need; waits only when both are still in flight. */
+static loom_result pick_copy(loom_rt *rt, loom_rt_program *p, rt_copy **out)
+{
+    rt_copy *c0 = &p->copies[0], *c1 = &p->copies[1];
+    if (c0->last_step <= rt->completed) {
+        *out = c0;
+        return LOOM_OK;
+    }
+    if (!c1->recorded) {
+        loom_result rc = record_copy(p, c1);
+        if (rc)
+            return rc;
+    }
+    if (c1->last_step <= rt->completed) {
+        *out = c1;
+        return LOOM_OK;
+    }
+    rt_copy *older = c0->last_step < c1->last_step ? c0 : c1;
+    loom_result rc = loom_rt_wait(rt, older->last_step);
+    *out = older;
+    return rc;
+}
+
+loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_params *params, uint64_t *out_step)
+{
+    if (out_step)
+        *out_step = 0;
+    if (!rt || !p || p->released || p->rt != rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_replay: NULL, released or foreign program");
+    loom_result rc = rt_poll(rt);
+    if (rc)
+        return rc;
+    rt_collect(rt);
+    rt_copy *c;
+    if ((rc = pick_copy(rt, p, &c)))
+        return rc;
+    if (params && c->params.mapped) {
+        uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;
+        memcpy(c->params.mapped, params, n);
+    }
+    uint64_t step;
+    if ((rc = rt_submit(rt, c->cmd, &step)))
+        return rc;
+    c->last_step = p->last_step = step;
+    if (p->host_barrier)
+        p->host_visible = step;
+    rt->counters.dispatches += p->n_dispatches;
+    rt->counters.barriers += p->n_barriers;
+    for (uint32_t i = 0; i < p->n_slots; i++) {
+        loom_rt_buffer *e = p->slots[i].ext;
+        if (!e)
+            continue;
+        e->last_use = step;
+        if (p->slots[i].written) {
+            e->last_write = step;
+            if (p->host_barrier)
+                e->host_visible = step;
+        }
+    }
+    if (out_step)
+        *out_step = step;
+    return LOOM_OK;
+}
+
+/* ---- host access to plan-owned buffers ---------------------------------- */
+
+static loom_result owned_slot(loom_rt_program *p, uint32_t buffer, uint64_t offset, const void *data,
+                              uint64_t size, rt_mem **mem, uint64_t *base)
+{
+    if (!p || buffer >= p->n_slots)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "program access: buffer %u does not exist", buffer);
+    const loom_buffer *b = loom_graph_buffer(p->g, buffer);
+    rt_slot *s = &p->slots[buffer];
+    if (!data || offset > b->size || size > b->size - offset)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "program access: buffer %u '%s': range [%llu, +%llu) outside %llu "
+                         "bytes (or data NULL)", buffer, buffer_name(p->g, buffer), (unsigned long long)offset,
+                         (unsigned long long)size, (unsigned long long)b->size);
+    if (s->ext || buffer == p->params_buffer)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "program access: buffer %u '%s' is %s", buffer,
+                         buffer_name(p->g, buffer),
+                         s->ext ? "external: use loom_rt_buffer_read/write" : "the step parameters: pass them to replay");
+    if (s->own.buffer) {
+        *mem = &s->own;
+        *base = 0;
+    } else {
+        *mem = &p->arena;
+        *base = s->base;
+    }
+    return LOOM_OK;
+}
+
+loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset, void *data,
+                                 uint64_t size)
+{
+    rt_mem *m;
+    uint64_t base;
+    loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
+    if (rc)
+        return rc;
+    if (p->slots[buffer].written) {
+        if ((rc = loom_rt_wait(rt, p->last_step)))
+            return rc;
+        if (m->mapped && p->host_visible < p->last_step) {
+            if ((rc = rt_host_read_barrier(rt)))
+                return rc;
+            p->host_visible = p->last_step;
+        }
+    }
+    return size ? rt_mem_read(rt, m, base + offset, data, size) : LOOM_OK;
+}
+
+loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset,
+                                  const void *data, uint64_t size)
+{
+    rt_mem *m;
+    uint64_t base;
+    loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
+    if (rc)
+        return rc;
+    if ((rc = loom_rt_wait(rt, p->last_step)))
+        return rc;
+    return size ? rt_mem_write(rt, m, base + offset, data, size) : LOOM_OK;
+}
+
+loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params)
+{
+    loom_rt_program *p;
+    loom_result rc = loom_rt_program_create(rt, g, &p);
+    if (rc)
+        return rc;
+    uint64_t step;
+    rc = loom_rt_replay(rt, p, params, &step);
+    if (!rc)
+        rc = loom_rt_wait(rt, step);
+    loom_rt_program_release(p);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* Submission and waiting: every submit signals the queue's timeline
+ * semaphore with the next step id, so "is step N done" is one counter read.
+ * Waiting reads the counter, spins a bounded number of polls, then blocks.
+ * Released objects are freed here once their last step has completed. */
+#include <string.h>
+#include "internal.h"
+
+/* Blocking waits give up after this long and report LOOM_TIMEOUT rather
+ * than hang a caller on a wedged device. */
+#define WAIT_TIMEOUT_NS (60ull * 1000 * 1000 * 1000)
+
+loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step)
+{
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "submit: the device was lost");
+    uint64_t step = rt->submitted + 1;
+    VkTimelineSemaphoreSubmitInfo ts = {
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .signalSemaphoreValueCount = 1,
+        .pSignalSemaphoreValues = &step,
+    };
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+        .pNext = &ts,
+        .commandBufferCount = 1,
+        .pCommandBuffers = &cmd,
+        .signalSemaphoreCount = 1,
+        .pSignalSemaphores = &rt->timeline,
+    };
+    VkResult vr = vkQueueSubmit(rt->queue, 1, &si, VK_NULL_HANDLE);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkQueueSubmit");
+    rt->submitted = step;
+    rt->counters.submits++;
+    *out_step = step;
+    return LOOM_OK;
+}
+
+loom_result rt_poll(loom_rt *rt)
+{
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "the device was lost");
+    uint64_t v;
+    VkResult vr = vkGetSemaphoreCounterValue(rt->device, rt->timeline, &v);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkGetSemaphoreCounterValue");
+    if (v > rt->completed)
+        rt->completed = v;
+    return LOOM_OK;
+}
+
+void rt_collect(loom_rt *rt)
+{
+    for (loom_rt_program **pp = &rt->zombie_programs; *pp;) {
+        loom_rt_program *p = *pp;
+        if (rt->completed >= p->last_step) {
+            *pp = p->next_zombie;
+            rt_program_destroy(p);
+        } else {
+            pp = &p->next_zombie;
+        }
+    }
+    for (loom_rt_buffer **pp = &rt->zombie_buffers; *pp;) {
+        loom_rt_buffer *b = *pp;
+        if (rt->completed >= b->last_use) {
+            *pp = b->next_zombie;
+            rt_buffer_destroy(b);
+        } else {
+            pp = &b->next_zombie;
+        }
+    }
+}
+
+loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
+{
+    if (!rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait: rt is NULL");
+    if (step > rt->submitted)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait: step %llu was never submitted (last %llu)",
+                         (unsigned long long)step, (unsigned long long)rt->submitted);
+    if (step <= rt->completed) {
+        rt->counters.waits_fast++;
+        return LOOM_OK;
+    }
+    loom_result rc = rt_poll(rt);
+    if (rc)
+        return rc;
+    if (step <= rt->completed) {
+        rt->counters.waits_fast++;
+        rt_collect(rt);
+        return LOOM_OK;
+    }
+    for (uint32_t i = 0; i < rt->spin_polls; i++) {
+        if ((rc = rt_poll(rt)))
+            return rc;
+        if (step <= rt->completed) {
+            rt->counters.waits_spun++;
+            rt_collect(rt);
+            return LOOM_OK;
+        }
+    }
+    VkSemaphoreWaitInfo wi = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+        .semaphoreCount = 1,
+        .pSemaphores = &rt->timeline,
+        .pValues = &step,
+    };
+    VkResult vr = vkWaitSemaphores(rt->device, &wi, WAIT_TIMEOUT_NS);
+    if (vr == VK_TIMEOUT)
+        return loom_fail(LOOM_TIMEOUT, "loom_rt_wait: step %llu not done after %llu s", (unsigned long long)step,
+                         WAIT_TIMEOUT_NS / 1000000000ull);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkWaitSemaphores");
+    rt->counters.waits_blocked++;
+    if ((rc = rt_poll(rt)))
+        return rc;
+    rt_collect(rt);
+    return LOOM_OK;
+}
+
+loom_result loom_rt_wait_idle(loom_rt *rt)
+{
+    if (!rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait_idle: rt is NULL");
+    return loom_rt_wait(rt, rt->submitted);
+}
+
+void rt_cmd_leading_barrier(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                         VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    vkCmdPipelineBarrier(cmd,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                             VK_PIPELINE_STAGE_HOST_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                         NULL, 0, NULL);
+}
+
+loom_result rt_oneshot_begin(loom_rt *rt, VkCommandBuffer *out)
+{
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "the device was lost");
+    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = rt->cmd_pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1 };
+    VkResult vr = vkAllocateCommandBuffers(rt->device, &ai, out);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+    vr = vkBeginCommandBuffer(*out, &bi);
+    if (vr != VK_SUCCESS) {
+        vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, out);
+        return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
+    }
+    rt_cmd_leading_barrier(*out);
+    return LOOM_OK;
+}
+
+loom_result rt_oneshot_end(loom_rt *rt, VkCommandBuffer cmd)
+{
+    VkResult vr = vkEndCommandBuffer(cmd);
+    loom_result rc = vr == VK_SUCCESS ? LOOM_OK : rt_vk_fail(rt, vr, "vkEndCommandBuffer");
+    uint64_t step = 0;
+    if (!rc)
+        rc = rt_submit(rt, cmd, &step);
+    /* Counted apart from the caller's waits: staging is not a replay. */
+    loom_rt_counters saved = rt->counters;
+    if (!rc)
+        rc = loom_rt_wait(rt, step);
+    saved.submits = rt->counters.submits;
+    rt->counters = saved;
+    if (!rc || !step)
+        vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &cmd);
+    return rc;
+}

@@ -1,0 +1,5 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// ADD: y = a + b.
+#define OP(p, q) ((p) + (q))
+#include "binary.glsl"

@@ -1,0 +1,44 @@
+#version 450
+// ARGMAX: out[0] = index of the largest of n elements, lowest index on
+// ties, in one workgroup. Each invocation scans its elements in ascending
+// order, then pairs combine in a tree; UINT_MAX marks "no element yet".
+layout(local_size_x = 256) in;
+layout(set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1) writeonly buffer Out { uint result[]; };
+layout(push_constant) uniform Pc { uint n; } pc;
+const uint NONE = 0xffffffffu;
+shared float best_v[256];
+shared uint best_i[256];
+
+bool better(float v, uint i, float bv, uint bi)
+{
+    return i != NONE && (bi == NONE || v > bv || (v == bv && i < bi));
+}
+
+void main()
+{
+    uint t = gl_LocalInvocationID.x;
+    float bv = 0.0;
+    uint bi = NONE;
+    for (uint i = t; i < pc.n; i += 256u) {
+        float v = x[i];
+        if (better(v, i, bv, bi)) {
+            bv = v;
+            bi = i;
+        }
+    }
+    best_v[t] = bv;
+    best_i[t] = bi;
+    memoryBarrierShared();
+    barrier();
+    for (uint s = 128u; s > 0u; s >>= 1u) {
+        if (t < s && better(best_v[t + s], best_i[t + s], best_v[t], best_i[t])) {
+            best_v[t] = best_v[t + s];
+            best_i[t] = best_i[t + s];
+        }
+        memoryBarrierShared();
+        barrier();
+    }
+    if (t == 0u)
+        result[0] = best_i[0];
+}

@@ -1,0 +1,57 @@
+/* CPU reference for every op of the op library (the kernels in shaders/), fused forms
+ * included: plain C, accumulating in double, so tests and the example model
+ * can check GPU results. Semantics match the kernels exactly: same token
+ * clamping, same kv_len clamping, same RoPE pairing, lowest index on argmax
+ * ties. Pointers are caller-owned; in-place use (y == x, sum == a, y == r) is
+ * allowed where the op builder allows it. No function fails. */
+#ifndef LOOM_REF_H
+#define LOOM_REF_H
+
+#include <stdint.h>
+#include "loom_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* IEEE binary16 <-> binary32; f32 -> f16 rounds to nearest even and
+ * saturates to infinity. */
+float loom_f16_to_f32(uint16_t h);
+uint16_t loom_f32_to_f16(float f);
+
+void loom_ref_copy(const void *src, void *dst, uint64_t bytes);
+/* out = table[token] (table vocab x dim of dtype f32|f16); a token >= vocab
+ * gives zeros. */
+void loom_ref_embed(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, uint32_t token, float *out);
+/* y = x / sqrt(mean(x^2) + eps) [* w]; w may be NULL. */
+void loom_ref_rms_norm(const float *x, const float *w, float *y, uint32_t n, float eps);
+/* sum = a + b; y = rms_norm(sum) [* w]; w may be NULL. */
+void loom_ref_add_rms_norm(const float *a, const float *b, const float *w, float *sum, float *y, uint32_t n,
+                           float eps);
+void loom_ref_mul(const float *a, const float *b, float *y, uint32_t n);
+void loom_ref_add(const float *a, const float *b, float *y, uint32_t n);
+/* y = silu(a) * b, silu(t) = t / (1 + e^-t). */
+void loom_ref_silu_mul(const float *a, const float *b, float *y, uint32_t n);
+/* y = W x [+ r]; W rows x cols of dtype f32|f16; r may be NULL. */
+void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
+                     uint32_t cols);
+/* y = silu(Wg x) * (Wu x). */
+void loom_ref_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x, float *y,
+                              uint32_t rows, uint32_t cols);
+/* Rotates pairs (i, i + head_dim/2) of each head by pos * theta^(-2i/head_dim). */
+void loom_ref_rope(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos);
+/* kcache[pos] = k, vcache[pos] = v (rows of dim); nothing when pos >= max_seq. */
+void loom_ref_kv_append(const float *k, const float *v, float *kcache, float *vcache, uint32_t dim,
+                        uint32_t max_seq, uint32_t pos);
+/* Decode attention of one query over cache rows [0, min(kv_len, max_seq));
+ * head h reads kv head h / (n_heads / n_kv_heads). kv_len 0 gives zeros. */
+void loom_ref_attention(const float *q, const float *kcache, const float *vcache, float *out, uint32_t n_heads,
+                        uint32_t n_kv_heads, uint32_t head_dim, uint32_t max_seq, uint32_t kv_len, float scale);
+void loom_ref_softmax(const float *x, float *y, uint32_t n);
+/* Index of the largest element, lowest index on ties. */
+uint32_t loom_ref_argmax(const float *x, uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

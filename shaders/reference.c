@@ -1,0 +1,209 @@
+/* The CPU reference of the op library (see loom_ref.h). Straightforward
+ * loops in double: the point is to be obviously right, not fast. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loom_ref.h"
+
+float loom_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else {
+        /* zero or subnormal: exact in f32 */
+        float f = ldexpf((float)man, -24);
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t loom_f32_to_f16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
+    float a = fabsf(f);
+    if (isnan(f))
+        return sign | 0x7e00;
+    if (a >= 65520.0f)  /* rounds past the largest half */
+        return sign | 0x7c00;
+    if (a < 0x1p-14f) {
+        /* subnormal half: units of 2^-24, round to nearest even */
+        float q = nearbyintf(a * 0x1p24f);
+        return sign | (uint16_t)q;
+    }
+    uint32_t ab = bits & 0x7fffffffu;
+    uint32_t exp = (ab >> 23) - 112, man = ab & 0x7fffff;
+    uint32_t h = (exp << 10) | (man >> 13);
+    uint32_t rest = man & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++;  /* may carry into the exponent, which is still right */
+    return sign | (uint16_t)h;
+}
+
+void loom_ref_copy(const void *src, void *dst, uint64_t bytes) { memmove(dst, src, bytes); }
+
+static double weight(loom_dtype dtype, const void *W, uint64_t i)
+{
+    if (dtype == LOOM_F16)
+        return loom_f16_to_f32(((const uint16_t *)W)[i]);
+    return ((const float *)W)[i];
+}
+
+void loom_ref_embed(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, uint32_t token, float *out)
+{
+    for (uint32_t i = 0; i < dim; i++)
+        out[i] = token < vocab ? (float)weight(dtype, table, (uint64_t)token * dim + i) : 0.0f;
+}
+
+static double inv_rms(const float *x, uint32_t n, float eps)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    return 1.0 / sqrt(ss / n + eps);
+}
+
+void loom_ref_rms_norm(const float *x, const float *w, float *y, uint32_t n, float eps)
+{
+    double r = inv_rms(x, n, eps);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = (float)(x[i] * r * (w ? w[i] : 1.0));
+}
+
+void loom_ref_add_rms_norm(const float *a, const float *b, const float *w, float *sum, float *y, uint32_t n,
+                           float eps)
+{
+    for (uint32_t i = 0; i < n; i++)
+        sum[i] = a[i] + b[i];  /* rounded to f32, as the kernel stores it */
+    loom_ref_rms_norm(sum, w, y, n, eps);
+}
+
+void loom_ref_mul(const float *a, const float *b, float *y, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+void loom_ref_add(const float *a, const float *b, float *y, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+static double silu(double t) { return t / (1.0 + exp(-t)); }
+
+void loom_ref_silu_mul(const float *a, const float *b, float *y, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = (float)(silu(a[i]) * b[i]);
+}
+
+static double row_dot(loom_dtype dtype, const void *W, const float *x, uint32_t row, uint32_t cols)
+{
+    double acc = 0;
+    for (uint32_t c = 0; c < cols; c++)
+        acc += weight(dtype, W, (uint64_t)row * cols + c) * x[c];
+    return acc;
+}
+
+void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
+                     uint32_t cols)
+{
+    for (uint32_t i = 0; i < rows; i++)
+        y[i] = (float)(row_dot(dtype, W, x, i, cols) + (r ? r[i] : 0.0));
+}
+
+void loom_ref_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x, float *y,
+                              uint32_t rows, uint32_t cols)
+{
+    for (uint32_t i = 0; i < rows; i++)
+        y[i] = (float)(silu(row_dot(dtype, Wg, x, i, cols)) * row_dot(dtype, Wu, x, i, cols));
+}
+
+void loom_ref_rope(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos)
+{
+    uint32_t half = head_dim / 2;
+    for (uint32_t h = 0; h < n_heads; h++)
+        for (uint32_t i = 0; i < half; i++) {
+            double ang = pos * pow(theta, -2.0 * i / head_dim);
+            double c = cos(ang), s = sin(ang);
+            uint32_t a = h * head_dim + i, b = a + half;
+            double x0 = x[a], x1 = x[b];
+            y[a] = (float)(x0 * c - x1 * s);
+            y[b] = (float)(x0 * s + x1 * c);
+        }
+}
+
+void loom_ref_kv_append(const float *k, const float *v, float *kcache, float *vcache, uint32_t dim,
+                        uint32_t max_seq, uint32_t pos)
+{
+    if (pos >= max_seq)
+        return;
+    memcpy(kcache + (uint64_t)pos * dim, k, (size_t)dim * sizeof(float));
+    memcpy(vcache + (uint64_t)pos * dim, v, (size_t)dim * sizeof(float));
+}
+
+void loom_ref_attention(const float *q, const float *kcache, const float *vcache, float *out, uint32_t n_heads,
+                        uint32_t n_kv_heads, uint32_t head_dim, uint32_t max_seq, uint32_t kv_len, float scale)
+{
+    uint32_t len = kv_len < max_seq ? kv_len : max_seq, dim = n_kv_heads * head_dim;
+    uint32_t group = n_heads / n_kv_heads;
+    double *p = malloc((len ? len : 1) * sizeof *p);
+    double *acc = malloc(head_dim * sizeof *acc);
+    if (!p || !acc) {
+        free(p);
+        free(acc);
+        return;
+    }
+    for (uint32_t h = 0; h < n_heads; h++) {
+        const float *qh = q + (uint64_t)h * head_dim;
+        uint64_t kvo = (uint64_t)(h / group) * head_dim;
+        double m = -INFINITY, l = 0;
+        for (uint32_t j = 0; j < len; j++) {
+            double s = 0;
+            for (uint32_t d = 0; d < head_dim; d++)
+                s += (double)qh[d] * kcache[(uint64_t)j * dim + kvo + d];
+            p[j] = s * scale;
+            m = p[j] > m ? p[j] : m;
+        }
+        for (uint32_t j = 0; j < len; j++) {
+            p[j] = exp(p[j] - m);
+            l += p[j];
+        }
+        for (uint32_t d = 0; d < head_dim; d++)
+            acc[d] = 0;
+        for (uint32_t j = 0; j < len; j++)
+            for (uint32_t d = 0; d < head_dim; d++)
+                acc[d] += p[j] * vcache[(uint64_t)j * dim + kvo + d];
+        for (uint32_t d = 0; d < head_dim; d++)
+            out[(uint64_t)h * head_dim + d] = len ? (float)(acc[d] / l) : 0.0f;
+    }
+    free(p);
+    free(acc);
+}
+
+void loom_ref_softmax(const float *x, float *y, uint32_t n)
+{
+    double m = -INFINITY, l = 0;
+    for (uint32_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (uint32_t i = 0; i < n; i++)
+        l += exp(x[i] - m);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = (float)(exp(x[i] - m) / l);
+}
+
+uint32_t loom_ref_argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}

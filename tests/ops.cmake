@@ -1,0 +1,13 @@
+# The op library: builder checks with no GPU, and every kernel against the
+# CPU reference on the device (under the validation layer).
+loom_test(test_ops_cpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ops_cpu.c LIBS loom_ir)
+if(TARGET loom_runtime AND TARGET loom_ref AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/test_ops.c)
+  set(ops_libs loom_runtime loom_ref loom_ir m)
+  if(TARGET loom_compiler)
+    list(APPEND ops_libs loom_compiler)
+  endif()
+  loom_test(test_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ops.c LIBS ${ops_libs} GPU)
+  if(TARGET loom_compiler)
+    target_compile_definitions(test_ops PRIVATE LOOM_OPS_FUSE_TESTS=1)
+  endif()
+endif()

@@ -1,0 +1,257 @@
+/* Suite "llama": the example decoder end to end on the GPU, sized for a CPU
+ * Vulkan device. The GPU must match the CPU reference step by step, the
+ * optimized plan must match the unoptimized one (bit for bit when nothing is
+ * fused) with fewer barriers, chaining tokens on the GPU must decode the
+ * same sequence, and the validation layer must stay silent throughout. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include "llama.h"
+
+#define ALL_OFF (LOOM_DISABLE_FUSE | LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS | LOOM_DISABLE_LIFETIMES)
+#define TOL 2e-3f
+#define STEPS 4
+
+static loom_rt *rt;
+static loom_llama_weights *weights;
+
+static void tiny(loom_llama_config *c, loom_dtype t)
+{
+    loom_llama_default_config(c);
+    c->dim = 64;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->n_kv_heads = 2;
+    c->head_dim = 16;
+    c->ffn = 96;
+    c->vocab = 128;
+    c->max_seq = 8;
+    c->wtype = t;
+}
+
+static void setup_weights(loom_dtype t)
+{
+    loom_llama_config c;
+    tiny(&c, t);
+    ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_create(&c, &weights), LOOM_OK);
+}
+
+static void teardown(void)
+{
+    loom_rt_wait_idle(rt);
+    uint64_t vmsg = loom_rt_validation_messages(rt);
+    loom_llama_weights_destroy(weights);
+    loom_rt_destroy(rt);
+    weights = NULL;
+    rt = NULL;
+    ck_assert_uint_eq(vmsg, 0);
+}
+
+/* STEPS host-fed steps from token 3; logits[s] and tokens[s] per step. */
+static void decode(const loom_compile_options *o, bool chain, float *logits, uint32_t *tokens)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = chain, .compile = o }, &m), LOOM_OK);
+    uint32_t tok = 3, v = weights->cfg.vocab;
+    for (uint32_t s = 0; s < STEPS; s++) {
+        ck_assert_int_eq(loom_llama_step(m, tok, s, logits + (size_t)s * v, &tokens[s]), LOOM_OK);
+        tok = tokens[s];
+    }
+    loom_llama_destroy(m);
+}
+
+static void check_reference(void)
+{
+    uint32_t v = weights->cfg.vocab, toks[STEPS];
+    float *gl = malloc(sizeof(float) * v * STEPS), *rl = malloc(sizeof(float) * v);
+    ck_assert_ptr_nonnull(gl);
+    ck_assert_ptr_nonnull(rl);
+    decode(NULL, false, gl, toks);
+    loom_llama_ref *ref = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(weights, &ref), LOOM_OK);
+    uint32_t tok = 3;
+    for (uint32_t s = 0; s < STEPS; s++) {
+        uint32_t rarg;
+        ck_assert_int_eq(loom_llama_ref_step(ref, tok, s, rl, &rarg), LOOM_OK);
+        loom_llama_diff d;
+        ck_assert_msg(loom_llama_compare(gl + (size_t)s * v, toks[s], rl, rarg, v, TOL, &d),
+                      "step %u: max err %g (ref scale %g), argmax gpu %u ref %u", s, d.max_abs, d.ref_max_abs,
+                      toks[s], rarg);
+        tok = toks[s];
+    }
+    loom_llama_ref_destroy(ref);
+    free(gl);
+    free(rl);
+}
+
+static void setup_f32(void) { setup_weights(LOOM_F32); }
+static void setup_f16(void) { setup_weights(LOOM_F16); }
+
+START_TEST(gpu_matches_reference_f32) { check_reference(); }
+END_TEST
+
+START_TEST(gpu_matches_reference_f16) { check_reference(); }
+END_TEST
+
+/* Optimized against every pass off: within tolerance with fusion, bit for
+ * bit without it; and the optimized plan needs fewer barriers. */
+START_TEST(optimized_matches_unoptimized)
+{
+    uint32_t v = weights->cfg.vocab, t_opt[STEPS], t_off[STEPS], t_nofuse[STEPS];
+    size_t n = (size_t)v * STEPS;
+    float *opt = malloc(n * sizeof(float)), *off = malloc(n * sizeof(float)), *nofuse = malloc(n * sizeof(float));
+    ck_assert(opt && off && nofuse);
+    decode(NULL, false, opt, t_opt);
+    decode(&(loom_compile_options){ .disable = ALL_OFF }, false, off, t_off);
+    decode(&(loom_compile_options){ .disable = LOOM_DISABLE_FUSE }, false, nofuse, t_nofuse);
+    for (uint32_t s = 0; s < STEPS; s++) {
+        loom_llama_diff d;
+        ck_assert_msg(loom_llama_compare(opt + (size_t)s * v, t_opt[s], off + (size_t)s * v, t_off[s], v, TOL, &d),
+                      "step %u: max err %g", s, d.max_abs);
+        ck_assert_uint_eq(t_nofuse[s], t_off[s]);
+    }
+    ck_assert_int_eq(memcmp(nofuse, off, n * sizeof(float)), 0);
+    free(opt);
+    free(off);
+    free(nofuse);
+}
+END_TEST
+
+START_TEST(optimized_has_fewer_barriers)
+{
+    loom_llama *m = NULL;
+    loom_graph *g = NULL;
+    loom_plan *opt = NULL, *off = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    ck_assert_int_eq(loom_llama_capture(m, g), LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, NULL, &opt), LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .disable = ALL_OFF }, &off), LOOM_OK);
+    const loom_plan_stats *so = loom_plan_get_stats(opt), *su = loom_plan_get_stats(off);
+    ck_assert_uint_lt(so->barriers, su->barriers);
+    ck_assert_uint_ge(so->barriers, so->barrier_lower_bound);
+    ck_assert_uint_gt(so->fused_chains, 0);
+    ck_assert_uint_lt(so->dispatches, su->dispatches);
+    ck_assert_uint_le(so->arena_bytes, so->scratch_bytes);
+    loom_plan_release(opt);
+    loom_plan_release(off);
+    loom_graph_destroy(g);
+    loom_llama_destroy(m);
+}
+END_TEST
+
+/* After the first step every capture hits the cache and the program (one
+ * recorded command buffer) is reused. */
+START_TEST(steps_reuse_the_plan)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, NULL, &m), LOOM_OK);
+    loom_rt_counters before, after;
+    loom_rt_get_counters(rt, &before);
+    uint32_t tok = 5;
+    for (uint32_t s = 0; s < STEPS; s++)
+        ck_assert_int_eq(loom_llama_step(m, tok, s, NULL, &tok), LOOM_OK);
+    loom_rt_get_counters(rt, &after);
+    uint64_t hits, misses;
+    loom_llama_cache_counts(m, &hits, &misses);
+    ck_assert_uint_eq(misses, 1);
+    ck_assert_uint_eq(hits, STEPS - 1);
+    ck_assert_uint_eq(after.programs - before.programs, 1);
+    ck_assert_uint_eq(after.submits - before.submits, STEPS);
+    loom_llama_destroy(m);
+}
+END_TEST
+
+/* Tokens fed from the GPU's own argmax decode the same sequence. */
+START_TEST(chain_matches_host_feed)
+{
+    uint32_t v = weights->cfg.vocab, t_host[STEPS], t_chain[STEPS];
+    size_t n = (size_t)v * STEPS;
+    float *host = malloc(n * sizeof(float)), *chain = malloc(n * sizeof(float));
+    ck_assert(host && chain);
+    decode(NULL, false, host, t_host);
+    decode(NULL, true, chain, t_chain);
+    for (uint32_t s = 0; s < STEPS; s++) {
+        ck_assert_uint_eq(t_chain[s], t_host[s]);
+        loom_llama_diff d;
+        ck_assert_msg(loom_llama_compare(chain + (size_t)s * v, t_chain[s], host + (size_t)s * v, t_host[s], v, TOL,
+                                         &d),
+                      "step %u: max err %g", s, d.max_abs);
+    }
+    free(host);
+    free(chain);
+}
+END_TEST
+
+START_TEST(bad_input_is_rejected)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_llama_step(m, weights->cfg.vocab, 0, NULL, NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_step(m, 0, weights->cfg.max_seq, NULL, NULL), LOOM_INVALID_ARGUMENT);
+    loom_llama *none = m;
+    ck_assert_int_eq(loom_llama_create(rt, NULL, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_null(none);
+    loom_llama_destroy(m);
+}
+END_TEST
+
+/* Config checks need no device. */
+START_TEST(config_is_checked)
+{
+    loom_llama_config c;
+    tiny(&c, LOOM_F32);
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_OK);
+    c.n_kv_heads = 3;
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_INVALID_ARGUMENT);
+    tiny(&c, LOOM_F32);
+    c.head_dim = 15;
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_INVALID_ARGUMENT);
+    tiny(&c, LOOM_F32);
+    c.vocab = 0;
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_INVALID_ARGUMENT);
+    tiny(&c, LOOM_F32);
+    c.wtype = LOOM_U32;
+    loom_llama_weights *w = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_null(w);
+}
+END_TEST
+
+static Suite *llama_suite(void)
+{
+    Suite *s = suite_create("llama");
+    TCase *tc = tcase_create("reference");
+    tcase_add_checked_fixture(tc, setup_f32, teardown);
+    tcase_add_test(tc, gpu_matches_reference_f32);
+    tcase_add_test(tc, bad_input_is_rejected);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reference_f16");
+    tcase_add_checked_fixture(tc, setup_f16, teardown);
+    tcase_add_test(tc, gpu_matches_reference_f16);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("optimized");
+    tcase_add_checked_fixture(tc, setup_f32, teardown);
+    tcase_add_test(tc, optimized_matches_unoptimized);
+    tcase_add_test(tc, optimized_has_fewer_barriers);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("replay");
+    tcase_add_checked_fixture(tc, setup_f32, teardown);
+    tcase_add_test(tc, steps_reuse_the_plan);
+    tcase_add_test(tc, chain_matches_host_feed);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("config");
+    tcase_add_test(tc, config_is_checked);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(llama_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

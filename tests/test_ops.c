@@ -1,0 +1,664 @@
+/* Every op of the op library on the device against the CPU reference
+ * (shaders/reference.c), under the validation layer. Each case draws fresh
+ * seeded inputs, poisons its outputs with NaN so an element the kernel
+ * forgot fails, and sweeps awkward shapes: n = 1, odd sizes, one row, more
+ * rows than workgroups, lengths that are not a multiple of the vector width.
+ * Sized for lavapipe (a dispatch costs ~35 µs, all on the CPU). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loom_ops.h"
+#include "loom_ref.h"
+#include "loom_runtime.h"
+#ifdef LOOM_OPS_FUSE_TESTS
+#include "loom_compiler.h"
+#endif
+
+static loom_rt *rt;
+
+/* ---- tolerance per op: |got - want| <= abs + rel * |want| ---------------- */
+
+typedef struct tol { float abs, rel; } tol;
+
+static tol tolerance(loom_op op)
+{
+    switch (op) {
+    case LOOM_OP_COPY:
+    case LOOM_OP_EMBED:
+    case LOOM_OP_KV_APPEND:
+    case LOOM_OP_ARGMAX:
+        return (tol){ 0, 0 };
+    case LOOM_OP_MUL:
+    case LOOM_OP_ADD:
+        return (tol){ 0, 1e-7f };
+    case LOOM_OP_SILU_MUL:
+        return (tol){ 1e-6f, 1e-5f };
+    case LOOM_OP_MATVEC:
+    case LOOM_OP_MATVEC_ADD:
+    case LOOM_OP_MATVEC_SILU_MUL:
+        return (tol){ 1e-4f, 1e-4f };
+    case LOOM_OP_ROPE:
+        return (tol){ 2e-4f, 0 };
+    case LOOM_OP_ATTENTION:
+        return (tol){ 1e-4f, 1e-4f };
+    case LOOM_OP_SOFTMAX:
+        return (tol){ 1e-7f, 1e-4f };
+    default: /* the norms */
+        return (tol){ 1e-5f, 1e-4f };
+    }
+}
+
+static void expect_close(loom_op op, const char *what, const float *got, const float *want, uint64_t n)
+{
+    tol t = tolerance(op);
+    for (uint64_t i = 0; i < n; i++) {
+        float lim = t.abs + t.rel * fabsf(want[i]);
+        /* NaN fails: the comparison below is false for it */
+        ck_assert_msg(fabsf(got[i] - want[i]) <= lim, "%s %s: element %llu is %.9g, want %.9g (+- %g)",
+                      loom_op_name(op), what, (unsigned long long)i, got[i], want[i], lim);
+    }
+}
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
+
+static float uniform(void)  /* [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+static float *rand_f32(uint64_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p + 4);
+    ck_assert_ptr_nonnull(p);
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = uniform() * scale;
+    return p;
+}
+
+static uint16_t *rand_f16(uint64_t n)
+{
+    uint16_t *p = malloc(n * sizeof *p + 4);
+    ck_assert_ptr_nonnull(p);
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = loom_f32_to_f16(uniform());
+    return p;
+}
+
+static float *alloc_f32(uint64_t n)
+{
+    float *p = malloc(n * sizeof *p + 4);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* ---- a graph over runtime buffers ----------------------------------------- */
+
+#define MAX_BUFS 12
+
+typedef struct harness {
+    loom_graph *g;
+    loom_rt_buffer *b[MAX_BUFS];
+    uint32_t n;
+} harness;
+
+static harness begin(void)
+{
+    harness h = { 0 };
+    ck_assert_int_eq(loom_graph_create(&(loom_graph_desc){ .name = "ops" }, &h.g), LOOM_OK);
+    return h;
+}
+
+/* A device buffer holding data (NULL: NaN poison, all bits set), declared to
+ * the graph; returns the graph buffer id. */
+static uint32_t input(harness *h, const char *name, const void *data, uint64_t bytes)
+{
+    ck_assert_uint_lt(h->n, MAX_BUFS);
+    uint64_t size = (bytes + 3) & ~3ull;
+    loom_rt_buffer *b;
+    ck_assert_int_eq(loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = name, .size = size }, &b), LOOM_OK);
+    void *tmp = malloc(size);
+    ck_assert_ptr_nonnull(tmp);
+    memset(tmp, 0xff, size);
+    if (data)
+        memcpy(tmp, data, bytes);
+    ck_assert_int_eq(loom_rt_buffer_write(rt, b, 0, tmp, size), LOOM_OK);
+    free(tmp);
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_buffer(h->g, &(loom_buffer_desc){ .name = name, .size = size,
+                                                                      .external = loom_rt_buffer_id(b) }, &id),
+                     LOOM_OK);
+    h->b[h->n++] = b;
+    return id;
+}
+
+static uint32_t output(harness *h, const char *name, uint64_t bytes) { return input(h, name, NULL, bytes); }
+
+static void run(harness *h, const loom_step_params *p)
+{
+    loom_step_params zero = { 0 };
+    loom_result rc = loom_rt_run_graph(rt, h->g, p ? p : &zero);
+    ck_assert_msg(rc == LOOM_OK, "run: %s: %s", loom_result_str(rc), loom_last_error());
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+}
+
+/* Graph buffer id -> runtime buffer: ids are handed out in creation order. */
+static void fetch(harness *h, uint32_t id, void *dst, uint64_t bytes)
+{
+    ck_assert_uint_lt(id, h->n);
+    ck_assert_int_eq(loom_rt_buffer_read(rt, h->b[id], 0, dst, bytes), LOOM_OK);
+}
+
+static void end(harness *h)
+{
+    for (uint32_t i = 0; i < h->n; i++)
+        loom_rt_buffer_release(h->b[i]);
+    loom_graph_destroy(h->g);
+}
+
+static void expect_buffer(harness *h, loom_op op, const char *what, uint32_t id, const float *want, uint64_t n)
+{
+    float *got = alloc_f32(n);
+    fetch(h, id, got, n * 4);
+    expect_close(op, what, got, want, n);
+    free(got);
+}
+
+static void setup(void)
+{
+    if (!rt) {
+        loom_result rc = loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt);
+        ck_assert_msg(rc == LOOM_OK, "loom_rt_create: %s: %s", loom_result_str(rc), loom_last_error());
+    }
+}
+
+/* ---- elementwise ----------------------------------------------------------- */
+
+static const uint32_t shapes2[][2] = { { 1, 1 }, { 1, 7 }, { 3, 300 }, { 1, 1025 } };
+
+START_TEST(copy)
+{
+    static const uint32_t words[] = { 1, 3, 4, 5, 1000, 1027 };
+    for (size_t s = 0; s < sizeof words / sizeof words[0]; s++) {
+        seed(100 + s);
+        uint32_t n = words[s];
+        float *x = rand_f32(n, 1);
+        harness h = begin();
+        uint32_t a = input(&h, "a", x, n * 4), b = output(&h, "b", n * 4);
+        ck_assert_int_eq(loom_op_copy(h.g, loom_vec(a, n), (loom_tensor){ b, LOOM_U32, 0, 1, n }, NULL), LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, LOOM_OP_COPY, "dst", b, x, n);
+        end(&h);
+        free(x);
+    }
+}
+END_TEST
+
+static void binary_case(loom_op op, int variant)
+{
+    for (size_t s = 0; s < sizeof shapes2 / sizeof shapes2[0]; s++) {
+        seed(200 + s + 10 * variant);
+        uint32_t rows = shapes2[s][0], cols = shapes2[s][1], n = rows * cols;
+        float *a = rand_f32(n, 4), *b = rand_f32(n, 2), *want = alloc_f32(n);
+        if (op == LOOM_OP_MUL)
+            loom_ref_mul(a, b, want, n);
+        else if (op == LOOM_OP_ADD)
+            loom_ref_add(a, b, want, n);
+        else
+            loom_ref_silu_mul(a, b, want, n);
+        harness h = begin();
+        uint32_t ba = input(&h, "a", a, n * 4), bb = input(&h, "b", b, n * 4), by = output(&h, "y", n * 4);
+        loom_tensor ta = loom_mat(ba, LOOM_F32, rows, cols), tb = loom_mat(bb, LOOM_F32, rows, cols);
+        loom_tensor ty = variant ? ta : loom_mat(by, LOOM_F32, rows, cols);  /* variant 1: in place */
+        loom_result rc = op == LOOM_OP_MUL ? loom_op_mul(h.g, ta, tb, ty, NULL)
+                       : op == LOOM_OP_ADD ? loom_op_add(h.g, ta, tb, ty, NULL)
+                                           : loom_op_silu_mul(h.g, ta, tb, ty, NULL);
+        ck_assert_int_eq(rc, LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, op, "y", variant ? ba : by, want, n);
+        end(&h);
+        free(a);
+        free(b);
+        free(want);
+    }
+}
+
+START_TEST(mul) { binary_case(LOOM_OP_MUL, _i); }
+END_TEST
+START_TEST(add) { binary_case(LOOM_OP_ADD, _i); }
+END_TEST
+START_TEST(silu_mul) { binary_case(LOOM_OP_SILU_MUL, _i); }
+END_TEST
+
+/* ---- norms ----------------------------------------------------------------- */
+
+static const uint32_t norm_sizes[] = { 1, 7, 256, 1000, 2051 };
+
+/* _i: bit 0 = fused add, bit 1 = multiply by w. In-place on the adds: sum
+ * replaces a. */
+START_TEST(norms)
+{
+    bool fused_add = _i & 1, with_w = _i & 2;
+    loom_op op = fused_add ? (with_w ? LOOM_OP_ADD_RMS_NORM_MUL : LOOM_OP_ADD_RMS_NORM)
+                           : (with_w ? LOOM_OP_RMS_NORM_MUL : LOOM_OP_RMS_NORM);
+    for (size_t s = 0; s < sizeof norm_sizes / sizeof norm_sizes[0]; s++) {
+        seed(300 + s + 16 * _i);
+        uint32_t n = norm_sizes[s];
+        float eps = 1e-5f;
+        float *a = rand_f32(n, 3), *b = rand_f32(n, 1), *w = rand_f32(n, 2);
+        float *sum = alloc_f32(n), *want = alloc_f32(n);
+        harness h = begin();
+        uint32_t ba = input(&h, "a", a, n * 4), bb = input(&h, "b", b, n * 4), bw = input(&h, "w", w, n * 4);
+        uint32_t by = output(&h, "y", n * 4);
+        loom_result rc;
+        if (fused_add) {
+            loom_ref_add_rms_norm(a, b, with_w ? w : NULL, sum, want, n, eps);
+            rc = with_w ? loom_op_add_rms_norm_mul(h.g, loom_vec(ba, n), loom_vec(bb, n), loom_vec(bw, n),
+                                                   loom_vec(ba, n), loom_vec(by, n), eps, NULL)
+                        : loom_op_add_rms_norm(h.g, loom_vec(ba, n), loom_vec(bb, n), loom_vec(ba, n),
+                                               loom_vec(by, n), eps, NULL);
+        } else {
+            loom_ref_rms_norm(a, with_w ? w : NULL, want, n, eps);
+            rc = with_w ? loom_op_rms_norm_mul(h.g, loom_vec(ba, n), loom_vec(bw, n), loom_vec(by, n), eps, NULL)
+                        : loom_op_rms_norm(h.g, loom_vec(ba, n), loom_vec(by, n), eps, NULL);
+        }
+        ck_assert_int_eq(rc, LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, op, "y", by, want, n);
+        if (fused_add)
+            expect_buffer(&h, op, "sum", ba, sum, n);
+        end(&h);
+        free(a);
+        free(b);
+        free(w);
+        free(sum);
+        free(want);
+    }
+}
+END_TEST
+
+/* ---- matvec ---------------------------------------------------------------- */
+
+/* rows x cols: one row; cols below, at and past the vector width; rows not a
+ * multiple of the 8 rows a workgroup takes; a long row hitting the unrolled
+ * loop and its remainder. */
+static const uint32_t mv_shapes[][2] = { { 1, 2 }, { 7, 6 }, { 61, 100 }, { 64, 256 },
+                                         { 130, 512 }, { 3, 2056 }, { 257, 40 }, { 512, 512 } };
+
+/* _i: bit 0 = f16, bits 1-2 = 0 plain, 1 add, 2 silu_mul. */
+START_TEST(matvec)
+{
+    loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
+    int form = _i >> 1;
+    loom_op op = form == 0 ? LOOM_OP_MATVEC : form == 1 ? LOOM_OP_MATVEC_ADD : LOOM_OP_MATVEC_SILU_MUL;
+    uint32_t es = loom_dtype_size(dt);
+    for (size_t s = 0; s < sizeof mv_shapes / sizeof mv_shapes[0]; s++) {
+        seed(400 + s + 32 * _i);
+        uint32_t rows = mv_shapes[s][0], cols = mv_shapes[s][1];
+        uint64_t nw = (uint64_t)rows * cols;
+        void *W = dt == LOOM_F16 ? (void *)rand_f16(nw) : (void *)rand_f32(nw, 1);
+        void *U = dt == LOOM_F16 ? (void *)rand_f16(nw) : (void *)rand_f32(nw, 1);
+        float *x = rand_f32(cols, 1), *r = rand_f32(rows, 1), *want = alloc_f32(rows);
+        if (form == 2)
+            loom_ref_matvec_silu_mul(dt, W, U, x, want, rows, cols);
+        else
+            loom_ref_matvec(dt, W, x, form == 1 ? r : NULL, want, rows, cols);
+        harness h = begin();
+        uint32_t bw = input(&h, "W", W, nw * es), bu = input(&h, "U", U, nw * es);
+        uint32_t bx = input(&h, "x", x, cols * 4), br = input(&h, "r", r, rows * 4);
+        uint32_t by = output(&h, "y", rows * 4);
+        loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
+        loom_result rc;
+        if (form == 0)
+            rc = loom_op_matvec(h.g, tw, loom_vec(bx, cols), loom_vec(by, rows), NULL);
+        else if (form == 1)  /* in place on the residual, as a decoder layer does */
+            rc = loom_op_matvec_add(h.g, tw, loom_vec(bx, cols), loom_vec(br, rows), loom_vec(br, rows), NULL);
+        else
+            rc = loom_op_matvec_silu_mul(h.g, tw, tu, loom_vec(bx, cols), loom_vec(by, rows), NULL);
+        ck_assert_int_eq(rc, LOOM_OK);
+        run(&h, NULL);
+        char what[48];
+        snprintf(what, sizeof what, "%s %ux%u", loom_dtype_name(dt), rows, cols);
+        expect_buffer(&h, op, what, form == 1 ? br : by, want, rows);
+        end(&h);
+        free(W);
+        free(U);
+        free(x);
+        free(r);
+        free(want);
+    }
+}
+END_TEST
+
+/* ---- embed ----------------------------------------------------------------- */
+
+START_TEST(embed)
+{
+    loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
+    static const uint32_t shapes[][2] = { { 10, 6 }, { 50, 258 }, { 3, 2 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        seed(500 + s + 8 * _i);
+        uint32_t vocab = shapes[s][0], dim = shapes[s][1];
+        uint64_t n = (uint64_t)vocab * dim;
+        void *T = dt == LOOM_F16 ? (void *)rand_f16(n) : (void *)rand_f32(n, 1);
+        /* the last slot holds a token past the vocabulary: zeros */
+        uint32_t tokens[4] = { vocab - 1, 1, 0, vocab + 3 };
+        for (uint32_t ti = 0; ti < 4; ti++) {
+            float *want = alloc_f32(dim);
+            loom_ref_embed(dt, T, vocab, dim, tokens[ti], want);
+            harness h = begin();
+            uint32_t bt = input(&h, "table", T, n * loom_dtype_size(dt));
+            uint32_t bk = input(&h, "tokens", tokens, sizeof tokens), bo = output(&h, "out", dim * 4);
+            ck_assert_int_eq(loom_op_embed(h.g, loom_mat(bt, dt, vocab, dim), bk, ti, loom_vec(bo, dim), NULL),
+                             LOOM_OK);
+            run(&h, NULL);
+            expect_buffer(&h, LOOM_OP_EMBED, loom_dtype_name(dt), bo, want, dim);
+            end(&h);
+            free(want);
+        }
+        free(T);
+    }
+}
+END_TEST
+
+/* ---- per-step ops ------------------------------------------------------------ */
+
+START_TEST(rope)
+{
+    static const uint32_t cases[][3] = { { 1, 2, 0 }, { 4, 16, 5 }, { 3, 64, 77 }, { 32, 64, 300 }, { 2, 6, 1 } };
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        seed(600 + s + 8 * _i);
+        uint32_t nh = cases[s][0], hd = cases[s][1], n = nh * hd;
+        loom_step_params p = { .pos = cases[s][2], .kv_len = cases[s][2] + 1 };
+        float *x = rand_f32(n, 2), *want = alloc_f32(n);
+        loom_ref_rope(x, want, nh, hd, 10000.0f, p.pos);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, n * 4), by = output(&h, "y", n * 4);
+        uint32_t dst = _i ? bx : by;  /* _i 1: in place */
+        ck_assert_int_eq(loom_op_rope(h.g, loom_vec(bx, n), loom_vec(dst, n), nh, hd, 10000.0f, NULL), LOOM_OK);
+        run(&h, &p);
+        expect_buffer(&h, LOOM_OP_ROPE, "y", dst, want, n);
+        end(&h);
+        free(x);
+        free(want);
+    }
+}
+END_TEST
+
+START_TEST(kv_append)
+{
+    static const uint32_t dims[] = { 1, 64, 300 };
+    static const uint32_t positions[] = { 0, 5, 7, 8 };  /* 8: past the cache, writes nothing */
+    const uint32_t max_seq = 8;
+    for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++)
+        for (size_t pi = 0; pi < sizeof positions / sizeof positions[0]; pi++) {
+            seed(700 + s * 8 + pi);
+            uint32_t dim = dims[s], cn = dim * max_seq;
+            float *k = rand_f32(dim, 1), *v = rand_f32(dim, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
+            harness h = begin();
+            uint32_t bk = input(&h, "k", k, dim * 4), bv = input(&h, "v", v, dim * 4);
+            uint32_t bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
+            loom_step_params p = { .pos = positions[pi], .kv_len = positions[pi] + 1 };
+            loom_ref_kv_append(k, v, kc, vc, dim, max_seq, p.pos);
+            ck_assert_int_eq(loom_op_kv_append(h.g, loom_vec(bk, dim), loom_vec(bv, dim),
+                                               loom_mat(bkc, LOOM_F32, max_seq, dim),
+                                               loom_mat(bvc, LOOM_F32, max_seq, dim), NULL), LOOM_OK);
+            run(&h, &p);
+            expect_buffer(&h, LOOM_OP_KV_APPEND, "kcache", bkc, kc, cn);
+            expect_buffer(&h, LOOM_OP_KV_APPEND, "vcache", bvc, vc, cn);
+            end(&h);
+            free(k);
+            free(v);
+            free(kc);
+            free(vc);
+        }
+}
+END_TEST
+
+START_TEST(attention)
+{
+    /* n_heads, n_kv_heads, head_dim, max_seq, kv_len: one position; GQA;
+     * head_dim not dividing the workgroup; more rows than one chunk (1024);
+     * kv_len past max_seq (clamped); kv_len 0 (zeros). */
+    static const uint32_t cases[][5] = { { 1, 1, 1, 4, 1 },   { 4, 2, 16, 8, 5 },       { 8, 8, 64, 32, 32 },
+                                         { 6, 2, 96, 40, 33 }, { 2, 1, 128, 2100, 2050 }, { 2, 2, 8, 4, 9 },
+                                         { 3, 1, 4, 4, 0 },   { 4, 4, 256, 3, 3 } };
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        seed(800 + s);
+        uint32_t nh = cases[s][0], nkv = cases[s][1], hd = cases[s][2], max_seq = cases[s][3];
+        loom_step_params p = { .kv_len = cases[s][4], .pos = cases[s][4] ? cases[s][4] - 1 : 0 };
+        uint32_t nq = nh * hd, cn = max_seq * nkv * hd;
+        float *q = rand_f32(nq, 1), *kc = rand_f32(cn, 2), *vc = rand_f32(cn, 1), *want = alloc_f32(nq);
+        float scale = 1.0f / sqrtf((float)hd);
+        loom_ref_attention(q, kc, vc, want, nh, nkv, hd, max_seq, p.kv_len, scale);
+        harness h = begin();
+        uint32_t bq = input(&h, "q", q, nq * 4), bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
+        uint32_t bo = output(&h, "out", nq * 4);
+        ck_assert_int_eq(loom_op_attention(h.g, loom_vec(bq, nq), loom_mat(bkc, LOOM_F32, max_seq, nkv * hd),
+                                           loom_mat(bvc, LOOM_F32, max_seq, nkv * hd), loom_vec(bo, nq), nh, nkv,
+                                           hd, NULL), LOOM_OK);
+        run(&h, &p);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", s);
+        expect_buffer(&h, LOOM_OP_ATTENTION, what, bo, want, nq);
+        end(&h);
+        free(q);
+        free(kc);
+        free(vc);
+        free(want);
+    }
+}
+END_TEST
+
+/* ---- reductions over a vector ------------------------------------------------ */
+
+START_TEST(softmax)
+{
+    static const uint32_t sizes[] = { 1, 5, 256, 1000, 3000 };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        seed(900 + s);
+        uint32_t n = sizes[s];
+        /* large logits: exp would overflow without the max subtraction */
+        float *x = rand_f32(n, 200), *want = alloc_f32(n);
+        x[n / 2] = 150.0f;
+        loom_ref_softmax(x, want, n);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, n * 4), by = output(&h, "y", n * 4);
+        ck_assert_int_eq(loom_op_softmax(h.g, loom_vec(bx, n), loom_vec(by, n), NULL), LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, LOOM_OP_SOFTMAX, "y", by, want, n);
+        end(&h);
+        free(x);
+        free(want);
+    }
+}
+END_TEST
+
+START_TEST(argmax)
+{
+    static const uint32_t sizes[] = { 1, 7, 1000, 3001 };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        seed(1000 + s);
+        uint32_t n = sizes[s];
+        float *x = rand_f32(n, 1);
+        /* a tie for the maximum: the lower index must win */
+        x[n - 1] = 5.0f;
+        x[n * 2 / 3] = 5.0f;
+        uint32_t want = loom_ref_argmax(x, n);
+        ck_assert_uint_eq(want, n * 2 / 3);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, n * 4), bo = output(&h, "out", 4);
+        ck_assert_int_eq(loom_op_argmax(h.g, loom_vec(bx, n), (loom_tensor){ bo, LOOM_U32, 0, 1, 1 }, NULL),
+                         LOOM_OK);
+        run(&h, NULL);
+        uint32_t got;
+        fetch(&h, bo, &got, 4);
+        ck_assert_uint_eq(got, want);
+        end(&h);
+        free(x);
+    }
+}
+END_TEST
+
+/* ---- fusion: the fused plan computes what the captured chain computes ----- */
+
+#ifdef LOOM_OPS_FUSE_TESTS
+enum { FUSE_ADD_NORM_MUL, FUSE_MATVEC_SILU, FUSE_NORM_MUL, FUSE_ADD_NORM, FUSE_MATVEC_ADD, FUSE_RULES };
+
+static const loom_op fused_op[FUSE_RULES] = { LOOM_OP_ADD_RMS_NORM_MUL, LOOM_OP_MATVEC_SILU_MUL,
+                                              LOOM_OP_RMS_NORM_MUL, LOOM_OP_ADD_RMS_NORM, LOOM_OP_MATVEC_ADD };
+
+static uint32_t scratch(harness *h, const char *name, uint64_t bytes)
+{
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_buffer(h->g, &(loom_buffer_desc){ .name = name, .size = bytes,
+                                                                       .usage = LOOM_USAGE_SCRATCH }, &id),
+                     LOOM_OK);
+    return id;
+}
+
+static bool plan_has(const loom_plan *plan, loom_op op)
+{
+    const loom_graph *pg = loom_plan_graph(plan);
+    for (uint32_t i = 0; i < loom_graph_node_count(pg); i++)
+        if (loom_graph_node(pg, i)->op == op)
+            return true;
+    return false;
+}
+
+/* Compiles h's graph with the given switches, runs the plan graph and
+ * returns the output buffer (y, n floats). */
+static float *run_plan(harness *h, uint32_t disable, uint32_t y, uint32_t n, loom_op expect, bool fused)
+{
+    loom_plan *plan;
+    loom_result rc = loom_compile(h->g, &(loom_compile_options){ .disable = disable }, &plan);
+    ck_assert_msg(rc == LOOM_OK, "compile: %s: %s", loom_result_str(rc), loom_last_error());
+    ck_assert_msg(plan_has(plan, expect) == fused, "plan %s %s", fused ? "lacks" : "has", loom_op_name(expect));
+    loom_rt_program *p;
+    rc = loom_rt_program_create(rt, loom_plan_graph(plan), &p);
+    ck_assert_msg(rc == LOOM_OK, "program: %s: %s", loom_result_str(rc), loom_last_error());
+    uint64_t step;
+    ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ 0 }, &step), LOOM_OK);
+    ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+    loom_rt_program_release(p);
+    loom_plan_release(plan);
+    float *got = alloc_f32(n);
+    fetch(h, y, got, (uint64_t)n * 4);
+    return got;
+}
+
+START_TEST(fuse)
+{
+    const uint32_t n = 300, rows = 61, cols = 100;
+    const float eps = 1e-5f;
+    seed(1100 + _i);
+    float *a = rand_f32(n, 2), *b = rand_f32(n, 1), *w = rand_f32(n, 1), *x = rand_f32(cols, 1);
+    float *r = rand_f32(rows, 1), *tmp = alloc_f32(n), *want = alloc_f32(n);
+    uint16_t *W = rand_f16((uint64_t)rows * cols), *U = rand_f16((uint64_t)rows * cols);
+    harness h = begin();
+    /* runtime buffers first, so graph ids index h.b */
+    uint32_t ba = input(&h, "a", a, n * 4), bb = input(&h, "b", b, n * 4), bw = input(&h, "w", w, n * 4);
+    uint32_t bx = input(&h, "x", x, cols * 4), br = input(&h, "r", r, rows * 4);
+    uint32_t bW = input(&h, "W", W, (uint64_t)rows * cols * 2), bU = input(&h, "U", U, (uint64_t)rows * cols * 2);
+    uint32_t by = output(&h, "y", n * 4);
+    uint32_t s1 = scratch(&h, "s1", n * 4), s2 = scratch(&h, "s2", n * 4);
+    loom_tensor tW = loom_mat(bW, LOOM_F16, rows, cols), tU = loom_mat(bU, LOOM_F16, rows, cols);
+    uint32_t len = n;
+    switch (_i) {
+    case FUSE_ADD_NORM_MUL:
+        ck_assert_int_eq(loom_op_add(h.g, loom_vec(ba, n), loom_vec(bb, n), loom_vec(s1, n), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(h.g, loom_vec(s1, n), loom_vec(s2, n), eps, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(h.g, loom_vec(s2, n), loom_vec(bw, n), loom_vec(by, n), NULL), LOOM_OK);
+        loom_ref_add_rms_norm(a, b, w, tmp, want, n, eps);
+        break;
+    case FUSE_MATVEC_SILU:
+        len = rows;
+        ck_assert_int_eq(loom_op_matvec(h.g, tW, loom_vec(bx, cols), loom_vec(s1, rows), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(h.g, tU, loom_vec(bx, cols), loom_vec(s2, rows), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_silu_mul(h.g, loom_vec(s1, rows), loom_vec(s2, rows), loom_vec(by, rows), NULL),
+                         LOOM_OK);
+        loom_ref_matvec_silu_mul(LOOM_F16, W, U, x, want, rows, cols);
+        break;
+    case FUSE_NORM_MUL:
+        ck_assert_int_eq(loom_op_rms_norm(h.g, loom_vec(ba, n), loom_vec(s1, n), eps, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(h.g, loom_vec(s1, n), loom_vec(bw, n), loom_vec(by, n), NULL), LOOM_OK);
+        loom_ref_rms_norm(a, w, want, n, eps);
+        break;
+    case FUSE_ADD_NORM:
+        ck_assert_int_eq(loom_op_add(h.g, loom_vec(ba, n), loom_vec(bb, n), loom_vec(s1, n), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(h.g, loom_vec(s1, n), loom_vec(by, n), eps, NULL), LOOM_OK);
+        loom_ref_add_rms_norm(a, b, NULL, tmp, want, n, eps);
+        break;
+    default:
+        len = rows;
+        ck_assert_int_eq(loom_op_matvec(h.g, tW, loom_vec(bx, cols), loom_vec(s1, rows), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_add(h.g, loom_vec(s1, rows), loom_vec(br, rows), loom_vec(by, rows), NULL),
+                         LOOM_OK);
+        loom_ref_matvec(LOOM_F16, W, x, r, want, rows, cols);
+        break;
+    }
+    float *plain = run_plan(&h, LOOM_DISABLE_FUSE, by, len, fused_op[_i], false);
+    float *fused = run_plan(&h, 0, by, len, fused_op[_i], true);
+    expect_close(fused_op[_i], "unfused", plain, want, len);
+    expect_close(fused_op[_i], "fused", fused, want, len);
+    expect_close(fused_op[_i], "fused vs unfused", fused, plain, len);
+    end(&h);
+    free(plain);
+    free(fused);
+    free(a);
+    free(b);
+    free(w);
+    free(x);
+    free(r);
+    free(tmp);
+    free(want);
+    free(W);
+    free(U);
+}
+END_TEST
+#endif
+
+Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    struct { const char *name; const TTest *test; int n; } cases[] = {
+        { "copy", copy, 1 },         { "mul", mul, 2 },         { "add", add, 2 },
+        { "silu_mul", silu_mul, 2 }, { "norms", norms, 4 },     { "matvec", matvec, 6 },
+        { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
+        { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, NULL);
+        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].n);
+        suite_add_tcase(s, tc);
+    }
+#ifdef LOOM_OPS_FUSE_TESTS
+    TCase *tc = tcase_create("fuse");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_loop_test(tc, fuse, 0, FUSE_RULES);
+    suite_add_tcase(s, tc);
+#endif
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(ops_suite());
+    /* one device for the whole run: no fork per test */
+    srunner_set_fork_status(r, CK_NOFORK);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    loom_rt_destroy(rt);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,326 @@
+/* Op builders without a GPU: what each builder appends (op kind, kernel,
+ * binding slots, exact ranges, push constants, workgroup counts) and what it
+ * rejects. The kernels themselves are tested against the CPU reference in
+ * test_ops.c. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loom_ops.h"
+
+typedef struct fixture {
+    loom_graph *g;
+    uint32_t a, b, c, d, e, w, w16, tok, kc, vc, out;
+} fixture;
+
+static uint32_t buf(loom_graph *g, const char *name, uint64_t size)
+{
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = name, .size = size }, &id), LOOM_OK);
+    return id;
+}
+
+static fixture make(void)
+{
+    fixture f;
+    ck_assert_int_eq(loom_graph_create(NULL, &f.g), LOOM_OK);
+    f.a = buf(f.g, "a", 4096);
+    f.b = buf(f.g, "b", 4096);
+    f.c = buf(f.g, "c", 4096);
+    f.d = buf(f.g, "d", 4096);
+    f.e = buf(f.g, "e", 4096);
+    f.w = buf(f.g, "w", 64 * 100 * 4);
+    f.w16 = buf(f.g, "w16", 64 * 100 * 2);
+    f.tok = buf(f.g, "tok", 16);
+    f.kc = buf(f.g, "kc", 32 * 64 * 4);
+    f.vc = buf(f.g, "vc", 32 * 64 * 4);
+    f.out = buf(f.g, "out", 4);
+    return f;
+}
+
+static const loom_node *last(const fixture *f)
+{
+    uint32_t n = loom_graph_node_count(f->g);
+    ck_assert_uint_gt(n, 0);
+    return loom_graph_node(f->g, n - 1);
+}
+
+static void expect_binding(const fixture *f, const loom_node *n, uint32_t slot, uint32_t buffer, uint64_t offset,
+                           uint64_t size, uint32_t access)
+{
+    ck_assert_uint_lt(slot, n->n_bindings);
+    const loom_binding *b = &loom_node_bindings(f->g, n)[slot];
+    ck_assert_uint_eq(b->slot, slot);
+    ck_assert_uint_eq(b->buffer, buffer);
+    ck_assert_uint_eq(b->offset, offset);
+    ck_assert_uint_eq(b->size, size);
+    ck_assert_uint_eq(b->access, access);
+}
+
+/* Every range equals a binding of the matching direction, and every binding
+ * has its range: ranges are exactly the views. */
+static void expect_ranges_are_bindings(const fixture *f, const loom_node *n)
+{
+    const loom_binding *b = loom_node_bindings(f->g, n);
+    uint32_t nr = 0, nw = 0;
+    for (uint32_t i = 0; i < n->n_bindings; i++) {
+        const loom_range *r;
+        if (b[i].access == LOOM_ACCESS_READ)
+            r = &loom_node_reads(f->g, n)[nr++];
+        else
+            r = &loom_node_writes(f->g, n)[nw++];
+        ck_assert_uint_eq(r->buffer, b[i].buffer);
+        ck_assert_uint_eq(r->offset, b[i].offset);
+        ck_assert_uint_eq(r->size, b[i].size);
+    }
+    ck_assert_uint_eq(nr, n->n_reads);
+    ck_assert_uint_eq(nw, n->n_writes);
+}
+
+static const char *kernel(const fixture *f, const loom_node *n) { return loom_graph_kernel_name(f->g, n->kernel); }
+
+START_TEST(dtypes)
+{
+    ck_assert_str_eq(loom_dtype_name(LOOM_F32), "f32");
+    ck_assert_str_eq(loom_dtype_name(LOOM_F16), "f16");
+    ck_assert_str_eq(loom_dtype_name(LOOM_U32), "u32");
+    ck_assert_str_eq(loom_dtype_name((loom_dtype)7), "?");
+    ck_assert_uint_eq(loom_dtype_size(LOOM_F32), 4);
+    ck_assert_uint_eq(loom_dtype_size(LOOM_F16), 2);
+    ck_assert_uint_eq(loom_dtype_size(LOOM_U32), 4);
+    ck_assert_uint_eq(loom_dtype_size((loom_dtype)7), 0);
+}
+END_TEST
+
+START_TEST(matvec_shape)
+{
+    fixture f = make();
+    uint32_t id = 99;
+    /* 61 rows: not a multiple of the 8 rows a workgroup handles. */
+    ck_assert_int_eq(loom_op_matvec(f.g, loom_mat(f.w16, LOOM_F16, 61, 100), loom_vec(f.a, 100),
+                                    loom_vec_at(f.b, 256, 61), &id), LOOM_OK);
+    ck_assert_uint_eq(id, 0);
+    const loom_node *n = last(&f);
+    ck_assert_uint_eq(n->op, LOOM_OP_MATVEC);
+    ck_assert_str_eq(kernel(&f, n), "matvec_f16");
+    ck_assert_uint_eq(n->n_bindings, 3);
+    expect_binding(&f, n, 0, f.w16, 0, 61 * 100 * 2, LOOM_ACCESS_READ);
+    expect_binding(&f, n, 1, f.a, 0, 400, LOOM_ACCESS_READ);
+    expect_binding(&f, n, 2, f.b, 256, 61 * 4, LOOM_ACCESS_WRITE);
+    expect_ranges_are_bindings(&f, n);
+    ck_assert_uint_eq(n->groups[0], 8);
+    ck_assert_uint_eq(n->groups[1], 1);
+    ck_assert_uint_eq(n->groups[2], 1);
+    loom_pc_matvec pc;
+    ck_assert_uint_eq(n->push_size, sizeof pc);
+    memcpy(&pc, loom_node_push(f.g, n), sizeof pc);
+    ck_assert_uint_eq(pc.rows, 61);
+    ck_assert_uint_eq(pc.cols, 100);
+
+    ck_assert_int_eq(loom_op_matvec_add(f.g, loom_mat(f.w, LOOM_F32, 64, 100), loom_vec(f.a, 100),
+                                        loom_vec(f.c, 64), loom_vec(f.c, 64), NULL), LOOM_OK);
+    n = last(&f);
+    ck_assert_uint_eq(n->op, LOOM_OP_MATVEC_ADD);
+    ck_assert_str_eq(kernel(&f, n), "matvec_add_f32");
+    ck_assert_uint_eq(n->n_bindings, 4);
+    expect_binding(&f, n, 2, f.c, 0, 256, LOOM_ACCESS_READ);
+    expect_binding(&f, n, 3, f.c, 0, 256, LOOM_ACCESS_WRITE);
+    ck_assert_uint_eq(n->groups[0], 8);
+
+    ck_assert_int_eq(loom_op_matvec_silu_mul(f.g, loom_mat(f.w16, LOOM_F16, 32, 100),
+                                             (loom_tensor){ f.w16, LOOM_F16, 6400, 32, 100 }, loom_vec(f.a, 100),
+                                             loom_vec(f.d, 32), NULL), LOOM_OK);
+    n = last(&f);
+    ck_assert_uint_eq(n->op, LOOM_OP_MATVEC_SILU_MUL);
+    ck_assert_str_eq(kernel(&f, n), "matvec_silu_mul_f16");
+    expect_binding(&f, n, 1, f.w16, 6400, 6400, LOOM_ACCESS_READ);
+    expect_ranges_are_bindings(&f, n);
+    ck_assert_int_eq(loom_graph_verify(f.g), LOOM_OK);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
+START_TEST(per_step_ops_bind_params)
+{
+    fixture f = make();
+    ck_assert_int_eq(loom_op_rope(f.g, loom_vec(f.a, 64), loom_vec(f.b, 64), 4, 16, 10000.0f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_kv_append(f.g, loom_vec(f.b, 64), loom_vec(f.c, 64), loom_mat(f.kc, LOOM_F32, 32, 64),
+                                       loom_mat(f.vc, LOOM_F32, 32, 64), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_attention(f.g, loom_vec(f.d, 128), loom_mat(f.kc, LOOM_F32, 32, 64),
+                                       loom_mat(f.vc, LOOM_F32, 32, 64), loom_vec(f.e, 128), 8, 4, 16, NULL),
+                     LOOM_OK);
+    uint32_t params;
+    ck_assert_int_eq(loom_graph_params(f.g, &params), LOOM_OK);
+    for (uint32_t i = 0; i < 3; i++) {
+        const loom_node *n = loom_graph_node(f.g, i);
+        expect_binding(&f, n, 0, params, 0, sizeof(loom_step_params), LOOM_ACCESS_READ);
+        expect_ranges_are_bindings(&f, n);
+    }
+    const loom_node *rope = loom_graph_node(f.g, 0);
+    ck_assert_str_eq(kernel(&f, rope), "rope");
+    ck_assert_uint_eq(rope->groups[0], 1);
+    /* KV_APPEND writes and ATTENTION reads the whole caches. */
+    const loom_node *kv = loom_graph_node(f.g, 1);
+    ck_assert_uint_eq(kv->n_writes, 2);
+    ck_assert_uint_eq(loom_node_writes(f.g, kv)[0].size, 32 * 64 * 4);
+    ck_assert_uint_eq(loom_node_writes(f.g, kv)[1].buffer, f.vc);
+    const loom_node *at = loom_graph_node(f.g, 2);
+    ck_assert_str_eq(kernel(&f, at), "attention");
+    ck_assert_uint_eq(at->groups[0], 8);
+    expect_binding(&f, at, 2, f.kc, 0, 32 * 64 * 4, LOOM_ACCESS_READ);
+    loom_pc_attn pc;
+    memcpy(&pc, loom_node_push(f.g, at), sizeof pc);
+    ck_assert_uint_eq(pc.n_kv_heads, 4);
+    ck_assert_uint_eq(pc.max_seq, 32);
+    ck_assert_float_eq_tol(pc.scale, 0.25f, 1e-7f);
+    ck_assert_int_eq(loom_graph_verify(f.g), LOOM_OK);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
+START_TEST(small_ops)
+{
+    fixture f = make();
+    ck_assert_int_eq(loom_op_embed(f.g, loom_mat(f.w16, LOOM_F16, 64, 100), f.tok, 3, loom_vec(f.a, 100), NULL),
+                     LOOM_OK);
+    const loom_node *n = last(&f);
+    ck_assert_str_eq(kernel(&f, n), "embed_f16");
+    expect_binding(&f, n, 1, f.tok, 0, 16, LOOM_ACCESS_READ);
+    loom_pc_embed pe;
+    memcpy(&pe, loom_node_push(f.g, n), sizeof pe);
+    ck_assert_uint_eq(pe.dim, 100);
+    ck_assert_uint_eq(pe.vocab, 64);
+    ck_assert_uint_eq(pe.token_index, 3);
+
+    ck_assert_int_eq(loom_op_add_rms_norm_mul(f.g, loom_vec(f.a, 100), loom_vec(f.b, 100), loom_vec(f.c, 100),
+                                              loom_vec(f.a, 100), loom_vec(f.d, 100), 1e-5f, NULL), LOOM_OK);
+    n = last(&f);
+    ck_assert_str_eq(kernel(&f, n), "add_rms_norm_mul");
+    ck_assert_uint_eq(n->n_bindings, 5);
+    ck_assert_uint_eq(n->n_writes, 2);
+    ck_assert_uint_eq(n->groups[0], 1);
+    expect_binding(&f, n, 3, f.a, 0, 400, LOOM_ACCESS_WRITE);
+    loom_pc_norm pn;
+    memcpy(&pn, loom_node_push(f.g, n), sizeof pn);
+    ck_assert_uint_eq(pn.n, 100);
+    ck_assert_float_eq(pn.eps, 1e-5f);
+
+    /* 3 x 300 elementwise: 900 elements, four workgroups of 256. */
+    ck_assert_int_eq(loom_op_silu_mul(f.g, loom_mat(f.a, LOOM_F32, 3, 300), loom_mat(f.b, LOOM_F32, 3, 300),
+                                      loom_mat(f.b, LOOM_F32, 3, 300), NULL), LOOM_OK);
+    n = last(&f);
+    ck_assert_uint_eq(n->groups[0], 4);
+    ck_assert_uint_eq(((const loom_pc_n *)(const void *)loom_node_push(f.g, n))->n, 900);
+
+    ck_assert_int_eq(loom_op_copy(f.g, loom_vec(f.a, 5), (loom_tensor){ f.b, LOOM_U32, 512, 1, 5 }, NULL), LOOM_OK);
+    n = last(&f);
+    ck_assert_str_eq(kernel(&f, n), "copy");
+    expect_binding(&f, n, 1, f.b, 512, 20, LOOM_ACCESS_WRITE);
+
+    ck_assert_int_eq(loom_op_argmax(f.g, loom_vec(f.a, 1000), (loom_tensor){ f.out, LOOM_U32, 0, 1, 1 }, NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_softmax(f.g, loom_vec(f.a, 1), loom_vec(f.a, 1), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm(f.g, loom_vec(f.a, 7), loom_vec(f.e, 7), 0.0f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_mul(f.g, loom_vec(f.a, 7), loom_vec(f.b, 7), loom_vec(f.e, 7), 1e-6f, NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_add_rms_norm(f.g, loom_vec(f.a, 7), loom_vec(f.b, 7), loom_vec(f.b, 7),
+                                          loom_vec(f.e, 7), 1e-6f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(f.g, loom_vec(f.a, 7), loom_vec(f.b, 7), loom_vec(f.a, 7), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_add(f.g, loom_vec(f.a, 7), loom_vec(f.b, 7), loom_vec(f.b, 7), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(f.g), LOOM_OK);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
+/* Each case must fail with LOOM_INVALID_ARGUMENT and leave the graph as it
+ * was. The loop index names the case in a failure. */
+START_TEST(rejects_bad_shapes)
+{
+    fixture f = make();
+    loom_graph *g = f.g;
+    loom_tensor v100 = loom_vec(f.a, 100), m16 = loom_mat(f.w16, LOOM_F16, 64, 100);
+    loom_tensor out = { f.out, LOOM_U32, 0, 1, 1 };
+    loom_tensor kc = loom_mat(f.kc, LOOM_F32, 32, 64), vc = loom_mat(f.vc, LOOM_F32, 32, 64);
+    loom_result rcs[] = {
+        loom_op_matvec(g, m16, loom_vec(f.a, 99), loom_vec(f.b, 64), NULL),            /* x length */
+        loom_op_matvec(g, m16, v100, loom_vec(f.b, 63), NULL),                         /* y length */
+        loom_op_matvec(g, loom_mat(f.w16, LOOM_F16, 64, 99), loom_vec(f.a, 99), loom_vec(f.b, 64), NULL), /* odd f16 */
+        loom_op_matvec(g, loom_mat(f.w16, LOOM_U32, 16, 100), v100, loom_vec(f.b, 16), NULL), /* dtype */
+        loom_op_matvec(g, loom_mat(f.w16, LOOM_F16, 65, 100), v100, loom_vec(f.b, 65), NULL), /* past buffer */
+        loom_op_matvec(g, (loom_tensor){ f.w16, LOOM_F16, 128, 8, 100 }, v100, loom_vec(f.b, 8), NULL), /* align */
+        loom_op_matvec(g, m16, v100, loom_vec(f.a, 64), NULL),                         /* y overlaps x */
+        loom_op_matvec(g, m16, (loom_tensor){ f.a, LOOM_F32, 0, 2, 50 }, loom_vec(f.b, 64), NULL), /* x 2-D */
+        loom_op_matvec(g, m16, v100, loom_vec(999, 64), NULL),                         /* no such buffer */
+        loom_op_matvec_add(g, m16, v100, loom_vec(f.c, 63), loom_vec(f.b, 64), NULL),  /* r length */
+        loom_op_matvec_silu_mul(g, m16, loom_mat(f.w, LOOM_F32, 64, 100), v100, loom_vec(f.b, 64), NULL),
+        loom_op_add(g, v100, loom_vec(f.b, 101), loom_vec(f.c, 100), NULL),
+        loom_op_add(g, v100, loom_vec(f.b, 100), loom_vec_at(f.a, 256, 100), NULL),    /* partial overlap */
+        loom_op_mul(g, v100, loom_vec(f.b, 100), (loom_tensor){ f.c, LOOM_F16, 0, 1, 100 }, NULL),
+        loom_op_mul(g, loom_vec(f.a, 0), loom_vec(f.b, 0), loom_vec(f.c, 0), NULL),    /* empty */
+        loom_op_copy(g, loom_vec(f.a, 4), loom_vec(f.b, 5), NULL),
+        loom_op_copy(g, (loom_tensor){ f.a, LOOM_F16, 0, 1, 3 }, (loom_tensor){ f.b, LOOM_F16, 0, 1, 3 }, NULL),
+        loom_op_rms_norm(g, v100, loom_vec(f.b, 99), 1e-5f, NULL),
+        loom_op_rms_norm(g, v100, loom_vec(f.b, 100), -1.0f, NULL),                    /* eps */
+        loom_op_rms_norm_mul(g, v100, loom_vec(f.c, 10), loom_vec(f.b, 100), 1e-5f, NULL),
+        loom_op_add_rms_norm(g, v100, loom_vec(f.b, 100), loom_vec(f.c, 100), loom_vec(f.c, 100), 1e-5f, NULL),
+        loom_op_embed(g, m16, f.tok, 4, v100, NULL),                                   /* token past buffer */
+        loom_op_embed(g, m16, f.tok, 0, loom_vec(f.b, 64), NULL),                      /* out length */
+        loom_op_embed(g, m16, 999, 0, v100, NULL),
+        loom_op_rope(g, loom_vec(f.a, 64), loom_vec(f.b, 64), 4, 15, 1e4f, NULL),      /* odd head_dim */
+        loom_op_rope(g, loom_vec(f.a, 64), loom_vec(f.b, 64), 2, 16, 1e4f, NULL),      /* n mismatch */
+        loom_op_rope(g, loom_vec(f.a, 64), loom_vec(f.b, 64), 4, 16, 0.0f, NULL),      /* theta */
+        loom_op_kv_append(g, loom_vec(f.a, 63), loom_vec(f.b, 63), kc, vc, NULL),
+        loom_op_kv_append(g, loom_vec(f.a, 64), loom_vec(f.b, 64), kc, loom_mat(f.vc, LOOM_F32, 31, 64), NULL),
+        loom_op_attention(g, loom_vec(f.a, 128), kc, vc, loom_vec(f.b, 128), 8, 3, 16, NULL), /* GQA ratio */
+        loom_op_attention(g, loom_vec(f.a, 96), kc, vc, loom_vec(f.b, 96), 6, 4, 16, NULL),
+        loom_op_attention(g, loom_vec(f.a, 128), kc, vc, loom_vec(f.b, 128), 8, 4, 8, NULL), /* cache width */
+        loom_op_attention(g, loom_vec(f.a, 128), kc, vc, loom_vec(f.kc, 128), 8, 4, 16, NULL), /* out in cache */
+        loom_op_softmax(g, v100, loom_vec(f.b, 50), NULL),
+        loom_op_argmax(g, v100, loom_vec(f.out, 1), NULL),                             /* out not u32 */
+        loom_op_argmax(g, v100, (loom_tensor){ f.b, LOOM_U32, 0, 1, 2 }, NULL),
+    };
+    for (size_t i = 0; i < sizeof rcs / sizeof rcs[0]; i++) {
+        ck_assert_msg(rcs[i] == LOOM_INVALID_ARGUMENT, "case %zu gave %s", i, loom_result_str(rcs[i]));
+    }
+    ck_assert_uint_eq(loom_graph_node_count(g), 0);
+    ck_assert_int_eq(loom_op_argmax(NULL, v100, out, NULL), LOOM_INVALID_ARGUMENT);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(params_buffer_is_never_written)
+{
+    fixture f = make();
+    uint32_t params;
+    ck_assert_int_eq(loom_graph_params(f.g, &params), LOOM_OK);
+    ck_assert_int_eq(loom_op_copy(f.g, loom_vec(f.a, 4), loom_vec(params, 4), NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_copy(f.g, loom_vec(params, 4), loom_vec(f.a, 4), NULL), LOOM_OK);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
+Suite *ops_builders_suite(void)
+{
+    Suite *s = suite_create("ops-builders");
+    TCase *tc = tcase_create("dtypes");
+    tcase_add_test(tc, dtypes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("append");
+    tcase_add_test(tc, matvec_shape);
+    tcase_add_test(tc, per_step_ops_bind_params);
+    tcase_add_test(tc, small_ops);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reject");
+    tcase_add_test(tc, rejects_bad_shapes);
+    tcase_add_test(tc, params_buffer_is_never_written);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(ops_builders_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

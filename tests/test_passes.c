@@ -1,0 +1,451 @@
+/* Unit tests of the passes on small hand-made graphs: the manager, reorder
+ * groups, barrier placement and reasons, buffer classes and packing, and the
+ * legality of every fusion rule. */
+#include <check.h>
+#include <stdlib.h>
+#include "loom_ops.h"
+#include "loom_passes.h"
+
+static loom_graph *G;
+
+static void setup(void) { ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK); }
+static void teardown(void) { loom_graph_destroy(G); }
+
+static uint32_t buf(uint64_t size, loom_usage u)
+{
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_buffer(G, &(loom_buffer_desc){ .size = size, .usage = u }, &id), LOOM_OK);
+    return id;
+}
+
+/* A dispatch reading r (buffer, lo, hi) and writing w, as plain ranges. */
+static uint32_t node(loom_op op, int nr, const uint32_t *r, int nw, const uint32_t *w)
+{
+    loom_range rr[4], ww[4];
+    for (int i = 0; i < nr; i++)
+        rr[i] = (loom_range){ r[3 * i], 0, r[3 * i + 1], r[3 * i + 2] - r[3 * i + 1] };
+    for (int i = 0; i < nw; i++)
+        ww[i] = (loom_range){ w[3 * i], 0, w[3 * i + 1], w[3 * i + 2] - w[3 * i + 1] };
+    loom_dispatch_desc d = { .kernel = "k", .op = op, .groups = { 1, 1, 1 }, .reads = rr, .n_reads = (uint32_t)nr,
+                             .writes = ww, .n_writes = (uint32_t)nw };
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_dispatch(G, &d, &id), LOOM_OK);
+    return id;
+}
+
+static uint32_t cap(uint32_t pos) { return loom_graph_node(G, pos)->capture_index; }
+
+/* ---- manager ------------------------------------------------------------ */
+
+START_TEST(test_pipeline_parse)
+{
+    ck_assert_int_eq(loom_pipeline_check(NULL), LOOM_OK);
+    ck_assert_int_eq(loom_pipeline_check("verify, reorder ,barriers"), LOOM_OK);
+    ck_assert_int_eq(loom_pipeline_check("verify,frobnicate"), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_pipeline_check("verify,,fuse"), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_pipeline_check(""), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_pipeline_check("lifetimes,reorder"), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_pipeline_check("lifetimes,verify"), LOOM_OK);
+    ck_assert_int_ge(loom_pass_index("fuse"), 0);
+    ck_assert_int_eq(loom_pass_index("nope"), -1);
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pipeline_run(G, &(loom_pipeline_desc){ .pipeline = "nope", .dump_dir = "" }, &ctx, NULL),
+                     LOOM_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(test_pipeline_report_skip)
+{
+    uint32_t b = buf(64, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 64 });
+    loom_pass_ctx ctx = { 0 };
+    loom_pipeline_report rep;
+    loom_pipeline_desc d = { .skip = 1u << loom_pass_index("fuse"), .time_each = true, .verify_each = true,
+                             .dump_dir = "" };
+    ck_assert_int_eq(loom_pipeline_run(G, &d, &ctx, &rep), LOOM_OK);
+    ck_assert_uint_eq(rep.n_passes, 4);
+    ck_assert_str_eq(rep.names[1], "reorder");
+    ck_assert(loom_graph_scheduled(G));
+}
+END_TEST
+
+START_TEST(test_pipeline_verify_fails)
+{
+    uint32_t b = buf(64, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 128 });   /* past the end */
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pipeline_run(G, &(loom_pipeline_desc){ .dump_dir = "" }, &ctx, NULL), LOOM_VERIFY);
+}
+END_TEST
+
+/* ---- reorder + barriers ------------------------------------------------- */
+
+/* a→b chain plus an independent node: 2 groups, the independent one joins
+ * the first, one RAW barrier. */
+START_TEST(test_reorder_groups)
+{
+    uint32_t x = buf(256, LOOM_USAGE_NONE), y = buf(256, LOOM_USAGE_NONE), z = buf(256, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 0, 256 });                    /* 0: w x */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ x, 0, 256 }, 1, (uint32_t[]){ y, 0, 256 }); /* 1: x → y */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ z, 0, 256 });                    /* 2: w z */
+    loom_pass_ctx ctx = { .window = 64 };
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.groups, 2);
+    ck_assert_uint_eq(ctx.barrier_lower_bound, 1);
+    ck_assert_uint_eq(cap(0), 0);
+    ck_assert_uint_eq(cap(1), 2);
+    ck_assert_uint_eq(cap(2), 1);
+    ck_assert_uint_eq(loom_graph_node(G, 1)->group, loom_graph_node(G, 0)->group);
+    ck_assert(!loom_graph_scheduled(G));
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barriers, 1);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->barrier, LOOM_NONE);
+    ck_assert_uint_eq(loom_graph_node(G, 1)->barrier, LOOM_NONE);
+    const loom_barrier_info *bi = loom_graph_barrier_info(G, loom_graph_node(G, 2)->barrier);
+    ck_assert_ptr_nonnull(bi);
+    ck_assert_uint_eq(bi->hazard, LOOM_HAZARD_RAW);
+    ck_assert_uint_eq(bi->buffer, x);
+    ck_assert_uint_eq(bi->before, 0);
+    ck_assert_uint_eq(bi->after, 1);
+    ck_assert(loom_graph_scheduled(G));
+}
+END_TEST
+
+/* Disjoint ranges of one buffer never conflict; reads never conflict. */
+START_TEST(test_no_hazards_no_barriers)
+{
+    uint32_t x = buf(1024, LOOM_USAGE_NONE), w = buf(64, LOOM_USAGE_WEIGHT);
+    for (uint32_t i = 0; i < 4; i++)
+        node(LOOM_OP_OTHER, 1, (uint32_t[]){ w, 0, 64 }, 1, (uint32_t[]){ x, i * 256, i * 256 + 256 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.groups, 1);
+    ck_assert_uint_eq(ctx.barriers, 0);
+}
+END_TEST
+
+/* WAR and WAW reasons; and a write of [0,8) then a read of [8,16) is no hazard
+ * (half-open ranges). */
+START_TEST(test_barrier_reasons)
+{
+    uint32_t x = buf(64, LOOM_USAGE_NONE), y = buf(64, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ x, 0, 8 }, 1, (uint32_t[]){ y, 0, 8 });  /* 0 reads x */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 0, 4 });                    /* 1 writes x: WAR */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 2, 6 });                    /* 2 writes x: WAW */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ x, 8, 16 }, 1, (uint32_t[]){ y, 32, 40 }); /* 3: no hazard */
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);   /* capture order, no reorder */
+    ck_assert_uint_eq(ctx.barriers, 2);
+    ck_assert_uint_eq(loom_graph_barrier_info(G, loom_graph_node(G, 1)->barrier)->hazard, LOOM_HAZARD_WAR);
+    ck_assert_uint_eq(loom_graph_barrier_info(G, loom_graph_node(G, 2)->barrier)->hazard, LOOM_HAZARD_WAW);
+    ck_assert_uint_eq(loom_graph_node(G, 3)->barrier, LOOM_NONE);
+}
+END_TEST
+
+/* Nothing moves across a sentinel or a non-reorderable node; a sentinel gets
+ * a barrier (SENTINEL), but not at the very start. */
+START_TEST(test_sentinel_and_nonreorderable)
+{
+    uint32_t x = buf(64, LOOM_USAGE_NONE), y = buf(64, LOOM_USAGE_NONE);
+    ck_assert_int_eq(loom_graph_add_barrier(G, NULL), LOOM_OK);                  /* 0 */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 0, 8 });                    /* 1 */
+    ck_assert_int_eq(loom_graph_add_barrier(G, NULL), LOOM_OK);                  /* 2 */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ y, 0, 8 });                    /* 3 */
+    node(LOOM_OP_SOFTMAX, 0, NULL, 1, (uint32_t[]){ y, 16, 24 });                /* 4 */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ y, 32, 40 });                  /* 5 */
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    for (uint32_t i = 0; i < 6; i++)
+        ck_assert_uint_eq(cap(i), i);
+    ck_assert_uint_eq(ctx.barrier_lower_bound, 1);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barriers, 1);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->barrier, LOOM_NONE);
+    ck_assert_uint_eq(loom_graph_barrier_info(G, loom_graph_node(G, 2)->barrier)->hazard, LOOM_HAZARD_SENTINEL);
+    ck_assert_uint_ne(loom_graph_node(G, 4)->group, loom_graph_node(G, 3)->group);
+}
+END_TEST
+
+/* Window 2 splits a run of 4 independent nodes into two windows. */
+START_TEST(test_window_limit)
+{
+    uint32_t x = buf(1024, LOOM_USAGE_NONE);
+    for (uint32_t i = 0; i < 4; i++)
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, i * 8, i * 8 + 8 });
+    loom_pass_ctx ctx = { .window = 2 };
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.groups, 2);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barriers, 0);   /* the barrier pass merges nothing but needs none */
+}
+END_TEST
+
+START_TEST(test_serial_schedule)
+{
+    uint32_t x = buf(64, LOOM_USAGE_NONE);
+    for (uint32_t i = 0; i < 3; i++)
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, i * 8, i * 8 + 8 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_schedule_serial(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->barrier, LOOM_NONE);
+    ck_assert_uint_ne(loom_graph_node(G, 1)->barrier, LOOM_NONE);
+    ck_assert_uint_ne(loom_graph_node(G, 2)->barrier, LOOM_NONE);
+    ck_assert_uint_eq(loom_graph_barrier_info(G, loom_graph_node(G, 1)->barrier)->hazard, LOOM_HAZARD_NONE);
+}
+END_TEST
+
+/* ---- lifetimes ---------------------------------------------------------- */
+
+START_TEST(test_classes)
+{
+    uint32_t w = buf(64, LOOM_USAGE_NONE), in = buf(64, LOOM_USAGE_INPUT), s = buf(64, LOOM_USAGE_NONE);
+    uint32_t st = buf(64, LOOM_USAGE_NONE), out = buf(64, LOOM_USAGE_OUTPUT), kv = buf(64, LOOM_USAGE_NONE);
+    uint32_t ext = buf(64, LOOM_USAGE_NONE);
+    loom_graph_buffer_mut(G, ext)->external = 7;
+    node(LOOM_OP_OTHER, 3, (uint32_t[]){ w, 0, 64, in, 0, 64, st, 0, 64 }, 2,
+         (uint32_t[]){ s, 0, 64, st, 0, 64 });
+    node(LOOM_OP_KV_APPEND, 1, (uint32_t[]){ s, 0, 64 }, 1, (uint32_t[]){ kv, 0, 64 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s, 0, 64 }, 2, (uint32_t[]){ out, 0, 64, ext, 0, 64 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_buffer(G, w)->cls, LOOM_CLASS_WEIGHT);
+    ck_assert_uint_eq(loom_graph_buffer(G, in)->cls, LOOM_CLASS_INPUT);
+    ck_assert_uint_eq(loom_graph_buffer(G, s)->cls, LOOM_CLASS_SCRATCH);
+    ck_assert_uint_eq(loom_graph_buffer(G, st)->cls, LOOM_CLASS_STATE);
+    ck_assert_uint_eq(loom_graph_buffer(G, out)->cls, LOOM_CLASS_OUTPUT);
+    ck_assert_uint_eq(loom_graph_buffer(G, kv)->cls, LOOM_CLASS_KV_APPEND);
+    ck_assert_uint_eq(loom_graph_buffer(G, ext)->cls, LOOM_CLASS_OUTPUT);
+    ck_assert_uint_eq(ctx.scratch_bytes, 64);
+    ck_assert_uint_eq(ctx.arena_bytes, 256);
+    ck_assert_uint_eq(ctx.arena_lower_bound, 64);
+}
+END_TEST
+
+START_TEST(test_contradicting_hints)
+{
+    static const loom_usage bad[] = { LOOM_USAGE_WEIGHT, LOOM_USAGE_INPUT, LOOM_USAGE_PARAMS };
+    for (size_t i = 0; i < 3; i++) {
+        loom_graph_reset(G);
+        uint32_t b = buf(64, bad[i]);
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 64 });
+        loom_pass_ctx ctx = { 0 };
+        ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_VERIFY);
+    }
+    loom_graph_reset(G);
+    uint32_t s = buf(64, LOOM_USAGE_SCRATCH), o = buf(64, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s, 0, 64 }, 1, (uint32_t[]){ o, 0, 64 });   /* read before write */
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_VERIFY);
+}
+END_TEST
+
+/* A chain s1 → s2 → s3 → out with barriers between: s1 and s3 may share
+ * bytes (a barrier separates s1's last read from s3's first write); with no
+ * barriers (unscheduled → per node epochs) the same holds; but two scratch
+ * buffers written in the same epoch never share. */
+START_TEST(test_packing_epochs)
+{
+    uint32_t s1 = buf(1000, LOOM_USAGE_NONE), s2 = buf(1000, LOOM_USAGE_NONE), s3 = buf(1000, LOOM_USAGE_NONE);
+    uint32_t out = buf(1000, LOOM_USAGE_OUTPUT);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s1, 0, 1000 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s1, 0, 1000 }, 1, (uint32_t[]){ s2, 0, 1000 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s2, 0, 1000 }, 1, (uint32_t[]){ s3, 0, 1000 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s3, 0, 1000 }, 1, (uint32_t[]){ out, 0, 1000 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.scratch_bytes, 3000);
+    ck_assert_uint_eq(ctx.arena_lower_bound, 2000);
+    ck_assert_uint_eq(ctx.arena_bytes, 2048);
+    ck_assert_uint_eq(loom_graph_buffer(G, s1)->arena_offset, loom_graph_buffer(G, s3)->arena_offset);
+
+    /* Independent writers land in one epoch: all three live together. */
+    loom_graph_reset(G);
+    s1 = buf(1000, LOOM_USAGE_NONE), s2 = buf(1000, LOOM_USAGE_NONE), s3 = buf(1000, LOOM_USAGE_NONE);
+    out = buf(3000, LOOM_USAGE_OUTPUT);
+    for (uint32_t i = 0; i < 3; i++)
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s1 + i, 0, 1000 });
+    for (uint32_t i = 0; i < 3; i++)
+        node(LOOM_OP_OTHER, 1, (uint32_t[]){ s1 + i, 0, 1000 }, 1, (uint32_t[]){ out, i * 1000, i * 1000 + 1000 });
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.arena_lower_bound, 3000);
+    ck_assert_uint_ge(ctx.arena_bytes, 3000);
+    ck_assert_uint_ne(loom_graph_buffer(G, s1)->arena_offset, loom_graph_buffer(G, s2)->arena_offset);
+    ck_assert_uint_ne(loom_graph_buffer(G, s1)->arena_offset, loom_graph_buffer(G, s3)->arena_offset);
+}
+END_TEST
+
+/* ---- fuse --------------------------------------------------------------- */
+
+#define N 256u
+static uint32_t vbuf(loom_usage u) { return buf(N * 4, u); }
+
+static uint32_t run_fuse(void)
+{
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+    return ctx.fused_chains;
+}
+
+START_TEST(test_fuse_rms_norm_mul)
+{
+    uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT), t = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(w, N), loom_vec(t, N), loom_vec(y, N), NULL), LOOM_OK);  /* t on b */
+    ck_assert_uint_eq(run_fuse(), 1);
+    ck_assert_uint_eq(loom_graph_node_count(G), 1);
+    const loom_node *n = loom_graph_node(G, 0);
+    ck_assert_uint_eq(n->op, LOOM_OP_RMS_NORM_MUL);
+    ck_assert_uint_eq(n->fused, 2);
+    ck_assert_uint_eq(n->capture_index, 1);
+}
+END_TEST
+
+/* Illegal: another reader, a host-visible intermediate, a shape mismatch,
+ * and a node in between that the moved norm conflicts with. */
+START_TEST(test_fuse_rms_norm_mul_illegal)
+{
+    for (int c = 0; c < 4; c++) {
+        loom_graph_reset(G);
+        uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT);
+        uint32_t t = vbuf(c == 1 ? LOOM_USAGE_OUTPUT : 0), y = vbuf(LOOM_USAGE_OUTPUT), o = vbuf(LOOM_USAGE_OUTPUT);
+        uint32_t s = vbuf(0);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(c == 3 ? s : x, c == 2 ? N / 2 : N),
+                                          loom_vec(t, c == 2 ? N / 2 : N), 1e-5f, NULL), LOOM_OK);
+        if (c == 3)   /* writes s, which the norm reads: the norm may not move below it */
+            ck_assert_int_eq(loom_op_copy(G, loom_vec(x, N), loom_vec(s, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, c == 2 ? N / 2 : N), loom_vec(w, c == 2 ? N / 2 : N),
+                                     loom_vec(y, c == 2 ? N / 2 : N), NULL), LOOM_OK);
+        if (c == 0)
+            ck_assert_int_eq(loom_op_copy(G, loom_vec(t, N), loom_vec(o, N), NULL), LOOM_OK);
+        uint32_t before = loom_graph_node_count(G);
+        if (c == 2) {   /* the mul reads only half of what the norm wrote: still fine */
+            ck_assert_uint_eq(run_fuse(), 1);
+            continue;
+        }
+        ck_assert_uint_eq(run_fuse(), 0);
+        ck_assert_uint_eq(loom_graph_node_count(G), before);
+    }
+}
+END_TEST
+
+START_TEST(test_fuse_shape_mismatch)
+{
+    uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT), t = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    /* The norm writes all of t, the mul reads half: t's other half would be lost. */
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N / 2), loom_vec(w, N / 2), loom_vec(y, N / 2), NULL), LOOM_OK);
+    ck_assert_uint_eq(run_fuse(), 0);
+}
+END_TEST
+
+START_TEST(test_fuse_add_rms_norm_mul)
+{
+    uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT);
+    uint32_t s = vbuf(LOOM_USAGE_OUTPUT), t = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(w, N), loom_vec(y, N), NULL), LOOM_OK);
+    ck_assert_uint_eq(run_fuse(), 1);
+    ck_assert_uint_eq(loom_graph_node_count(G), 1);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_ADD_RMS_NORM_MUL);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->fused, 3);
+}
+END_TEST
+
+/* ADD→RMS_NORM keeps the sum: it may have other readers. */
+START_TEST(test_fuse_add_rms_norm)
+{
+    uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    uint32_t o = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(y, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_copy(G, loom_vec(s, N), loom_vec(o, N), NULL), LOOM_OK);
+    ck_assert_uint_eq(run_fuse(), 1);
+    ck_assert_uint_eq(loom_graph_node_count(G), 2);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_ADD_RMS_NORM);
+    ck_assert_uint_eq(loom_graph_node(G, 1)->op, LOOM_OP_COPY);
+}
+END_TEST
+
+START_TEST(test_fuse_matvec_silu_mul)
+{
+    for (int c = 0; c < 3; c++) {
+        loom_graph_reset(G);
+        uint32_t W = buf((uint64_t)N * N * 2 * 2, LOOM_USAGE_WEIGHT), x = vbuf(LOOM_USAGE_INPUT);
+        uint32_t x2 = vbuf(LOOM_USAGE_INPUT), g = vbuf(0), u = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+        loom_tensor Wg = loom_mat(W, LOOM_F16, N, N), Wu = Wg;
+        Wu.offset = (uint64_t)N * N * 2;
+        if (c == 2)
+            Wu = loom_mat(W, LOOM_F32, N, N);
+        ck_assert_int_eq(loom_op_matvec(G, Wg, loom_vec(x, N), loom_vec(g, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, Wu, loom_vec(c == 1 ? x2 : x, N), loom_vec(u, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_silu_mul(G, loom_vec(g, N), loom_vec(u, N), loom_vec(y, N), NULL), LOOM_OK);
+        /* c 1: different x; c 2: different dtype */
+        ck_assert_uint_eq(run_fuse(), c == 0 ? 1 : 0);
+        if (c == 0) {
+            ck_assert_uint_eq(loom_graph_node_count(G), 1);
+            ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_MATVEC_SILU_MUL);
+        }
+    }
+}
+END_TEST
+
+/* The matvec may feed either input of the ADD; a partly overlapping output
+ * (y overlapping the residual by half) is illegal. */
+START_TEST(test_fuse_matvec_add)
+{
+    for (int c = 0; c < 3; c++) {
+        loom_graph_reset(G);
+        uint32_t W = buf((uint64_t)N * N * 4, LOOM_USAGE_WEIGHT), x = vbuf(LOOM_USAGE_INPUT), t = vbuf(0);
+        uint32_t r = buf(N * 8, LOOM_USAGE_STATE);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(W, LOOM_F32, N, N), loom_vec(x, N), loom_vec(t, N), NULL),
+                         LOOM_OK);
+        loom_tensor R = loom_vec(r, N), Y = c == 2 ? loom_vec_at(r, N * 2, N) : loom_vec(r, N);
+        if (c == 2)
+            R = loom_vec_at(r, N, N);   /* y [2N*2..) vs r [N*4..): overlaps by half */
+        R.offset = c == 2 ? 512 : 0;
+        Y.offset = c == 2 ? 1024 : 0;
+        loom_result rc = c == 1 ? loom_op_add(G, R, loom_vec(t, N), Y, NULL) : loom_op_add(G, loom_vec(t, N), R, Y, NULL);
+        ck_assert_int_eq(rc, LOOM_OK);
+        ck_assert_uint_eq(run_fuse(), c == 2 ? 0 : 1);
+        if (c < 2)
+            ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_MATVEC_ADD);
+    }
+}
+END_TEST
+
+Suite *passes_suite(void)
+{
+    Suite *s = suite_create("passes");
+    struct { const char *name; const TTest *t[8]; } cases[] = {
+        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails } },
+        { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
+                                test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule } },
+        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs } },
+        { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
+                    test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
+                    test_fuse_matvec_add } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        for (int k = 0; k < 8 && cases[i].t[k]; k++)
+            tcase_add_test(tc, cases[i].t[k]);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(passes_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

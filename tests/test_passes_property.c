@@ -1,0 +1,208 @@
+/* Property test: thousands of seeded random graphs (overlapping and disjoint
+ * ranges, every op kind including non-reorderable ones, sentinels, random
+ * windows) compiled under every switch combination. The checks are written
+ * independently of the passes, with their own overlap test:
+ * - the plan is a permutation of the captured nodes;
+ * - every conflicting pair keeps its order with a barrier between them;
+ * - conflicting nodes never share a group; with reorder and barriers on,
+ *   every window uses exactly its longest chain of groups;
+ * - scratch buffers that share arena bytes are never live in one epoch, and
+ *   the arena is at least the lower bound. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loom_compiler.h"
+
+typedef struct rng { uint64_t s; } rng;
+static uint32_t rnd(rng *r, uint32_t n)
+{
+    r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)((r->s >> 33) % n);
+}
+
+#define MAXN 48
+
+typedef struct acc { uint32_t buf; uint64_t lo, hi; bool write; } acc;
+typedef struct cap_node { bool sentinel, movable; acc a[6]; int na; } cap_node;
+
+static bool touch(const cap_node *x, const cap_node *y)
+{
+    if (x->sentinel || y->sentinel)
+        return true;
+    for (int i = 0; i < x->na; i++)
+        for (int j = 0; j < y->na; j++) {
+            const acc *p = &x->a[i], *q = &y->a[j];
+            if (p->buf == q->buf && (p->write || q->write) && p->lo < q->hi && q->lo < p->hi)
+                return true;
+        }
+    return false;
+}
+
+static loom_graph *random_graph(rng *r, cap_node *cn, uint32_t *n_out)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t nb = 1 + rnd(r, 5), n = 1 + rnd(r, MAXN);
+    for (uint32_t b = 0; b < nb; b++)
+        ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = 64 + 64 * rnd(r, 4) }, NULL), LOOM_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        cap_node *c = &cn[i];
+        memset(c, 0, sizeof *c);
+        if (rnd(r, 12) == 0) {
+            c->sentinel = true;
+            ck_assert_int_eq(loom_graph_add_barrier(g, NULL), LOOM_OK);
+            continue;
+        }
+        loom_range rd[3], wr[3];
+        uint32_t nr = rnd(r, 4), nw = 1 + rnd(r, 2);
+        for (uint32_t k = 0; k < nr + nw; k++) {
+            uint32_t b = rnd(r, nb);
+            uint64_t size = loom_graph_buffer(g, b)->size;
+            uint64_t lo = 8 * rnd(r, (uint32_t)(size / 8)), len = 8 + 8 * rnd(r, (uint32_t)((size - lo) / 8));
+            loom_range x = { b, 0, lo, len };
+            if (k < nr)
+                rd[k] = x;
+            else
+                wr[k - nr] = x;
+            c->a[c->na++] = (acc){ b, lo, lo + len, k >= nr };
+        }
+        loom_op op = (loom_op)rnd(r, LOOM_OP_COUNT);
+        c->movable = loom_op_reorderable(op);
+        loom_dispatch_desc d = { .kernel = "k", .op = op, .groups = { 1, 1, 1 }, .reads = rd, .n_reads = nr,
+                                 .writes = wr, .n_writes = nw };
+        ck_assert_int_eq(loom_graph_add_dispatch(g, &d, NULL), LOOM_OK);
+    }
+    *n_out = n;
+    return g;
+}
+
+/* Longest chain in capture window [lo, hi), by brute force. */
+static uint32_t longest_chain(const cap_node *cn, uint32_t lo, uint32_t hi)
+{
+    uint32_t len[MAXN], best = 0;
+    for (uint32_t i = lo; i < hi; i++) {
+        len[i] = 1;
+        for (uint32_t j = lo; j < i; j++)
+            if (touch(&cn[j], &cn[i]) && len[j] + 1 > len[i])
+                len[i] = len[j] + 1;
+        if (len[i] > best)
+            best = len[i];
+    }
+    return best;
+}
+
+static void check_plan(const loom_plan *p, const cap_node *cn, uint32_t n, uint32_t window, bool reorder)
+{
+    const loom_graph *pg = loom_plan_graph(p);
+    ck_assert_uint_eq(loom_graph_node_count(pg), n);
+    uint32_t pos[MAXN], epoch[MAXN], e = 0;
+    bool seen[MAXN] = { false };
+    for (uint32_t i = 0; i < n; i++) {
+        const loom_node *nd = loom_graph_node(pg, i);
+        ck_assert_uint_lt(nd->capture_index, n);
+        ck_assert(!seen[nd->capture_index]);
+        seen[nd->capture_index] = true;
+        pos[nd->capture_index] = i;
+        e += nd->barrier != LOOM_NONE;
+        epoch[i] = e;
+    }
+    ck_assert(loom_graph_scheduled(pg));
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++)
+            if (touch(&cn[i], &cn[j])) {
+                ck_assert_uint_lt(pos[i], pos[j]);
+                /* A sentinel orders what runs before it against what runs
+                 * after; it needs no barrier of its own at either end. */
+                if (!cn[i].sentinel && !cn[j].sentinel)
+                    ck_assert_uint_lt(epoch[pos[i]], epoch[pos[j]]);
+                ck_assert_uint_ne(loom_graph_node(pg, pos[i])->group, loom_graph_node(pg, pos[j])->group);
+            }
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t i = 0; cn[s].sentinel && i < s; i++)
+            for (uint32_t j = s + 1; j < n; j++)
+                if (!cn[i].sentinel && !cn[j].sentinel)
+                    ck_assert_uint_lt(epoch[pos[i]], epoch[pos[j]]);
+    if (reorder) {
+        for (uint32_t i = 0; i < n;) {
+            uint32_t hi = i + 1;
+            if (!cn[i].sentinel && cn[i].movable)
+                while (hi < n && hi - i < window && !cn[hi].sentinel && cn[hi].movable)
+                    hi++;
+            uint32_t groups[MAXN], ng = 0;
+            for (uint32_t k = i; k < hi; k++) {
+                uint32_t gid = loom_graph_node(pg, pos[k])->group;
+                bool dup = false;
+                for (uint32_t q = 0; q < ng; q++)
+                    dup |= groups[q] == gid;
+                if (!dup)
+                    groups[ng++] = gid;
+            }
+            ck_assert_uint_eq(ng, longest_chain(cn, i, hi));
+            i = hi;
+        }
+    }
+    /* Scratch packing: overlapping arena bytes imply disjoint epoch spans. */
+    const loom_plan_stats *st = loom_plan_get_stats(p);
+    ck_assert_uint_ge(st->barriers, st->barrier_lower_bound);
+    ck_assert_uint_ge(st->arena_bytes, st->arena_lower_bound);
+    uint32_t nb = loom_graph_buffer_count(pg);
+    uint32_t first[8], last[8];
+    for (uint32_t b = 0; b < nb; b++)
+        first[b] = UINT32_MAX, last[b] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const loom_node *nd = loom_graph_node(pg, i);
+        const loom_range *r = loom_node_reads(pg, nd);
+        for (uint32_t k = 0; k < (uint32_t)nd->n_reads + nd->n_writes; k++) {
+            uint32_t b = r[k].buffer;
+            first[b] = epoch[i] < first[b] ? epoch[i] : first[b];
+            last[b] = epoch[i] > last[b] ? epoch[i] : last[b];
+        }
+    }
+    for (uint32_t a = 0; a < nb; a++)
+        for (uint32_t b = a + 1; b < nb; b++) {
+            const loom_buffer *x = loom_graph_buffer(pg, a), *y = loom_graph_buffer(pg, b);
+            if (x->cls != LOOM_CLASS_SCRATCH || y->cls != LOOM_CLASS_SCRATCH)
+                continue;
+            ck_assert_uint_le(x->arena_offset + x->size, st->arena_bytes);
+            ck_assert_uint_eq(x->arena_offset % 256, 0);
+            bool share = x->arena_offset < y->arena_offset + y->size && y->arena_offset < x->arena_offset + x->size;
+            if (share)
+                ck_assert(last[a] < first[b] || last[b] < first[a]);
+        }
+}
+
+START_TEST(test_random_graphs)
+{
+    static const uint32_t modes[] = { 0, LOOM_DISABLE_FUSE, LOOM_DISABLE_REORDER, LOOM_DISABLE_BARRIERS,
+                                      LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS, LOOM_DISABLE_LIFETIMES };
+    rng r = { 12345 + (uint64_t)_i };
+    cap_node cn[MAXN];
+    for (int it = 0; it < 500; it++) {
+        uint32_t n;
+        loom_graph *g = random_graph(&r, cn, &n);
+        uint32_t window = 1 + rnd(&r, 16);
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            loom_plan *p;
+            loom_compile_options o = { .window = window, .disable = modes[m], .verify_each = true, .dump_dir = "" };
+            ck_assert_int_eq(loom_compile(g, &o, &p), LOOM_OK);
+            check_plan(p, cn, n, window, !(modes[m] & (LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS)));
+            loom_plan_release(p);
+        }
+        loom_graph_destroy(g);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("passes");
+    TCase *tc = tcase_create("property");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_random_graphs, 0, 8);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,712 @@
+/* The runtime on the default device (lavapipe in CI) under the validation
+ * layer with synchronization validation: hand-made graphs of small GLSL test
+ * kernels compiled at run time, checked against values computed here, and
+ * every test ends with no validation message. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "loom_ir_edit.h"
+#include "loom_runtime.h"
+
+#define N 256u   /* elements per test buffer: 1 KiB */
+
+/* ---- test kernels ------------------------------------------------------- */
+
+static const char K_ADDK[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
+    "layout(set = 0, binding = 1) writeonly buffer B { uint b[]; };\n"
+    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) b[i] = a[i] + pc.k; }\n";
+
+static const char K_SUM[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
+    "layout(set = 0, binding = 1) readonly buffer B { uint b[]; };\n"
+    "layout(set = 0, binding = 2) writeonly buffer C { uint c[]; };\n"
+    "layout(push_constant) uniform Pc { uint n; } pc;\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) c[i] = a[i] * 3u + b[i]; }\n";
+
+static const char K_FILL[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
+    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
+    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) a[i] = pc.k; }\n";
+
+/* Busy work so that a step is still running when the host looks. */
+static const char K_SPIN[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
+    "layout(push_constant) uniform Pc { uint n; uint iters; } pc;\n"
+    "void main() {\n"
+    "  uint i = gl_GlobalInvocationID.x, h = i;\n"
+    "  for (uint j = 0u; j < pc.iters; j++) h = h * 1664525u + 1013904223u;\n"
+    "  if (i < pc.n) a[i] = h;\n"
+    "}\n";
+
+static const char K_PARAMS[] =
+    "#version 450\n"
+    "layout(local_size_x = 1) in;\n"
+    "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step; uint user[12]; } p;\n"
+    "layout(set = 0, binding = 1) buffer O { uint o[]; };\n"
+    "void main() { o[p.pos] = p.token; }\n";
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void quiet_log(void *user, loom_log_level level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    (void)msg;
+}
+
+static void loud_log(void *user, loom_log_level level, const char *msg)
+{
+    (void)user;
+    if (level >= LOOM_LOG_WARN)
+        fprintf(stderr, "%s\n", msg);
+}
+
+#define OK(expr)                                                                                  \
+    do {                                                                                          \
+        loom_result rc_ = (expr);                                                                 \
+        ck_assert_msg(rc_ == LOOM_OK, "%s: %s: %s", #expr, loom_result_str(rc_), loom_last_error()); \
+    } while (0)
+
+static loom_rt *rt_make(uint32_t spin_polls, bool quiet, const char *cache)
+{
+    loom_rt *rt = NULL;
+    loom_rt_desc d = { .validate = true, .log = quiet ? quiet_log : loud_log, .spin_polls = spin_polls,
+                       .pipeline_cache_path = cache };
+    OK(loom_rt_create(&d, &rt));
+    OK(loom_rt_kernel_glsl(rt, "t_addk", K_ADDK));
+    OK(loom_rt_kernel_glsl(rt, "t_sum", K_SUM));
+    OK(loom_rt_kernel_glsl(rt, "t_fill", K_FILL));
+    OK(loom_rt_kernel_glsl(rt, "t_spin", K_SPIN));
+    OK(loom_rt_kernel_glsl(rt, "t_params", K_PARAMS));
+    return rt;
+}
+
+static void rt_done(loom_rt *rt)
+{
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+    loom_rt_destroy(rt);
+}
+
+static loom_graph *graph_new(void)
+{
+    loom_graph *g = NULL;
+    OK(loom_graph_create(&(loom_graph_desc){ .name = "rt_test" }, &g));
+    return g;
+}
+
+static loom_rt_buffer *rbuf(loom_rt *rt, const char *name, loom_usage usage, uint64_t size)
+{
+    loom_rt_buffer *b = NULL;
+    OK(loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = name, .size = size, .usage = usage }, &b));
+    return b;
+}
+
+/* A graph buffer backed by runtime buffer b. */
+static uint32_t gext(loom_graph *g, loom_rt_buffer *b, const char *name)
+{
+    uint32_t id;
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = name, .size = loom_rt_buffer_size(b),
+                                                     .external = loom_rt_buffer_id(b) }, &id));
+    return id;
+}
+
+/* A plan-owned graph buffer. */
+static uint32_t gown(loom_graph *g, const char *name, loom_usage usage, uint64_t size)
+{
+    uint32_t id;
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = name, .size = size, .usage = usage }, &id));
+    return id;
+}
+
+static uint32_t dispatch(loom_graph *g, const char *kernel, const loom_binding *b, uint32_t nb, const uint32_t *pc,
+                         uint32_t npc, uint32_t groups)
+{
+    uint32_t id;
+    loom_dispatch_desc d = { .kernel = kernel, .op = LOOM_OP_OTHER, .groups = { groups, 1, 1 }, .bindings = b,
+                             .n_bindings = nb, .push = pc, .push_size = npc * 4 };
+    OK(loom_graph_add_dispatch(g, &d, &id));
+    return id;
+}
+
+static uint32_t addk_at(loom_graph *g, uint32_t src, uint32_t dst, uint64_t dst_off, uint32_t n, uint32_t k)
+{
+    loom_binding b[2] = { { .buffer = src, .slot = 0, .offset = 0, .size = n * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = dst, .slot = 1, .offset = dst_off, .size = n * 4,
+                            .access = LOOM_ACCESS_WRITE } };
+    uint32_t pc[2] = { n, k };
+    return dispatch(g, "t_addk", b, 2, pc, 2, (n + 63) / 64);
+}
+
+static uint32_t addk(loom_graph *g, uint32_t src, uint32_t dst, uint32_t k) { return addk_at(g, src, dst, 0, N, k); }
+
+static uint32_t sum(loom_graph *g, uint32_t a, uint32_t b, uint32_t c)
+{
+    loom_binding bb[3] = { { .buffer = a, .slot = 0, .size = N * 4, .access = LOOM_ACCESS_READ },
+                           { .buffer = b, .slot = 1, .size = N * 4, .access = LOOM_ACCESS_READ },
+                           { .buffer = c, .slot = 2, .size = N * 4, .access = LOOM_ACCESS_WRITE } };
+    uint32_t pc[1] = { N };
+    return dispatch(g, "t_sum", bb, 3, pc, 1, N / 64);
+}
+
+static uint32_t fill(loom_graph *g, uint32_t a, uint32_t k)
+{
+    loom_binding b[1] = { { .buffer = a, .slot = 0, .size = N * 4, .access = LOOM_ACCESS_WRITE } };
+    uint32_t pc[2] = { N, k };
+    return dispatch(g, "t_fill", b, 1, pc, 2, N / 64);
+}
+
+static uint32_t spin(loom_graph *g, uint32_t a, uint32_t iters)
+{
+    loom_binding b[1] = { { .buffer = a, .slot = 0, .size = 64 * 4, .access = LOOM_ACCESS_WRITE } };
+    uint32_t pc[2] = { 64, iters };
+    return dispatch(g, "t_spin", b, 1, pc, 2, 1);
+}
+
+/* Hand schedule: groups[i] per node, a barrier before node i where
+ * barrier[i]. Stands in for the reorder and barriers passes. */
+static void schedule(loom_graph *g, const uint32_t *groups, const bool *barrier)
+{
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        loom_node *n = loom_graph_node_mut(g, i);
+        n->group = groups[i];
+        n->barrier = LOOM_NONE;
+        if (barrier[i]) {
+            loom_barrier_info info = { .hazard = LOOM_HAZARD_RAW, .buffer = LOOM_NONE, .before = i - 1, .after = i };
+            OK(loom_graph_add_barrier_info(g, &info, &n->barrier));
+        }
+    }
+    loom_graph_set_scheduled(g, true);
+}
+
+static void fill_iota(uint32_t *v, uint32_t base)
+{
+    for (uint32_t i = 0; i < N; i++)
+        v[i] = base + i * 7u;
+}
+
+static void read_u32(loom_rt *rt, loom_rt_buffer *b, uint32_t *out)
+{
+    OK(loom_rt_buffer_read(rt, b, 0, out, N * 4));
+}
+
+/* ---- dependent chain ---------------------------------------------------- */
+
+START_TEST(test_chain)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *x = rbuf(rt, "x", LOOM_USAGE_INPUT, N * 4), *y = rbuf(rt, "y", LOOM_USAGE_OUTPUT, N * 4);
+    uint32_t in[N], out[N];
+    fill_iota(in, 5);
+    OK(loom_rt_buffer_write(rt, x, 0, in, sizeof in));
+    loom_graph *g = graph_new();
+    uint32_t gx = gext(g, x, "x"), gy = gext(g, y, "y"), t[5];
+    for (int i = 0; i < 5; i++)
+        t[i] = gown(g, NULL, LOOM_USAGE_NONE, N * 4);
+    addk(g, gx, t[0], 1);
+    for (int i = 1; i < 5; i++)
+        addk(g, t[i - 1], t[i], (uint32_t)i + 1);
+    addk(g, t[4], gy, 6);
+    loom_rt_program *p;
+    OK(loom_rt_program_create(rt, g, &p));
+    uint64_t step;
+    OK(loom_rt_replay(rt, p, NULL, &step));
+    ck_assert_uint_gt(step, 0);
+    OK(loom_rt_wait(rt, step));
+    read_u32(rt, y, out);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(out[i], in[i] + 21);
+    /* A plan-owned intermediate, read through the program. */
+    OK(loom_rt_program_read(rt, p, t[2], 0, out, sizeof out));
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(out[i], in[i] + 6);
+    loom_rt_counters c;
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.dispatches, 6);
+    ck_assert_uint_eq(c.barriers, 5);   /* unscheduled: between every pair */
+    ck_assert_uint_eq(c.records, 1);
+    ck_assert_uint_eq(c.pipelines, 1);  /* one kernel, one layout */
+    loom_rt_program_release(p);
+    loom_rt_buffer_release(x);
+    loom_rt_buffer_release(y);
+    loom_graph_destroy(g);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- fan-out / fan-in through the scratch arena ------------------------- */
+
+START_TEST(test_fan)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *x = rbuf(rt, "x", LOOM_USAGE_INPUT, N * 4), *w = rbuf(rt, "w", LOOM_USAGE_OUTPUT, N * 4);
+    uint32_t in[N], out[N];
+    fill_iota(in, 1);
+    OK(loom_rt_buffer_write(rt, x, 0, in, sizeof in));
+    loom_graph *g = graph_new();
+    uint32_t gx = gext(g, x, "x"), gw = gext(g, w, "w"), s[5];
+    for (int i = 0; i < 5; i++) {
+        s[i] = gown(g, NULL, LOOM_USAGE_SCRATCH, N * 4);
+        loom_buffer *b = loom_graph_buffer_mut(g, s[i]);
+        b->cls = LOOM_CLASS_SCRATCH;
+        b->arena_offset = (uint64_t)i * N * 4;
+    }
+    loom_graph_set_arena_size(g, 5ull * N * 4);
+    addk(g, gx, s[0], 1);          /* a = x + 1 */
+    addk(g, s[0], s[1], 1);        /* y1 = a + 1 */
+    addk(g, s[0], s[2], 2);        /* y2 = a + 2 */
+    addk(g, s[0], s[3], 3);        /* y3 = a + 3 */
+    sum(g, s[1], s[2], s[4]);      /* z = 3 y1 + y2 */
+    sum(g, s[4], s[3], gw);        /* w = 3 z + y3 */
+    schedule(g, (uint32_t[]){ 0, 1, 1, 1, 2, 3 }, (bool[]){ false, true, false, false, true, true });
+    OK(loom_rt_run_graph(rt, g, NULL));
+    read_u32(rt, w, out);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t a = in[i] + 1, z = 3 * (a + 1) + (a + 2);
+        ck_assert_uint_eq(out[i], 3 * z + a + 3);
+    }
+    loom_rt_counters c;
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.barriers, 3);
+    loom_rt_buffer_release(x);
+    loom_rt_buffer_release(w);
+    loom_graph_destroy(g);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- WAR and WAW -------------------------------------------------------- */
+
+START_TEST(test_war)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_STATE, N * 4), *b = rbuf(rt, "b", LOOM_USAGE_OUTPUT, N * 4),
+                   *c = rbuf(rt, "c", LOOM_USAGE_OUTPUT, N * 4);
+    uint32_t in[N], out[N];
+    fill_iota(in, 3);
+    OK(loom_rt_buffer_write(rt, a, 0, in, sizeof in));
+    loom_graph *g = graph_new();
+    uint32_t ga = gext(g, a, "a"), gb = gext(g, b, "b"), gc = gext(g, c, "c");
+    addk(g, ga, gb, 1);   /* reads a */
+    fill(g, ga, 7);       /* then overwrites it: WAR */
+    addk(g, ga, gc, 1);   /* RAW on the new a */
+    schedule(g, (uint32_t[]){ 0, 1, 2 }, (bool[]){ false, true, true });
+    OK(loom_rt_run_graph(rt, g, NULL));
+    read_u32(rt, b, out);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(out[i], in[i] + 1);
+    read_u32(rt, c, out);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(out[i], 8);
+    /* a is STATE, not OUTPUT: its read needs the extra host barrier. */
+    read_u32(rt, a, out);
+    ck_assert_uint_eq(out[N - 1], 7);
+    loom_rt_buffer_release(a);
+    loom_rt_buffer_release(b);
+    loom_rt_buffer_release(c);
+    loom_graph_destroy(g);
+    rt_done(rt);
+}
+END_TEST
+
+START_TEST(test_waw)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_STATE, N * 4), *b = rbuf(rt, "b", LOOM_USAGE_OUTPUT, N * 4);
+    uint32_t out[N];
+    loom_graph *g = graph_new();
+    uint32_t ga = gext(g, a, "a"), gb = gext(g, b, "b");
+    fill(g, ga, 1);
+    fill(g, ga, 2);       /* WAW: the layer would not notice a missing barrier here */
+    addk(g, ga, gb, 10);
+    schedule(g, (uint32_t[]){ 0, 1, 2 }, (bool[]){ false, true, true });
+    for (int rep = 0; rep < 3; rep++) {
+        OK(loom_rt_run_graph(rt, g, NULL));
+        read_u32(rt, a, out);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(out[i], 2);
+        read_u32(rt, b, out);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(out[i], 12);
+    }
+    loom_rt_buffer_release(a);
+    loom_rt_buffer_release(b);
+    loom_graph_destroy(g);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- differential: full barriers vs needed barriers --------------------- */
+
+enum { DIFF_BUFS = 6 };
+
+/* Builds the same capture on runtime buffers bufs[]; scheduled or not. */
+static loom_graph *diff_graph(loom_rt_buffer **bufs, bool scheduled)
+{
+    loom_graph *g = graph_new();
+    uint32_t b[DIFF_BUFS];
+    for (int i = 0; i < DIFF_BUFS; i++)
+        b[i] = gext(g, bufs[i], NULL);
+    addk(g, b[0], b[1], 3);     /* 0: b1 = b0 + 3 */
+    addk(g, b[0], b[2], 5);     /* 1: b2 = b0 + 5       (independent of 0) */
+    sum(g, b[1], b[2], b[3]);   /* 2: b3 = 3 b1 + b2    RAW on 0, 1 */
+    fill(g, b[0], 9);           /* 3: b0 = 9            WAR on 0, 1 */
+    addk(g, b[0], b[4], 1);     /* 4: b4 = b0 + 1       RAW on 3 */
+    sum(g, b[3], b[4], b[5]);   /* 5: b5 = 3 b3 + b4    RAW on 2, 4 */
+    fill(g, b[1], 4);           /* 6: b1 = 4            WAR on 2, WAW on 0 */
+    addk(g, b[1], b[2], 2);     /* 7: b2 = b1 + 2       RAW on 6, WAR on 2, WAW on 1 */
+    if (scheduled) {
+        /* Levels: {0,1} | {2,3} | {4,6} | {5,7}. */
+        uint32_t order[] = { 0, 1, 2, 3, 4, 6, 5, 7 };
+        OK(loom_graph_permute(g, order, 8));
+        schedule(g, (uint32_t[]){ 0, 0, 1, 1, 2, 2, 3, 3 },
+                 (bool[]){ false, false, true, false, true, false, true, false });
+    }
+    return g;
+}
+
+START_TEST(test_differential)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    uint32_t init[N], x[N], y[N];
+    loom_rt_buffer *full[DIFF_BUFS], *opt[DIFF_BUFS];
+    for (int i = 0; i < DIFF_BUFS; i++) {
+        full[i] = rbuf(rt, NULL, LOOM_USAGE_STATE, N * 4);
+        opt[i] = rbuf(rt, NULL, LOOM_USAGE_STATE, N * 4);
+        fill_iota(init, (uint32_t)i * 1000);
+        OK(loom_rt_buffer_write(rt, full[i], 0, init, sizeof init));
+        OK(loom_rt_buffer_write(rt, opt[i], 0, init, sizeof init));
+    }
+    loom_graph *gf = diff_graph(full, false), *go = diff_graph(opt, true);
+    loom_rt_counters c0, c1, c2;
+    loom_rt_get_counters(rt, &c0);
+    OK(loom_rt_run_graph(rt, gf, NULL));
+    loom_rt_get_counters(rt, &c1);
+    OK(loom_rt_run_graph(rt, go, NULL));
+    loom_rt_get_counters(rt, &c2);
+    ck_assert_uint_eq(c1.barriers - c0.barriers, 7);
+    ck_assert_uint_eq(c2.barriers - c1.barriers, 3);
+    for (int i = 0; i < DIFF_BUFS; i++) {
+        read_u32(rt, full[i], x);
+        read_u32(rt, opt[i], y);
+        ck_assert_msg(!memcmp(x, y, sizeof x), "buffer %d differs", i);
+    }
+    /* And the values are the intended ones, not merely equal. */
+    read_u32(rt, opt[5], y);
+    fill_iota(init, 0);
+    ck_assert_uint_eq(y[9], 3 * (3 * (init[9] + 3) + init[9] + 5) + 10);
+    for (int i = 0; i < DIFF_BUFS; i++) {
+        loom_rt_buffer_release(full[i]);
+        loom_rt_buffer_release(opt[i]);
+    }
+    loom_graph_destroy(gf);
+    loom_graph_destroy(go);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- the oracle catches a missing barrier ------------------------------- */
+
+START_TEST(test_missing_barrier_caught)
+{
+    loom_rt *rt = rt_make(0, true, NULL);
+    loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_STATE, N * 4), *b = rbuf(rt, "b", LOOM_USAGE_OUTPUT, N * 4);
+    loom_graph *g = graph_new();
+    uint32_t ga = gext(g, a, "a"), gb = gext(g, b, "b");
+    fill(g, ga, 1);
+    addk(g, ga, gb, 1);   /* RAW on a with no barrier */
+    schedule(g, (uint32_t[]){ 0, 0 }, (bool[]){ false, false });
+    OK(loom_rt_run_graph(rt, g, NULL));
+    ck_assert_uint_gt(loom_rt_validation_messages(rt), 0);
+    loom_rt_buffer_release(a);
+    loom_rt_buffer_release(b);
+    loom_graph_destroy(g);
+    loom_rt_destroy(rt);
+}
+END_TEST
+
+/* ---- retention ---------------------------------------------------------- */
+
+START_TEST(test_retention)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    enum { ITERS = 4, SEG = 64 };   /* each iteration writes its own 256-byte segment */
+    loom_rt_buffer *out = rbuf(rt, "out", LOOM_USAGE_OUTPUT, ITERS * SEG * 4);
+    for (uint32_t it = 0; it < ITERS; it++) {
+        loom_rt_buffer *in = rbuf(rt, "in", LOOM_USAGE_INPUT, SEG * 4), *tmp = rbuf(rt, "tmp", 0, SEG * 4),
+                       *busy = rbuf(rt, "busy", 0, SEG * 4);
+        uint32_t v[SEG];
+        for (uint32_t i = 0; i < SEG; i++)
+            v[i] = it * 100 + i;
+        OK(loom_rt_buffer_write(rt, in, 0, v, sizeof v));
+        loom_graph *g = graph_new();
+        uint32_t gin = gext(g, in, "in"), gtmp = gext(g, tmp, "tmp"), gout = gext(g, out, "out"),
+                 gbusy = gext(g, busy, "busy");
+        spin(g, gbusy, 20000);   /* keeps the step in flight past the releases */
+        addk_at(g, gin, gtmp, 0, SEG, 1);
+        addk_at(g, gtmp, gout, (uint64_t)it * SEG * 4, SEG, 2);
+        loom_rt_program *p;
+        OK(loom_rt_program_create(rt, g, &p));
+        loom_graph_destroy(g);
+        uint64_t step;
+        OK(loom_rt_replay(rt, p, NULL, &step));
+        loom_rt_program_release(p);
+        loom_rt_buffer_release(in);
+        loom_rt_buffer_release(tmp);
+        loom_rt_buffer_release(busy);
+    }
+    OK(loom_rt_wait_idle(rt));
+    uint32_t all[ITERS * SEG];
+    OK(loom_rt_buffer_read(rt, out, 0, all, sizeof all));
+    for (uint32_t it = 0; it < ITERS; it++)
+        for (uint32_t i = 0; i < SEG; i++)
+            ck_assert_uint_eq(all[it * SEG + i], it * 100 + i + 3);
+    loom_rt_buffer_release(out);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- back-to-back replays use the second copy --------------------------- */
+
+START_TEST(test_back_to_back)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *o = rbuf(rt, "o", LOOM_USAGE_OUTPUT, N * 4), *busy = rbuf(rt, "busy", 0, 256);
+    uint32_t zero[N] = { 0 }, out[N];
+    OK(loom_rt_buffer_write(rt, o, 0, zero, sizeof zero));
+    loom_graph *g = graph_new();
+    uint32_t params, go = gext(g, o, "o"), gbusy = gext(g, busy, "busy");
+    OK(loom_graph_params(g, &params));
+    spin(g, gbusy, 1000000);
+    loom_binding b[2] = { { .buffer = params, .slot = 0, .size = sizeof(loom_step_params), .access = LOOM_ACCESS_READ },
+                          { .buffer = go, .slot = 1, .size = N * 4, .access = LOOM_ACCESS_RW } };
+    dispatch(g, "t_params", b, 2, NULL, 0, 1);
+    loom_rt_program *p;
+    OK(loom_rt_program_create(rt, g, &p));
+    uint64_t s1, s2, s3;
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 0, .token = 11 }, &s1));
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 1, .token = 22 }, &s2));
+    ck_assert_uint_eq(s2, s1 + 1);
+    loom_rt_counters c;
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.records, 2);   /* the first was still running: second copy */
+    /* A third while both may run: reuses a copy (waiting for the older). */
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 2, .token = 33 }, &s3));
+    OK(loom_rt_wait(rt, s3));
+    read_u32(rt, o, out);
+    ck_assert_uint_eq(out[0], 11);
+    ck_assert_uint_eq(out[1], 22);
+    ck_assert_uint_eq(out[2], 33);
+    ck_assert_uint_eq(out[3], 0);
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.records, 2);
+    ck_assert_uint_eq(c.submits >= 3, 1);
+    loom_rt_program_release(p);
+    loom_rt_buffer_release(o);
+    loom_rt_buffer_release(busy);
+    loom_graph_destroy(g);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- wait paths --------------------------------------------------------- */
+
+static uint64_t busy_step(loom_rt *rt, loom_rt_program **p, loom_rt_buffer **busy, uint32_t iters)
+{
+    *busy = rbuf(rt, "busy", 0, 256);
+    loom_graph *g = graph_new();
+    spin(g, gext(g, *busy, "busy"), iters);
+    OK(loom_rt_program_create(rt, g, p));
+    loom_graph_destroy(g);
+    uint64_t step;
+    OK(loom_rt_replay(rt, *p, NULL, &step));
+    return step;
+}
+
+START_TEST(test_waits)
+{
+    loom_rt_counters c;
+    /* Blocking: one poll, then vkWaitSemaphores. */
+    loom_rt *rt = rt_make(1, false, NULL);
+    OK(loom_rt_wait(rt, 0));   /* idle queue */
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.waits_fast, 1);
+    loom_rt_program *p;
+    loom_rt_buffer *busy;
+    uint64_t step = busy_step(rt, &p, &busy, 2000000);
+    OK(loom_rt_wait(rt, step));
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.waits_blocked, 1);
+    OK(loom_rt_wait(rt, step));   /* already finished */
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.waits_fast, 2);
+    ck_assert_int_eq(loom_rt_wait(rt, step + 100), LOOM_INVALID_ARGUMENT);
+    loom_rt_program_release(p);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+
+    /* Spinning: enough polls to outlast the step. */
+    rt = rt_make(UINT32_MAX, false, NULL);
+    step = busy_step(rt, &p, &busy, 2000000);
+    OK(loom_rt_wait(rt, step));
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.waits_spun, 1);
+    ck_assert_uint_eq(c.waits_blocked, 0);
+    loom_rt_program_release(p);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------- */
+
+START_TEST(test_glsl_error)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    const char *bad = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared = 1; }\n";
+    ck_assert_int_eq(loom_rt_kernel_glsl(rt, "bad", bad), LOOM_SHADER_COMPILE);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), ":3:"));   /* the shader's line */
+    ck_assert_int_eq(loom_rt_kernel_spirv(rt, "junk", (const uint32_t[]){ 1, 2, 3 }, 12), LOOM_INVALID_ARGUMENT);
+    /* A graph naming a kernel nobody registered. */
+    loom_rt_buffer *a = rbuf(rt, "a", 0, N * 4);
+    loom_graph *g = graph_new();
+    loom_binding b[1] = { { .buffer = gext(g, a, "a"), .slot = 0, .size = N * 4, .access = LOOM_ACCESS_WRITE } };
+    dispatch(g, "no_such_kernel", b, 1, NULL, 0, 1);
+    loom_rt_program *p = (loom_rt_program *)1;
+    ck_assert_int_eq(loom_rt_program_create(rt, g, &p), LOOM_NOT_FOUND);
+    ck_assert_ptr_null(p);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(a);
+    rt_done(rt);
+}
+END_TEST
+
+START_TEST(test_missing_buffer)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *a = rbuf(rt, "a", 0, N * 4), *gone = rbuf(rt, "gone", 0, N * 4);
+    loom_graph *g = graph_new();
+    uint32_t ga = gext(g, a, "a"), gg = gext(g, gone, "gone");
+    addk(g, ga, gg, 1);
+    loom_rt_buffer_release(gone);
+    loom_rt_program *p = (loom_rt_program *)1;
+    ck_assert_int_eq(loom_rt_program_create(rt, g, &p), LOOM_NOT_FOUND);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(loom_rt_run_graph(rt, g, NULL), LOOM_NOT_FOUND);
+    /* A serial that never existed. */
+    loom_graph_destroy(g);
+    g = graph_new();
+    uint32_t gb;
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "ghost", .size = N * 4, .external = 999999 }, &gb));
+    fill(g, gb, 1);
+    ck_assert_int_eq(loom_rt_run_graph(rt, g, NULL), LOOM_NOT_FOUND);
+    /* A misaligned binding offset is refused, not recorded. */
+    loom_graph_destroy(g);
+    g = graph_new();
+    ga = gext(g, a, "a");
+    uint32_t gt = gown(g, "t", 0, N * 8);
+    addk_at(g, ga, gt, 4, N, 1);
+    ck_assert_int_eq(loom_rt_run_graph(rt, g, NULL), LOOM_INVALID_ARGUMENT);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(a);
+    rt_done(rt);
+}
+END_TEST
+
+/* ---- pipeline cache ----------------------------------------------------- */
+
+START_TEST(test_pipeline_cache)
+{
+    char path[] = "/tmp/loom_pcache_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    unlink(path);
+
+    loom_rt *rt = rt_make(0, false, path);
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    ck_assert_uint_eq(info.pipeline_cache_loaded, 0);
+    loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_OUTPUT, N * 4);
+    loom_graph *g = graph_new();
+    fill(g, gext(g, a, "a"), 5);
+    OK(loom_rt_run_graph(rt, g, NULL));
+    loom_rt_buffer_release(a);
+    rt_done(rt);
+    ck_assert_int_eq(access(path, R_OK), 0);
+
+    rt = rt_make(0, false, path);
+    loom_rt_get_info(rt, &info);
+    ck_assert_uint_gt(info.pipeline_cache_loaded, 0);
+    a = rbuf(rt, "a", LOOM_USAGE_OUTPUT, N * 4);
+    loom_graph_destroy(g);
+    g = graph_new();
+    fill(g, gext(g, a, "a"), 5);
+    OK(loom_rt_run_graph(rt, g, NULL));
+    uint32_t out[N];
+    read_u32(rt, a, out);
+    ck_assert_uint_eq(out[17], 5);
+    loom_rt_buffer_release(a);
+    rt_done(rt);
+
+    /* A file from elsewhere is ignored, not fed to the driver. */
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("definitely not a pipeline cache, but long enough to have a header", f);
+    fclose(f);
+    rt = rt_make(0, true, path);
+    loom_rt_get_info(rt, &info);
+    ck_assert_uint_eq(info.pipeline_cache_loaded, 0);
+    rt_done(rt);
+    unlink(path);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* ---- suite -------------------------------------------------------------- */
+
+static Suite *runtime_suite(void)
+{
+    Suite *s = suite_create("runtime");
+    struct { const char *name; const TTest *test; } cases[] = {
+        { "chain", test_chain },
+        { "fan", test_fan },
+        { "war", test_war },
+        { "waw", test_waw },
+        { "differential", test_differential },
+        { "oracle", test_missing_barrier_caught },
+        { "retention", test_retention },
+        { "back_to_back", test_back_to_back },
+        { "waits", test_waits },
+        { "glsl_error", test_glsl_error },
+        { "missing_buffer", test_missing_buffer },
+        { "pipeline_cache", test_pipeline_cache },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, cases[i].test);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(runtime_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

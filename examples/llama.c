@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "llama.h"
+#include "loom_ref.h"
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -63,57 +64,6 @@ static uint64_t splitmix(uint64_t *s)
 /* Uniform in [-1, 1), from the top 24 bits so every value is exact in f32. */
 static float uniform(uint64_t *s) { return (float)(splitmix(s) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
 
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    int32_t e = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-    uint32_t m = x & 0x7fffffu;
-    if (((x >> 23) & 0xff) == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0));
-    if (e >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10)
-            return (uint16_t)sign;
-        m |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-        h++;   /* a carry into the exponent is the correct rounding */
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
-    if (e == 0) {
-        if (!m) {
-            x = sign;
-        } else {
-            e = 127 - 15 + 1;
-            while (!(m & 0x400u)) {
-                m <<= 1;
-                e--;
-            }
-            x = sign | (e << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else if (e == 31) {
-        x = sign | 0x7f800000u | (m << 13);
-    } else {
-        x = sign | ((e + 127 - 15) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t cols, float scale, loom_dtype t,
                                uint64_t *seed)
 {
@@ -127,8 +77,8 @@ static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t co
     for (size_t i = 0; i < n; i++) {
         float v = uniform(seed) * scale;
         if (mx->f16) {
-            mx->f16[i] = f32_to_f16(v);
-            v = f16_to_f32(mx->f16[i]);
+            mx->f16[i] = loom_f32_to_f16(v);
+            v = loom_f16_to_f32(mx->f16[i]);
         }
         mx->f32[i] = v;
     }

@@ -402,6 +402,7 @@ loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
     rt->log = d.log;
     rt->log_user = d.log_user;
     rt->spin_polls = d.spin_polls ? d.spin_polls : LOOM_RT_DEFAULT_SPIN;
+    rt->plan_cache_capacity = d.plan_cache_capacity;
     const char *env = getenv("LOOM_VALIDATE");
     rt->validate = d.validate || (env && !strcmp(env, "1"));
     rt->next_serial = 1;
@@ -434,7 +435,10 @@ void loom_rt_destroy(loom_rt *rt)
     if (rt->device) {
         vkDeviceWaitIdle(rt->device);
         rt->completed = rt->submitted;
-        /* Programs first: they hold references to buffers. */
+        /* The plan cache first: its plans hold programs. */
+        loom_cache_destroy(rt->plans);
+        rt->plans = NULL;
+        /* Programs next: they hold references to buffers. */
         while (rt->live_programs)
             loom_rt_program_release(rt->live_programs);
         rt_collect(rt);

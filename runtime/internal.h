@@ -159,6 +159,8 @@ struct loom_rt {
     loom_rt_program *zombie_programs;
     loom_rt_program *live_programs;
 
+    loom_cache *plans;       /* loom_rt_compile's cache, made on first use */
+    uint32_t plan_cache_capacity;
     volatile uint64_t validation_messages;
     loom_rt_counters counters;
 };

@@ -10,6 +10,7 @@
 #define LOOM_RUNTIME_H
 
 #include "loom_ir.h"
+#include "loom_compiler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +35,7 @@ typedef struct loom_rt_desc {
     void (*log)(void *user, loom_log_level level, const char *msg);  /* NULL: stderr for WARN+ */
     void *log_user;
     uint32_t spin_polls;               /* wait: counter polls before blocking; 0: default */
+    uint32_t plan_cache_capacity;      /* plans kept by loom_rt_compile; 0: 64 */
 } loom_rt_desc;
 
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
@@ -120,6 +122,26 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
 
 /* Convenience for tests and tools: program_create + replay + wait + release. */
 loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params);
+
+/* ---- plans: compile through the cache, replay the recorded plan ---------- */
+
+/* The frontend's per-token call: looks g up in the runtime's plan cache
+ * (XXH3-128 key, confirmed on the canonical bytes) and compiles on a miss.
+ * Returns a new plan reference in *out; *hit (may be NULL) says which. A hit
+ * records nothing and creates no pipeline. Release plans before destroying
+ * the runtime. */
+loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile_options *opts, loom_plan **out,
+                            bool *hit);
+/* Replays a plan: its program (pipelines, descriptor sets, plan-owned
+ * memory, recorded command buffers) is made on the first replay and hangs on
+ * the plan until the plan dies; later replays only write the step
+ * parameters and submit. */
+loom_result loom_rt_replay_plan(loom_rt *rt, loom_plan *plan, const loom_step_params *params, uint64_t *out_step);
+/* The plan's program (made if needed), e.g. to read plan-owned buffers. */
+loom_result loom_rt_plan_program(loom_rt *rt, loom_plan *plan, loom_rt_program **out);
+/* True while a submitted replay of this program has not completed. */
+bool loom_rt_program_busy(loom_rt *rt, loom_rt_program *p);
+void loom_rt_get_cache_stats(const loom_rt *rt, loom_cache_stats *out);
 
 /* ---- counters ----------------------------------------------------------- */
 

@@ -2,7 +2,9 @@
  * groups, barrier placement and reasons, buffer classes and packing, and the
  * legality of every fusion rule. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "loom_ops.h"
 #include "loom_passes.h"
 
@@ -75,6 +77,35 @@ START_TEST(test_pipeline_verify_fails)
     node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 128 });   /* past the end */
     loom_pass_ctx ctx = { 0 };
     ck_assert_int_eq(loom_pipeline_run(G, &(loom_pipeline_desc){ .dump_dir = "" }, &ctx, NULL), LOOM_VERIFY);
+}
+END_TEST
+
+/* Dumping writes NN-<pass>.{txt,dot,json} for the input and every pass. */
+START_TEST(test_pipeline_dump)
+{
+    uint32_t b = buf(64, LOOM_USAGE_NONE);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 64 });
+    char dir[] = "/tmp/loom-dump-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pipeline_run(G, &(loom_pipeline_desc){ .pipeline = "verify,reorder", .dump_dir = dir },
+                                       &ctx, NULL), LOOM_OK);
+    static const char *files[] = { "00-input.txt", "01-verify.dot", "02-reorder.json", "02-reorder.txt" };
+    for (size_t i = 0; i < 4; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "missing %s", path);
+        fclose(f);
+        remove(path);
+    }
+    for (const char *rest[] = { "00-input.dot", "00-input.json", "01-verify.txt", "01-verify.json", "02-reorder.dot" },
+         **r = rest; r < rest + 5; r++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, *r);
+        remove(path);
+    }
+    rmdir(dir);
 }
 END_TEST
 
@@ -395,26 +426,21 @@ START_TEST(test_fuse_matvec_silu_mul)
 }
 END_TEST
 
-/* The matvec may feed either input of the ADD; a partly overlapping output
- * (y overlapping the residual by half) is illegal. */
+/* The matvec may feed either input of the ADD; the fused node reading x
+ * while writing a y that partly overlaps x is illegal. */
 START_TEST(test_fuse_matvec_add)
 {
     for (int c = 0; c < 3; c++) {
         loom_graph_reset(G);
-        uint32_t W = buf((uint64_t)N * N * 4, LOOM_USAGE_WEIGHT), x = vbuf(LOOM_USAGE_INPUT), t = vbuf(0);
-        uint32_t r = buf(N * 8, LOOM_USAGE_STATE);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(W, LOOM_F32, N, N), loom_vec(x, N), loom_vec(t, N), NULL),
-                         LOOM_OK);
-        loom_tensor R = loom_vec(r, N), Y = c == 2 ? loom_vec_at(r, N * 2, N) : loom_vec(r, N);
-        if (c == 2)
-            R = loom_vec_at(r, N, N);   /* y [2N*2..) vs r [N*4..): overlaps by half */
-        R.offset = c == 2 ? 512 : 0;
-        Y.offset = c == 2 ? 1024 : 0;
-        loom_result rc = c == 1 ? loom_op_add(G, R, loom_vec(t, N), Y, NULL) : loom_op_add(G, loom_vec(t, N), R, Y, NULL);
+        uint32_t W = buf((uint64_t)N * N * 4, LOOM_USAGE_WEIGHT), t = vbuf(0), r = vbuf(LOOM_USAGE_INPUT);
+        uint32_t xb = buf(N * 8, LOOM_USAGE_STATE);
+        loom_tensor X = loom_vec(xb, N), Y = c == 2 ? loom_vec_at(xb, 512, N) : loom_vec_at(xb, 1024, N);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(W, LOOM_F32, N, N), X, loom_vec(t, N), NULL), LOOM_OK);
+        loom_result rc = c == 1 ? loom_op_add(G, loom_vec(r, N), loom_vec(t, N), Y, NULL)
+                                : loom_op_add(G, loom_vec(t, N), loom_vec(r, N), Y, NULL);
         ck_assert_int_eq(rc, LOOM_OK);
         ck_assert_uint_eq(run_fuse(), c == 2 ? 0 : 1);
-        if (c < 2)
-            ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_MATVEC_ADD);
+        ck_assert_uint_eq(loom_graph_node(G, 0)->op, c == 2 ? LOOM_OP_MATVEC : LOOM_OP_MATVEC_ADD);
     }
 }
 END_TEST
@@ -423,7 +449,7 @@ Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
     struct { const char *name; const TTest *t[8]; } cases[] = {
-        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails } },
+        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
                                 test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule } },
         { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs } },

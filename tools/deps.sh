@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages loom needs, only those missing. Needs root
 # (or sudo) when something is missing; prints what it installs.
 set -e
-PKGS="cmake make gcc pkg-config libxxhash-dev check libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc libshaderc-dev"
+PKGS="cmake make gcc pkg-config libxxhash-dev check libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc libshaderc-dev glslang-dev spirv-tools"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -182,7 +182,12 @@ loom_result rt_vk_fail(loom_rt *rt, VkResult vr, const char *what);
 const char *rt_vk_str(VkResult vr);
 
 /* memory.c */
-loom_result rt_mem_create(loom_rt *rt, uint64_t size, bool host_visible, rt_mem *out);
+/* Where memory should live, by who touches it. On a discrete GPU the
+ * host-visible device-local types are a PCIe window: fine for the host to
+ * write and the GPU to read (UPLOAD), very slow for the host to read, so
+ * READBACK prefers host-cached system memory the GPU writes into. */
+typedef enum rt_mem_kind { RT_MEM_DEVICE = 0, RT_MEM_UPLOAD = 1, RT_MEM_READBACK = 2 } rt_mem_kind;
+loom_result rt_mem_create(loom_rt *rt, uint64_t size, rt_mem_kind kind, rt_mem *out);
 void rt_mem_destroy(loom_rt *rt, rt_mem *m);
 void rt_blocks_destroy(loom_rt *rt);
 void rt_buffer_destroy(loom_rt_buffer *b);

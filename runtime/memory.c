@@ -20,18 +20,20 @@ static int find_type(loom_rt *rt, uint32_t bits, VkMemoryPropertyFlags want, VkM
     return -1;
 }
 
-/* Host-visible requests prefer coherent memory, device-local too where the
- * device is unified; device requests prefer device-local memory. */
-static int pick_type(loom_rt *rt, uint32_t bits, bool host_visible)
+/* UPLOAD prefers coherent device-local host-visible memory (the GPU reads
+ * it at full speed); READBACK prefers host-cached memory (host reads of
+ * uncached device memory crawl over PCIe); DEVICE prefers device-local. */
+static int pick_type(loom_rt *rt, uint32_t bits, rt_mem_kind kind)
 {
     const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const VkMemoryPropertyFlags HC = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
     int t;
-    if (host_visible) {
-        loom_rt_info info;
-        loom_rt_get_info(rt, &info);
-        if (info.unified_memory && (t = find_type(rt, bits, HV | DL, 0)) >= 0)
-            return t;
+    if (kind == RT_MEM_READBACK && (t = find_type(rt, bits, HV | HC, 0)) >= 0)
+        return t;
+    if (kind == RT_MEM_UPLOAD && (t = find_type(rt, bits, HV | DL, 0)) >= 0)
+        return t;
+    if (kind != RT_MEM_DEVICE) {
         if ((t = find_type(rt, bits, HV, 0)) >= 0)
             return t;
         return find_type(rt, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, 0);
@@ -150,12 +152,12 @@ static void block_give(loom_rt *rt, rt_block *b, uint64_t offset, uint64_t size)
     }
 }
 
-static loom_result mem_alloc(loom_rt *rt, const VkMemoryRequirements *req, bool host_visible, rt_alloc *out)
+static loom_result mem_alloc(loom_rt *rt, const VkMemoryRequirements *req, rt_mem_kind kind, rt_alloc *out)
 {
-    int type = pick_type(rt, req->memoryTypeBits, host_visible);
+    int type = pick_type(rt, req->memoryTypeBits, kind);
     if (type < 0)
         return loom_fail(LOOM_UNSUPPORTED, "no %s memory type fits buffer memory bits 0x%x",
-                         host_visible ? "host-visible" : "device", req->memoryTypeBits);
+                         kind != RT_MEM_DEVICE ? "host-visible" : "device", req->memoryTypeBits);
     uint64_t align = req->alignment;
     uint64_t sa = rt->props.limits.minStorageBufferOffsetAlignment;
     if (sa > align)
@@ -198,7 +200,7 @@ static void mem_free(loom_rt *rt, rt_alloc *a)
     a->block = NULL;
 }
 
-loom_result rt_mem_create(loom_rt *rt, uint64_t size, bool host_visible, rt_mem *out)
+loom_result rt_mem_create(loom_rt *rt, uint64_t size, rt_mem_kind kind, rt_mem *out)
 {
     memset(out, 0, sizeof *out);
     VkBufferCreateInfo bci = {
@@ -213,7 +215,7 @@ loom_result rt_mem_create(loom_rt *rt, uint64_t size, bool host_visible, rt_mem 
         return rt_vk_fail(rt, vr, "vkCreateBuffer");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(rt->device, out->buffer, &req);
-    loom_result rc = mem_alloc(rt, &req, host_visible, &out->alloc);
+    loom_result rc = mem_alloc(rt, &req, kind, &out->alloc);
     if (rc) {
         vkDestroyBuffer(rt->device, out->buffer, NULL);
         out->buffer = VK_NULL_HANDLE;
@@ -256,7 +258,7 @@ loom_result rt_host_read_barrier(loom_rt *rt)
 static loom_result staged_copy(loom_rt *rt, rt_mem *m, uint64_t offset, void *data, uint64_t size, bool upload)
 {
     rt_mem st;
-    loom_result rc = rt_mem_create(rt, size, true, &st);
+    loom_result rc = rt_mem_create(rt, size, RT_MEM_READBACK, &st);
     if (rc)
         return rc;
     if (upload)
@@ -301,9 +303,11 @@ loom_result rt_mem_read(loom_rt *rt, rt_mem *m, uint64_t offset, void *data, uin
 
 /* ---- loom_rt_buffer ----------------------------------------------------- */
 
-static bool host_usage(loom_usage u)
+static rt_mem_kind usage_kind(loom_usage u)
 {
-    return u == LOOM_USAGE_INPUT || u == LOOM_USAGE_OUTPUT || u == LOOM_USAGE_PARAMS;
+    if (u == LOOM_USAGE_OUTPUT)
+        return RT_MEM_READBACK;
+    return u == LOOM_USAGE_INPUT || u == LOOM_USAGE_PARAMS ? RT_MEM_UPLOAD : RT_MEM_DEVICE;
 }
 
 loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, loom_rt_buffer **out)
@@ -329,7 +333,7 @@ loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, 
     snprintf(b->name, sizeof b->name, "%s", desc->name ? desc->name : "buffer");
     b->usage = desc->usage;
     b->refs = 1;
-    loom_result rc = rt_mem_create(rt, desc->size, host_usage(desc->usage), &b->mem);
+    loom_result rc = rt_mem_create(rt, desc->size, usage_kind(desc->usage), &b->mem);
     if (rc) {
         rt_free_bytes(rt, b, sizeof *b);
         return loom_fail(rc, "buffer '%s' (%llu bytes): %s", desc->name ? desc->name : "",

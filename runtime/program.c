@@ -17,10 +17,13 @@ static const char *buffer_name(const loom_graph *g, uint32_t id)
     return n ? n : "?";
 }
 
-static bool host_class(const loom_buffer *b)
+static rt_mem_kind host_class(const loom_buffer *b)
 {
-    return b->usage == LOOM_USAGE_INPUT || b->usage == LOOM_USAGE_OUTPUT || b->usage == LOOM_USAGE_PARAMS ||
-           b->cls == LOOM_CLASS_INPUT || b->cls == LOOM_CLASS_OUTPUT;
+    if (b->usage == LOOM_USAGE_OUTPUT || b->cls == LOOM_CLASS_OUTPUT)
+        return RT_MEM_READBACK;
+    if (b->usage == LOOM_USAGE_INPUT || b->usage == LOOM_USAGE_PARAMS || b->cls == LOOM_CLASS_INPUT)
+        return RT_MEM_UPLOAD;
+    return RT_MEM_DEVICE;
 }
 
 /* ---- buffer resolution -------------------------------------------------- */
@@ -48,7 +51,7 @@ static loom_result resolve_buffers(loom_rt_program *p)
     const loom_graph *g = p->g;
     uint64_t arena_size = loom_graph_arena_size(g);
     if (arena_size) {
-        loom_result rc = rt_mem_create(rt, arena_size, false, &p->arena);
+        loom_result rc = rt_mem_create(rt, arena_size, RT_MEM_DEVICE, &p->arena);
         if (rc)
             return loom_fail(rc, "scratch arena (%llu bytes): %s", (unsigned long long)arena_size,
                              loom_last_error());
@@ -262,7 +265,7 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     uint32_t n_nodes = loom_graph_node_count(p->g);
     if (p->params_buffer != LOOM_NONE) {
         const loom_buffer *b = loom_graph_buffer(p->g, p->params_buffer);
-        if ((rc = rt_mem_create(rt, b->size, true, &c->params)))
+        if ((rc = rt_mem_create(rt, b->size, RT_MEM_UPLOAD, &c->params)))
             return loom_fail(rc, "step-parameter buffer: %s", loom_last_error());
         if (!c->params.mapped)
             return loom_fail(LOOM_UNSUPPORTED, "step-parameter buffer: no host-visible memory");
@@ -521,8 +524,8 @@ static loom_result owned_slot(loom_rt_program *p, uint32_t buffer, uint64_t offs
 loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset, void *data,
                                  uint64_t size)
 {
-    rt_mem *m;
-    uint64_t base;
+    rt_mem *m = NULL;
+    uint64_t base = 0;
     loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;
@@ -541,8 +544,8 @@ loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffe
 loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset,
                                   const void *data, uint64_t size)
 {
-    rt_mem *m;
-    uint64_t base;
+    rt_mem *m = NULL;
+    uint64_t base = 0;
     loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;

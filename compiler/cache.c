@@ -171,6 +171,19 @@ static void insert(loom_cache *c, const loom_hash *key, const uint8_t *bytes, si
     c->count++;
 }
 
+/* The options' part of a key: the same bytes plan_key_bytes appends after
+ * the graph's encoding. A mismatch would only ever cost hits — a miss stores
+ * plan_key_bytes' own bytes — and the compiler tests catch it through
+ * loom_plan_key. */
+static size_t opts_bytes(const plan_opts *o, uint8_t *dst)
+{
+    size_t plen = strlen(o->pipeline);
+    uint32_t words[3] = { (uint32_t)plen, o->window, o->disable };
+    memcpy(dst, words, sizeof words);
+    memcpy(dst + sizeof words, o->pipeline, plen);
+    return sizeof words + plen;
+}
+
 loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_compile_options *opts,
                                loom_plan **out, bool *hit)
 {
@@ -194,18 +207,36 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
     c->enc_a = ga;
     plan_opts po;
     plan_opts_resolve(opts, &po);
-    size_t len = 0;
-    loom_result rc = plan_key_bytes(g, &po, &c->enc, &c->enc_cap, &len);
+
+    /* The key bytes are three pieces, hashed and compared where they lie:
+     * the graph's prefix and the options in c->enc, and the node records the
+     * graph kept from capture. A hit copies and allocates nothing. */
+    size_t pre = 0, nlen = 0;
+    const uint8_t *nodes;
+    loom_result rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &pre, &nodes, &nlen);
     if (rc)
         return rc;
-    loom_hash real = loom_hash_bytes(c->enc, len);
+    size_t need = pre + 12 + strlen(po.pipeline);
+    if (need > c->enc_cap) {
+        uint8_t *q = ga->realloc(ga->user, c->enc, c->enc_cap, need);
+        if (!q)
+            return loom_fail(LOOM_OUT_OF_MEMORY, "plan key: out of memory");
+        c->enc = q;
+        c->enc_cap = need;
+    }
+    size_t olen = opts_bytes(&po, c->enc + pre);
+    size_t len = pre + nlen + olen;
+    loom_hash real = loom_hash_concat(3, (const void *const[]){ c->enc, nodes, c->enc + pre },
+                                      (const size_t[]){ pre, nlen, olen });
     loom_hash key = c->forced ? c->forced_key : real;
     bool collided = false;
     for (uint32_t i = c->bucket[key.lo & c->mask]; i != LOOM_NONE; i = c->e[i].chain) {
         entry *e = &c->e[i];
         if (e->key.lo != key.lo || e->key.hi != key.hi)
             continue;
-        if (e->len == len && memcmp(e->bytes, c->enc, len) == 0) {
+        if (e->len == len && memcmp(e->bytes, c->enc, pre) == 0 &&
+            (nlen == 0 || memcmp(e->bytes + pre, nodes, nlen) == 0) &&
+            memcmp(e->bytes + pre + nlen, c->enc + pre, olen) == 0) {
             c->st.hits++;
             lru_unlink(c, i);
             lru_push_front(c, i);
@@ -219,6 +250,13 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
     }
     c->st.collisions += collided;
     c->st.misses++;
+    /* A miss compiles anyway; the stored bytes and the plan's key come from
+     * the compiler's own key encoding. */
+    if ((rc = plan_key_bytes(g, &po, &c->enc, &c->enc_cap, &len)))
+        return rc;
+    real = loom_hash_bytes(c->enc, len);
+    if (!c->forced)
+        key = real;
     loom_plan *p;
     if ((rc = plan_compile(g, opts, &real, &p)))
         return rc;

@@ -532,6 +532,7 @@ loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *
 }
 
 const loom_plan *loom_llama_plan(const loom_llama *m) { return m ? m->plan : NULL; }
+loom_rt_program *loom_llama_program(const loom_llama *m) { return m ? m->program : NULL; }
 
 void loom_llama_cache_counts(const loom_llama *m, uint64_t *hits, uint64_t *misses)
 {

@@ -112,6 +112,8 @@ loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *
 
 /* The plan of the last step (NULL before the first); owned by the model. */
 const loom_plan *loom_llama_plan(const loom_llama *m);
+/* The program the last step replayed (NULL before the first step). */
+loom_rt_program *loom_llama_program(const loom_llama *m);
 /* Cache hits and misses seen by this model's steps. */
 void loom_llama_cache_counts(const loom_llama *m, uint64_t *hits, uint64_t *misses);
 

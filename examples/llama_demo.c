@@ -15,7 +15,7 @@
 typedef struct opts {
     loom_llama_config cfg;
     uint32_t steps, token;
-    bool chain, no_opt, quiet;
+    bool chain, no_opt, quiet, profile;
     const char *device;
 } opts;
 
@@ -65,6 +65,7 @@ static int parse(int argc, char **argv, opts *o)
         if (!strcmp(a, "--chain")) { o->chain = true; continue; }
         if (!strcmp(a, "--no-opt")) { o->no_opt = true; continue; }
         if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
+        if (!strcmp(a, "--profile")) { o->profile = true; continue; }
         size_t k = 0;
         while (k < sizeof names / sizeof names[0] && strcmp(a, names[k]))
             k++;
@@ -102,6 +103,34 @@ static int parse(int argc, char **argv, opts *o)
         return 2;
     }
     return -1;
+}
+
+/* GPU time of the last replay by op kind (timestamps after every node). */
+static loom_result print_profile(loom_rt *rt, loom_llama *m)
+{
+    const loom_graph *g = loom_plan_graph(loom_llama_plan(m));
+    uint32_t n = loom_graph_node_count(g);
+    double *us = calloc(n ? n : 1, sizeof *us), total = 0, by_op[LOOM_OP_COUNT] = { 0 };
+    uint32_t count[LOOM_OP_COUNT] = { 0 }, after_barrier[LOOM_OP_COUNT] = { 0 };
+    if (!us)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory");
+    loom_result rc = loom_rt_program_timings(rt, loom_llama_program(m), us, n, &total);
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const loom_node *node = loom_graph_node(g, i);
+        by_op[node->op] += us[i];
+        count[node->op]++;
+        after_barrier[node->op] += node->barrier != LOOM_NONE;
+    }
+    if (!rc) {
+        printf("GPU time of one step: %.1f us (timestamps after every node; a barrier's drain is charged to the "
+               "node after it)\n%-18s %6s %9s %9s %8s\n", total, "op", "nodes", "after-bar", "us", "us/node");
+        for (int op = 0; op < LOOM_OP_COUNT; op++)
+            if (count[op])
+                printf("%-18s %6u %9u %9.1f %8.2f\n", loom_op_name((loom_op)op), count[op], after_barrier[op],
+                       by_op[op], by_op[op] / count[op]);
+    }
+    free(us);
+    return rc;
 }
 
 static double now_ms(void)
@@ -214,6 +243,8 @@ static int run(const opts *o, loom_rt *rt)
         printf("%u more steps without host reads: %.3f ms per step (capture + cached compile + replay + wait)\n",
                extra, (now_ms() - t0) / extra);
     }
+    if (o->profile && (rc = print_profile(rt, m)))
+        goto out;
     status = bad ? 1 : 0;
 out:
     if (rc)
@@ -233,7 +264,7 @@ int main(int argc, char **argv)
     if (code >= 0)
         return code;
     loom_rt *rt = NULL;
-    loom_result rc = loom_rt_create(&(loom_rt_desc){ .device = o.device }, &rt);
+    loom_result rc = loom_rt_create(&(loom_rt_desc){ .device = o.device, .profile = o.profile }, &rt);
     if (rc) {
         fprintf(stderr, "llama_demo: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());
         return 1;

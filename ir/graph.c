@@ -126,6 +126,7 @@ loom_result loom_graph_create(const loom_graph_desc *desc, loom_graph **out)
     memset(g, 0, sizeof *g);
     g->a = a;
     g->params = LOOM_NONE;
+    g->node_enc_ok = true;
     const char *name = desc && desc->name ? desc->name : "graph";
     strncpy(g->name, name, sizeof g->name - 1);
     *out = g;
@@ -145,6 +146,7 @@ void loom_graph_destroy(loom_graph *g)
     LOOM_VEC_FREE(a, g->push);
     LOOM_VEC_FREE(a, g->strings);
     LOOM_VEC_FREE(a, g->barriers);
+    LOOM_VEC_FREE(a, g->node_enc);
     loom_free(a, g, sizeof *g);
 }
 
@@ -157,6 +159,9 @@ void loom_graph_reset(loom_graph *g)
     g->params = LOOM_NONE;
     g->scheduled = false;
     g->arena_size = 0;
+    g->node_enc.n = 0;
+    g->node_enc_ok = true;
+    memset(g->kernel_lit, 0, sizeof g->kernel_lit);   /* ids are about to be reused for other names */
 }
 
 #define CLONE_VEC(dst, src, field)                                                   \
@@ -185,6 +190,9 @@ loom_result loom_graph_clone(const loom_graph *g, loom_graph **out)
     CLONE_VEC(c, g, push);
     CLONE_VEC(c, g, strings);
     CLONE_VEC(c, g, barriers);
+    if (g->node_enc_ok)
+        CLONE_VEC(c, g, node_enc);
+    c->node_enc_ok = g->node_enc_ok;
     c->params = g->params;
     c->scheduled = g->scheduled;
     c->arena_size = g->arena_size;
@@ -281,21 +289,45 @@ loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id)
     return LOOM_OK;
 }
 
+static loom_result kernel_lit(loom_graph *g, const char *name, uint32_t *out_id)
+{
+    /* Literals are packed byte-aligned, so the low bits alone would collide. */
+    size_t slot = (size_t)(((uint64_t)(uintptr_t)name * 0x9E3779B97F4A7C15u) >> 60);
+    if (g->kernel_lit[slot].name == name && g->kernel_lit[slot].id < g->kernels.n) {
+        *out_id = g->kernel_lit[slot].id;
+        return LOOM_OK;
+    }
+    loom_result rc = loom_graph_kernel(g, name, out_id);
+    if (rc == LOOM_OK) {
+        g->kernel_lit[slot].name = name;
+        g->kernel_lit[slot].id = *out_id;
+    }
+    return rc;
+}
+
 static loom_node *append_node(loom_graph *g)
 {
     if (!LOOM_VEC_RESERVE(g->a, g->nodes, g->nodes.n + 1))
         return NULL;
     loom_node *n = &g->nodes.v[g->nodes.n];
-    memset(n, 0, sizeof *n);
-    n->kernel = LOOM_NONE;
-    n->capture_index = g->nodes.n;
-    n->group = LOOM_NONE;
-    n->barrier = LOOM_NONE;
-    n->fused = 1;
+    *n = (loom_node){ .kernel = LOOM_NONE, .capture_index = g->nodes.n, .group = LOOM_NONE,
+                      .barrier = LOOM_NONE, .fused = 1 };
     return n;
 }
 
+static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool literal, uint32_t *out_id);
+
 loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, uint32_t *out_id)
+{
+    return add_dispatch(g, d, false, out_id);
+}
+
+loom_result loom_graph_add_dispatch_lit(loom_graph *g, const loom_dispatch_desc *d, uint32_t *out_id)
+{
+    return add_dispatch(g, d, true, out_id);
+}
+
+static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool literal, uint32_t *out_id)
 {
     if (!g || !d)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_dispatch: NULL argument");
@@ -315,19 +347,23 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
         (d->push_size && !d->push))
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): a count is set but its array is NULL", id,
                          loom_op_name(d->op));
-    uint32_t nr = d->n_reads, nw = d->n_writes;
+    uint32_t nb = d->n_bindings, nr = d->n_reads, nw = d->n_writes;
     bool derive = nr == 0 && nw == 0;
     if (derive)
-        for (uint32_t i = 0; i < d->n_bindings; i++) {
+        for (uint32_t i = 0; i < nb; i++) {
             nr += (d->bindings[i].access & LOOM_ACCESS_READ) != 0;
             nw += (d->bindings[i].access & LOOM_ACCESS_WRITE) != 0;
         }
-    if (!LOOM_VEC_RESERVE(g->a, g->bindings, g->bindings.n + d->n_bindings) ||
+    size_t rec = LOOM_ENC_DISPATCH + (size_t)nb * sizeof(loom_binding) + (size_t)(nr + nw) * sizeof(loom_range) +
+                 d->push_size;
+    if (!LOOM_VEC_RESERVE(g->a, g->bindings, g->bindings.n + nb) ||
         !LOOM_VEC_RESERVE(g->a, g->ranges, g->ranges.n + nr + nw) ||
-        !LOOM_VEC_RESERVE(g->a, g->push, g->push.n + d->push_size))
+        !LOOM_VEC_RESERVE(g->a, g->push, g->push.n + d->push_size) ||
+        (g->node_enc_ok && (rec > UINT32_MAX - g->node_enc.n ||
+                            !LOOM_VEC_RESERVE(g->a, g->node_enc, g->node_enc.n + (uint32_t)rec))))
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
     uint32_t kernel;
-    loom_result rc = loom_graph_kernel(g, d->kernel, &kernel);
+    loom_result rc = literal ? kernel_lit(g, d->kernel, &kernel) : loom_graph_kernel(g, d->kernel, &kernel);
     if (rc) {
         /* Copy first: loom_fail formats into the buffer loom_last_error reads. */
         char detail[256];
@@ -343,10 +379,10 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
     n->kernel = kernel;
     memcpy(n->groups, d->groups, sizeof n->groups);
     n->first_binding = g->bindings.n;
-    n->n_bindings = (uint8_t)d->n_bindings;
+    n->n_bindings = (uint8_t)nb;
     /* With nothing reserved yet the arrays are NULL; NULL + 0 is undefined. */
-    loom_binding *b = d->n_bindings ? g->bindings.v + g->bindings.n : NULL;
-    for (uint32_t i = 0; i < d->n_bindings; i++) {
+    loom_binding *b = nb ? g->bindings.v + g->bindings.n : NULL;
+    for (uint32_t i = 0; i < nb; i++) {
         b[i] = d->bindings[i];
         b[i].pad_ = 0;
         if (b[i].size == LOOM_WHOLE && b[i].buffer < g->buffers.n) {
@@ -354,7 +390,7 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
             b[i].size = b[i].offset < sz ? sz - b[i].offset : 0;
         }
     }
-    g->bindings.n += d->n_bindings;
+    g->bindings.n += nb;
 
     n->first_range = g->ranges.n;
     n->n_reads = (uint8_t)nr;
@@ -362,7 +398,7 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
     loom_range *r = nr + nw ? g->ranges.v + g->ranges.n : NULL;
     if (derive) {
         uint32_t ri = 0, wi = nr;
-        for (uint32_t i = 0; i < d->n_bindings; i++) {
+        for (uint32_t i = 0; i < nb; i++) {
             loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
             if (b[i].access & LOOM_ACCESS_READ)
                 r[ri++] = x;
@@ -381,9 +417,14 @@ loom_result loom_graph_add_dispatch(loom_graph *g, const loom_dispatch_desc *d, 
 
     n->push_offset = g->push.n;
     n->push_size = (uint8_t)d->push_size;
-    if (d->push_size)
-        memcpy(g->push.v + g->push.n, d->push, d->push_size);
+    uint8_t *push = d->push_size ? g->push.v + g->push.n : NULL;
+    for (uint32_t i = 0; i < d->push_size; i += 4)   /* a multiple of 4, checked above */
+        memcpy(push + i, (const uint8_t *)d->push + i, 4);
     g->push.n += d->push_size;
+    if (g->node_enc_ok) {
+        loom_enc_record(g->node_enc.v + g->node_enc.n, n, b, r, push);
+        g->node_enc.n += (uint32_t)rec;
+    }
     g->nodes.n++;
     if (out_id)
         *out_id = id;
@@ -395,6 +436,9 @@ loom_result loom_graph_add_barrier(loom_graph *g, uint32_t *out_id)
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_barrier: graph is NULL");
     uint32_t id = g->nodes.n;
+    if (g->node_enc_ok && (LOOM_ENC_HEAD > UINT32_MAX - g->node_enc.n ||
+                           !LOOM_VEC_RESERVE(g->a, g->node_enc, g->node_enc.n + LOOM_ENC_HEAD)))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
     loom_node *n = append_node(g);
     if (!n)
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
@@ -403,6 +447,10 @@ loom_result loom_graph_add_barrier(loom_graph *g, uint32_t *out_id)
     n->first_binding = g->bindings.n;
     n->first_range = g->ranges.n;
     n->push_offset = g->push.n;
+    if (g->node_enc_ok) {
+        loom_enc_record(g->node_enc.v + g->node_enc.n, n, NULL, NULL, NULL);
+        g->node_enc.n += LOOM_ENC_HEAD;
+    }
     g->nodes.n++;
     if (out_id)
         *out_id = id;
@@ -465,7 +513,16 @@ const loom_barrier_info *loom_graph_barrier_info(const loom_graph *g, uint32_t i
 
 /* ---- edit API ----------------------------------------------------------- */
 
-loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id) { return id < g->nodes.n ? &g->nodes.v[id] : NULL; }
+/* The caller may change any captured field of the node, or of its bindings,
+ * ranges and push bytes through the accessors, so the node section kept for
+ * the encoder is dropped until the next reset. */
+loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id)
+{
+    if (id >= g->nodes.n)
+        return NULL;
+    g->node_enc_ok = false;
+    return &g->nodes.v[id];
+}
 
 loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id)
 {
@@ -498,6 +555,7 @@ loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
     if (n)
         memcpy(g->nodes.v, tmp, (size_t)n * sizeof(loom_node));
     g->nodes.n = n;
+    g->node_enc_ok = false;
     loom_free(g->a, mem, bytes ? bytes : 1);
     return LOOM_OK;
 }

@@ -31,6 +31,18 @@ uint64_t loom_graph_arena_size(const loom_graph *g);
 /* The graph's allocator, for passes' temporary memory. */
 const loom_allocator *loom_graph_allocator(const loom_graph *g);
 
+/* loom_graph_encode in pieces, for the plan cache: the bytes before the node
+ * records (magic, buffers, kernel names, node count) go into *buf as
+ * loom_graph_encode writes, and *nodes / *nodes_len point at the node
+ * records the graph keeps from capture, valid until the graph is next
+ * modified. *buf followed by *nodes is exactly loom_graph_encode's output.
+ * After an edit (node_mut, permute) the graph keeps no records: the whole
+ * encoding goes into *buf and *nodes_len is 0. */
+loom_result loom_graph_encode_parts(const loom_graph *g, uint8_t **buf, size_t *cap, size_t *len,
+                                    const uint8_t **nodes, size_t *nodes_len);
+/* loom_hash_bytes of the concatenation of count pieces, without joining them. */
+loom_hash loom_hash_concat(uint32_t count, const void *const p[], const size_t n[]);
+
 /* Overlap of half-open byte ranges on the same buffer. */
 static inline bool loom_ranges_overlap(const loom_range *a, const loom_range *b)
 {

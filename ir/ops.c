@@ -127,21 +127,49 @@ static loom_result check_aliasing(const op_call *c, const char *op, uint32_t nod
     return LOOM_OK;
 }
 
+/* Element sizes by loom_dtype, for views whose dtype has been checked. */
+static const uint8_t dtype_bytes[LOOM_U32 + 1] = { 4, 2, 4 };
+
+/* check_view's conditions in one pass with no message work: emit runs this
+ * on every view of every dispatch and asks check_view to say what is wrong
+ * only when something is. */
+static inline bool view_ok(const loom_graph *g, const op_view *v, uint64_t *bytes)
+{
+    const loom_tensor *t = &v->t;
+    if (t->buffer >= g->buffers.n || t->dtype > LOOM_U32 || t->rows == 0 || t->cols == 0 ||
+        t->offset % LOOM_BIND_ALIGN)
+        return false;
+    *bytes = (uint64_t)t->rows * t->cols * dtype_bytes[t->dtype];
+    const loom_buffer *b = &g->buffers.v[t->buffer];
+    return *bytes % 4 == 0 && t->offset <= b->size && *bytes <= b->size - t->offset &&
+           !(v->write && b->usage == LOOM_USAGE_PARAMS);
+}
+
 static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
 {
-    uint32_t node = loom_graph_node_count(g);
-    const char *op = loom_op_name(c->op);
-    for (uint32_t i = 0; i < c->n; i++) {
-        loom_result rc = check_view(g, op, node, &c->v[i]);
-        if (rc)
+    uint32_t node = g->nodes.n;
+    uint64_t bytes[6];
+    loom_result rc;
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!view_ok(g, &c->v[i], &bytes[i]) && (rc = check_view(g, loom_op_name(c->op), node, &c->v[i])))
             return rc;
+    bool clash = false;
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (!c->v[i].write)
+            continue;
+        const loom_tensor *a = &c->v[i].t;
+        for (uint32_t j = 0; j < c->n; j++) {
+            const loom_tensor *b = &c->v[j].t;
+            clash |= j != i && a->buffer == b->buffer && a->offset < b->offset + bytes[j] &&
+                     b->offset < a->offset + bytes[i] &&
+                     (c->v[j].write || !c->v[j].inplace || !views_equal(a, b));
+        }
     }
-    loom_result rc = check_aliasing(c, op, node);
-    if (rc)
+    if (clash && (rc = check_aliasing(c, loom_op_name(c->op), node)))
         return rc;
     if (c->groups == 0 || c->groups > MAX_GROUPS)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): needs %" PRIu64 " workgroups, the kernel supports %u",
-                         node, op, c->groups, MAX_GROUPS);
+                         node, loom_op_name(c->op), c->groups, MAX_GROUPS);
 
     loom_binding b[LOOM_MAX_BINDINGS];
     uint32_t nb = 0;
@@ -155,13 +183,13 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
     }
     for (uint32_t i = 0; i < c->n; i++, nb++)
         b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
-                                .size = view_bytes(&c->v[i].t),
-                                .access = c->v[i].write ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ };
+                                .size = bytes[i], .access = c->v[i].write ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ };
     loom_dispatch_desc d = {
         .kernel = c->kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
         .bindings = b, .n_bindings = nb, .push = c->push, .push_size = c->push_size,
     };
-    return loom_graph_add_dispatch(g, &d, out_node);
+    /* Every kernel name here is a literal (see matvec_kernels). */
+    return loom_graph_add_dispatch_lit(g, &d, out_node);
 }
 
 /* ---- shared shape checks -------------------------------------------------- */
@@ -376,6 +404,17 @@ loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_t
     return binary(g, LOOM_OP_SILU_MUL, "silu_mul", a, b, y, out_node);
 }
 
+/* "<base>_f32" / "<base>_f16" for each matvec op, as literals: emit finds
+ * kernels by the name's address. */
+static const char *matvec_kernel(loom_op op, bool f16)
+{
+    switch (op) {
+    case LOOM_OP_MATVEC_ADD: return f16 ? "matvec_add_f16" : "matvec_add_f32";
+    case LOOM_OP_MATVEC_SILU_MUL: return f16 ? "matvec_silu_mul_f16" : "matvec_silu_mul_f32";
+    default: return f16 ? "matvec_f16" : "matvec_f32";
+    }
+}
+
 /* The three matvec forms: W (and U for the gated form) rows x cols, f32 or
  * f16; x 1 x cols; r and y 1 x rows. y may replace r, never x. */
 static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, const loom_tensor *W,
@@ -401,10 +440,8 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, co
         rc = need_vec(g, op, "y", y, W->rows);
     if (rc)
         return rc;
-    char kernel[32];
-    snprintf(kernel, sizeof kernel, "%s_%s", base, W->dtype == LOOM_F16 ? "f16" : "f32");
     loom_pc_matvec pc = { W->rows, W->cols };
-    op_call c = { .op = op, .kernel = kernel, .push = &pc, .push_size = sizeof pc,
+    op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc, .push_size = sizeof pc,
                   .groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG) };
     c.v[c.n++] = (op_view){ wname, *W, false, false };
     if (U)

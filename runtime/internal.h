@@ -93,6 +93,7 @@ typedef struct rt_copy {
     VkCommandBuffer cmd;
     rt_mem params;
     VkDescriptorSet *sets;   /* per node; VK_NULL_HANDLE for barriers */
+    VkQueryPool queries;     /* profiling: a timestamp before the nodes and after each */
     uint64_t last_step;
 } rt_copy;
 
@@ -161,6 +162,7 @@ struct loom_rt {
 
     loom_cache *plans;       /* loom_rt_compile's cache, made on first use */
     uint32_t plan_cache_capacity;
+    bool profile;
     volatile uint64_t validation_messages;
     loom_rt_counters counters;
 };

@@ -36,6 +36,9 @@ typedef struct loom_rt_desc {
     void *log_user;
     uint32_t spin_polls;               /* wait: counter polls before blocking; 0: default */
     uint32_t plan_cache_capacity;      /* plans kept by loom_rt_compile; 0: 64 */
+    /* Record a GPU timestamp after every node (also $LOOM_PROFILE=1), read
+     * with loom_rt_program_timings. Costs a little GPU time per node. */
+    bool profile;
 } loom_rt_desc;
 
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
@@ -119,6 +122,13 @@ loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffe
                                  uint64_t size);
 loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset,
                                   const void *data, uint64_t size);
+
+/* GPU time of the program's last completed replay, per node in plan order:
+ * node_us[i] is the time from the end of node i-1 (or the step's start) to
+ * the end of node i, so a barrier's drain is charged to the node after it.
+ * Needs a runtime created with .profile; waits for the last replay. n is the
+ * capacity of node_us (the graph's node count); total_us may be NULL. */
+loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *node_us, uint32_t n, double *total_us);
 
 /* Convenience for tests and tools: program_create + replay + wait + release. */
 loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params);

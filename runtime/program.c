@@ -231,8 +231,11 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
             cmd_barrier(cmd);
             barriers++;
         }
-        if (n->type != LOOM_NODE_DISPATCH)
+        if (n->type != LOOM_NODE_DISPATCH) {
+            if (c->queries)
+                vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i + 1);
             continue;
+        }
         rt_pipeline *pipe = p->pipes[i];
         if (labels) {
             snprintf(text, sizeof text, "node %u %s %s", i, loom_op_name((loom_op)n->op),
@@ -249,6 +252,8 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
                                loom_node_push(g, n));
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
+        if (c->queries)
+            vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i + 1);
         if (labels)
             rt->end_label(cmd);
     }
@@ -286,7 +291,16 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
     if ((vr = vkBeginCommandBuffer(c->cmd, &bi)) != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
+    if (rt->profile) {
+        VkQueryPoolCreateInfo qi = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = n_nodes + 1 };
+        if ((vr = vkCreateQueryPool(rt->device, &qi, NULL, &c->queries)) != VK_SUCCESS)
+            return rt_vk_fail(rt, vr, "vkCreateQueryPool");
+        vkCmdResetQueryPool(c->cmd, c->queries, 0, n_nodes + 1);
+    }
     rt_cmd_leading_barrier(c->cmd);
+    if (c->queries)
+        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
     record_nodes(p, c);
     if (p->host_barrier) {
         VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -312,6 +326,8 @@ void rt_program_destroy(loom_rt_program *p)
         rt_copy *c = &p->copies[i];
         if (c->cmd)
             vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &c->cmd);
+        if (c->queries)
+            vkDestroyQueryPool(rt->device, c->queries, NULL);
         rt_mem_destroy(rt, &c->params);
         rt_free_bytes(rt, c->sets, n_nodes * sizeof *c->sets);
     }
@@ -566,4 +582,36 @@ loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_
         rc = loom_rt_wait(rt, step);
     loom_rt_program_release(p);
     return rc;
+}
+
+loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *node_us, uint32_t n, double *total_us)
+{
+    if (!rt || !p || p->rt != rt || (n && !node_us))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_timings: NULL or foreign argument");
+    uint32_t n_nodes = loom_graph_node_count(p->g);
+    if (n < n_nodes)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_timings: room for %u nodes, the program has %u", n,
+                         n_nodes);
+    rt_copy *c = p->copies[1].last_step > p->copies[0].last_step ? &p->copies[1] : &p->copies[0];
+    if (!c->queries)
+        return loom_fail(LOOM_UNSUPPORTED, "loom_rt_program_timings: the runtime was created without .profile");
+    if (!c->last_step)
+        return loom_fail(LOOM_NOT_FOUND, "loom_rt_program_timings: the program has not been replayed");
+    loom_result rc = loom_rt_wait(rt, c->last_step);
+    if (rc)
+        return rc;
+    uint64_t *t = rt_alloc_bytes(rt, (size_t)(n_nodes + 1) * sizeof *t);
+    if (!t)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "loom_rt_program_timings: out of memory");
+    VkResult vr = vkGetQueryPoolResults(rt->device, c->queries, 0, n_nodes + 1, (size_t)(n_nodes + 1) * sizeof *t, t,
+                                        sizeof *t, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (vr == VK_SUCCESS) {
+        double ns = rt->props.limits.timestampPeriod;
+        for (uint32_t i = 0; i < n_nodes; i++)
+            node_us[i] = (double)(t[i + 1] - t[i]) * ns / 1000.0;
+        if (total_us)
+            *total_us = (double)(t[n_nodes] - t[0]) * ns / 1000.0;
+    }
+    rt_free_bytes(rt, t, (size_t)(n_nodes + 1) * sizeof *t);
+    return vr == VK_SUCCESS ? LOOM_OK : rt_vk_fail(rt, vr, "vkGetQueryPoolResults");
 }

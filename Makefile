@@ -5,7 +5,7 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-asan bench fuzz clean
+.PHONY: all deps build demo test test-asan clean
 
 all: build
 

@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 
+/* Edits to a node's bindings, ranges or push bytes (through the accessors)
+ * go through a node from loom_graph_node_mut too: it is what tells the graph
+ * that its nodes may have changed since capture. */
 loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id);
 loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id);
 

@@ -12,45 +12,8 @@
  * from its nodes to the very same bytes. */
 #include <string.h>
 #define XXH_INLINE_ALL
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX2__)
-/* Also compile xxHash's AVX2 kernels, for use where the CPU has AVX2 (see
- * hash_long): a step's encoding is ~100 KB, and AVX2 hashes it about three
- * times as fast as the SSE2 baseline. All of xxHash's vector paths give the
- * same hash. */
-#define XXH_DISPATCH_AVX2 1
-#define XXH_TARGET_AVX2 __attribute__((__target__("avx2")))
-#define LOOM_HASH_AVX2 1
-#include <immintrin.h>
-#endif
 #include <xxhash.h>
 #include "internal.h"
-
-/* The AVX2 entry points lean on xxHash's internal helpers, whose shape is
- * that of release 0.8.1; other releases keep the baseline path. */
-#if defined(LOOM_HASH_AVX2) && XXH_VERSION_NUMBER == 801
-__attribute__((noinline)) XXH_TARGET_AVX2 static XXH128_hash_t hash_long_avx2(const void *p, size_t n)
-{
-    return XXH3_hashLong_128b_internal(p, n, XXH3_kSecret, sizeof(XXH3_kSecret), XXH3_accumulate_512_avx2,
-                                       XXH3_scrambleAcc_avx2);
-}
-
-__attribute__((noinline)) XXH_TARGET_AVX2 static void update_avx2(XXH3_state_t *st, const void *p, size_t n)
-{
-    XXH3_update(st, (const xxh_u8 *)p, n, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
-}
-
-static bool have_avx2(void)
-{
-    static int known;   /* 0: not asked yet, 1: no, 2: yes; a race only asks twice */
-    if (!known)
-        known = __builtin_cpu_supports("avx2") ? 2 : 1;
-    return known == 2;
-}
-#else
-static XXH128_hash_t hash_long_avx2(const void *p, size_t n) { return XXH3_128bits(p, n); }
-static void update_avx2(XXH3_state_t *st, const void *p, size_t n) { XXH3_128bits_update(st, p, n); }
-static bool have_avx2(void) { return false; }
-#endif
 
 static const char magic[8] = { 'l', 'o', 'o', 'm', '-', 'i', 'r', '1' };
 
@@ -187,8 +150,7 @@ loom_result loom_graph_encode_parts(const loom_graph *g, uint8_t **buf, size_t *
 
 loom_hash loom_hash_bytes(const void *p, size_t n)
 {
-    /* Up to XXH3_MIDSIZE_MAX bytes XXH3 uses no vector kernel. */
-    XXH128_hash_t h = n > XXH3_MIDSIZE_MAX && have_avx2() ? hash_long_avx2(p, n) : XXH3_128bits(p, n);
+    XXH128_hash_t h = XXH3_128bits(p, n);
     return (loom_hash){ h.low64, h.high64 };
 }
 
@@ -197,15 +159,9 @@ loom_hash loom_hash_concat(uint32_t count, const void *const p[], const size_t n
     XXH3_state_t st;
     XXH3_INITSTATE(&st);
     XXH3_128bits_reset(&st);
-    bool avx2 = have_avx2();
-    for (uint32_t i = 0; i < count; i++) {
-        if (!n[i])
-            continue;
-        if (avx2)
-            update_avx2(&st, p[i], n[i]);
-        else
+    for (uint32_t i = 0; i < count; i++)
+        if (n[i])
             XXH3_128bits_update(&st, p[i], n[i]);
-    }
     XXH128_hash_t h = XXH3_128bits_digest(&st);
     return (loom_hash){ h.low64, h.high64 };
 }

@@ -7,19 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
 #include "loom_ops.h"
 #include "loom_runtime.h"
 
 #define DIM 256u
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -95,22 +87,22 @@ static loom_result measure(loom_rt *rt, const bufs *b, uint32_t n, uint32_t reps
     }
     loom_plan_release(plan);
     for (uint32_t i = 0; i < reps && !rc; i++) {
-        double t0 = now_us();
+        double t0 = loom_cli_now_us();
         rc = capture(g, b, n);
-        double t1 = now_us();
+        double t1 = loom_cli_now_us();
         loom_hash h;
         rc = rc ? rc : loom_graph_hash(g, &h);
-        double t2 = now_us();
+        double t2 = loom_cli_now_us();
         bool hit = false;
         rc = rc ? rc : loom_rt_compile(rt, g, NULL, &plan, &hit);
-        double t3 = now_us();
+        double t3 = loom_cli_now_us();
         if (!rc && !hit)
             rc = loom_fail(LOOM_INVALID_ARGUMENT, "bench cache: step %u missed the cache", i);
         loom_step_params sp = { .pos = i, .step = i };
         rc = rc ? rc : loom_rt_replay_plan(rt, plan, &sp, &step);
-        double t4 = now_us();
+        double t4 = loom_cli_now_us();
         rc = rc ? rc : loom_rt_wait(rt, step);
-        double t5 = now_us();
+        double t5 = loom_cli_now_us();
         loom_plan_release(plan);
         t[0][i] = t1 - t0, t[1][i] = t2 - t1, t[2][i] = t3 - t2, t[3][i] = t4 - t3, t[4][i] = t5 - t0;
     }
@@ -119,15 +111,13 @@ static loom_result measure(loom_rt *rt, const bufs *b, uint32_t n, uint32_t reps
     rc = rc ? rc : loom_rt_compile(rt, g, NULL, &plan, NULL);
     for (uint32_t i = 0; i < reps && !rc; i++) {
         loom_rt_program *p;
-        double t0 = now_us();
+        double t0 = loom_cli_now_us();
         rc = loom_rt_program_create(rt, loom_plan_graph(plan), &p);
         rc = rc ? rc : loom_rt_replay(rt, p, NULL, &step);
-        double t1 = now_us();
+        double t1 = loom_cli_now_us();
         rc = rc ? rc : loom_rt_wait(rt, step);
-        double t2 = now_us();
         loom_rt_program_release(p);
         t[5][i] = t1 - t0;
-        (void)t2;
     }
     if (plan)
         loom_plan_release(plan);

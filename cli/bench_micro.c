@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
 #include "loom_ir_edit.h"
 #include "loom_runtime.h"
@@ -19,13 +18,6 @@ static const char TINY[] =
     "void main() { o[gl_LocalInvocationID.x] = pc.v; }\n";
 
 #define SLICE 256u   /* bytes each dispatch writes; a legal binding offset step everywhere */
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 /* n tiny dispatches, each to its own slice of buffer b: no hazards, so a
  * scheduled graph needs no barrier; an unscheduled one gets one per pair. */
@@ -63,13 +55,13 @@ static loom_result time_replays(loom_rt *rt, loom_rt_program *p, uint32_t reps, 
     loom_result rc = loom_rt_replay(rt, p, NULL, &step);
     if (!rc)
         rc = loom_rt_wait(rt, step);
-    double t0 = now_us();
+    double t0 = loom_cli_now_us();
     for (uint32_t r = 0; r < reps && !rc; r++) {
         rc = loom_rt_replay(rt, p, NULL, &step);
         if (!rc)
             rc = loom_rt_wait(rt, step);
     }
-    *us = (now_us() - t0) / reps;
+    *us = (loom_cli_now_us() - t0) / reps;
     return rc;
 }
 
@@ -85,10 +77,10 @@ static loom_result program_of(loom_rt *rt, loom_rt_buffer *b, uint32_t n, bool b
     loom_result rc = tiny_graph(b, n, barriers, &g);
     if (rc)
         return rc;
-    double t0 = now_us();
+    double t0 = loom_cli_now_us();
     rc = loom_rt_program_create(rt, g, p);
     if (create_us)
-        *create_us = now_us() - t0;
+        *create_us = loom_cli_now_us() - t0;
     loom_graph_destroy(g);
     return rc;
 }
@@ -121,9 +113,9 @@ static loom_result bench_dispatch(loom_rt *rt, uint32_t n, uint32_t reps, micro_
     double sum = 0;
     for (uint32_t r = 0; r < reps && !rc; r++) {
         uint64_t step;
-        double t0 = now_us();
+        double t0 = loom_cli_now_us();
         rc = loom_rt_replay(rt, flat, NULL, &step);
-        sum += now_us() - t0;
+        sum += loom_cli_now_us() - t0;
         if (!rc)
             rc = loom_rt_wait(rt, step);
     }
@@ -152,14 +144,14 @@ static loom_result bench_waits(loom_rt *rt, uint32_t reps, double *idle, double 
     rc = loom_rt_replay(rt, p, NULL, &step);
     if (!rc)
         rc = loom_rt_wait_idle(rt);
-    double t0 = now_us();
+    double t0 = loom_cli_now_us();
     for (uint32_t r = 0; r < reps && !rc; r++)
         rc = loom_rt_wait_idle(rt);
-    *idle = (now_us() - t0) / reps;
-    t0 = now_us();
+    *idle = (loom_cli_now_us() - t0) / reps;
+    t0 = loom_cli_now_us();
     for (uint32_t r = 0; r < reps && !rc; r++)
         rc = loom_rt_wait(rt, step);
-    *done = (now_us() - t0) / reps;
+    *done = (loom_cli_now_us() - t0) / reps;
     if (!rc)
         rc = time_replays(rt, p, reps, running);
     loom_rt_program_release(p);

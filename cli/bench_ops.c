@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
@@ -31,13 +30,6 @@ static const bench_cfg quick_cfg = { 4ull << 20, 8ull << 20, 64, 3,
                                      { { 256, 256 }, { 512, 256 }, { 256, 512 }, { 1000, 256 } } };
 
 #define ALIGN_UP(x) (((x) + LOOM_BIND_ALIGN - 1) / LOOM_BIND_ALIGN * LOOM_BIND_ALIGN)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Buffers the program refers to; released together. */
 typedef struct pool {
@@ -87,11 +79,11 @@ static loom_result time_graph(loom_rt *rt, loom_graph *g, uint32_t reps, double 
     *best = 1e30;
     for (uint32_t r = 0; r < reps + 2 && !rc; r++) {
         uint64_t step;
-        double t0 = now_s();
+        double t0 = loom_cli_now_us();
         rc = loom_rt_replay(rt, p, NULL, &step);
         if (!rc)
             rc = loom_rt_wait(rt, step);
-        double t = now_s() - t0;
+        double t = (loom_cli_now_us() - t0) * 1e-6;
         if (r >= 2 && t < *best)
             *best = t;
     }

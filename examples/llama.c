@@ -46,7 +46,7 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
     /* Every matrix must fit one binding (Vulkan guarantees 128 MiB ranges). */
     uint64_t big = (uint64_t)c->vocab * c->dim;
     uint64_t mlp = (uint64_t)c->ffn * c->dim;
-    if ((big > mlp ? big : mlp) * 4 > (128u << 20))
+    if ((big > mlp ? big : mlp) * loom_dtype_size(c->wtype) > (128u << 20))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 128 MiB");
     return LOOM_OK;
 }

@@ -14,6 +14,7 @@
 // and the last one resets its counter for the next replay.
 #define WG_SIZE 256u
 #define CHUNK 256u
+#define MAX_SPLITS 16u   // ir/ops.c: attn_splits
 layout(local_size_x = 256) in;
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
@@ -114,15 +115,24 @@ void main()
         return;
     memoryBarrierBuffer();
     if (t < hd) {
+        // Fixed trip counts so every share's loads are issued together:
+        // this is the dispatch's serial tail.
         uint head = h * pc.splits * stride;
+        float ms[MAX_SPLITS], ls[MAX_SPLITS], os[MAX_SPLITS];
         float mx = NEG_BIG;
-        for (uint s = 0u; s < pc.splits; s++)
-            mx = max(mx, part[head + s * stride]);
+        for (uint s = 0u; s < MAX_SPLITS; s++) {
+            bool live = s < pc.splits;
+            ms[s] = live ? part[head + s * stride] : NEG_BIG;
+            ls[s] = live ? part[head + s * stride + 1u] : 0.0;
+            os[s] = live ? part[head + s * stride + 2u + t] : 0.0;
+        }
+        for (uint s = 0u; s < MAX_SPLITS; s++)
+            mx = max(mx, ms[s]);
         float lt = 0.0, ot = 0.0;
-        for (uint s = 0u; s < pc.splits; s++) {
-            float w = exp(part[head + s * stride] - mx);
-            lt += part[head + s * stride + 1u] * w;
-            ot += part[head + s * stride + 2u + t] * w;
+        for (uint s = 0u; s < MAX_SPLITS; s++) {
+            float w = s < pc.splits ? exp(ms[s] - mx) : 0.0;
+            lt += ls[s] * w;
+            ot += os[s] * w;
         }
         o[h * hd + t] = lt > 0.0 ? ot / lt : 0.0;
     }

@@ -396,12 +396,17 @@ void main()
         memoryBarrierBuffer();
         float cv = 0.0;
         uint ci = NONE;
-        for (uint i = t; i < groups; i += WG) {
-            uvec2 e = part[i];
-            if (better(uintBitsToFloat(e.x), e.y, cv, ci)) {
-                cv = uintBitsToFloat(e.x);
-                ci = e.y;
-            }
+        // Eight independent loads per round trip: this loop is the
+        // dispatch's serial tail.
+        for (uint i = t; i < groups; i += 8u * WG) {
+            uvec2 e[8];
+            for (uint k = 0u; k < 8u; k++)
+                e[k] = i + k * WG < groups ? part[i + k * WG] : uvec2(0u, NONE);
+            for (uint k = 0u; k < 8u; k++)
+                if (better(uintBitsToFloat(e[k].x), e[k].y, cv, ci)) {
+                    cv = uintBitsToFloat(e[k].x);
+                    ci = e[k].y;
+                }
         }
         float fv;
         uint fi = wg_best(cv, ci, fv);

@@ -9,6 +9,7 @@
  *                copy bandwidth of the same device for the weight-read floor
  *   --dry-run    capture and compile only, no Vulkan device: plan figures
  *   --json       one JSON object on the last line of stdout
+ *   --profile    GPU time of the last step by op kind (a timestamp per node)
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -24,7 +25,7 @@
 typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
-    bool check, json, bench, dry_run, quiet, steps_set;
+    bool check, json, bench, dry_run, quiet, steps_set, profile;
     const char *device, *model, *prompt_ids;
 } opts;
 
@@ -43,6 +44,7 @@ static void usage(FILE *f)
             "  --in-flight K         steps in flight (default 3)\n"
             "  --no-fuse --no-reorder --barrier-every --no-cache   ablations\n"
             "  --model FILE.gguf --prompt-ids 1,2,3   GGUF weights (not built in yet)\n"
+            "  --profile             GPU time of the last step by op kind (a timestamp per node)\n"
             "  --quiet               no per-step lines\n",
             loom_llama_args_help, BENCH_STEPS, WARMUP_S);
 }
@@ -97,6 +99,8 @@ static int parse(int argc, char **argv, opts *o)
             o->dry_run = true;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = true;
         } else {
             flag = false;
             for (size_t k = 0; k < sizeof ablations / sizeof ablations[0]; k++)
@@ -239,6 +243,34 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
     loom_str_free(&s);
 }
 
+/* GPU time of the last replay by op kind (timestamps after every node). */
+static loom_result print_profile(loom_rt *rt, loom_llama *m)
+{
+    const loom_graph *g = loom_plan_graph(loom_llama_plan(m));
+    uint32_t n = loom_graph_node_count(g);
+    double *us = calloc(n ? n : 1, sizeof *us), total = 0, by_op[LOOM_OP_COUNT] = { 0 };
+    uint32_t count[LOOM_OP_COUNT] = { 0 }, after_barrier[LOOM_OP_COUNT] = { 0 };
+    if (!us)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory");
+    loom_result rc = loom_rt_program_timings(rt, loom_llama_program(m), us, n, &total);
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const loom_node *node = loom_graph_node(g, i);
+        by_op[node->op] += us[i];
+        count[node->op]++;
+        after_barrier[node->op] += node->barrier != LOOM_NONE;
+    }
+    if (!rc) {
+        printf("GPU time of one step: %.1f us (a timestamp after every node; a barrier's drain is charged to the "
+               "node after it)\n%-18s %6s %9s %9s %8s\n", total, "op", "nodes", "after-bar", "us", "us/node");
+        for (int op = 0; op < LOOM_OP_COUNT; op++)
+            if (count[op])
+                printf("%-18s %6u %9u %9.1f %8.2f\n", loom_op_name((loom_op)op), count[op], after_barrier[op],
+                       by_op[op], by_op[op] / count[op]);
+    }
+    free(us);
+    return rc;
+}
+
 static int dry_run(const opts *o)
 {
     loom_llama_figures f;
@@ -266,7 +298,7 @@ static loom_result load_weights(const opts *o, loom_llama_weights **w)
     return loom_llama_weights_create(&o->shape.cfg, w);
 }
 
-static int run(const opts *o, loom_rt *rt, const char *device)
+static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     loom_llama_weights *w = NULL;
@@ -277,6 +309,7 @@ static int run(const opts *o, loom_rt *rt, const char *device)
     loom_llama_figures f;
     double copy_gbps = 0;
     int status = 1;
+    o->in_flight = loom_rt_in_flight(rt);
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
     if (!rc)
         rc = load_weights(o, &w);
@@ -324,6 +357,8 @@ static int run(const opts *o, loom_rt *rt, const char *device)
     if (o->check)
         printf("check: %u mismatches in %u steps, max |err| %.3g (tolerance %.g relative)\n", r.mismatches, r.steps,
                r.max_err, TOLERANCE);
+    if (o->profile && (rc = print_profile(rt, m)))
+        goto out;
     if (o->json)
         print_json(o, device, &f, &r, copy_gbps, tokens);
     status = o->check && r.mismatches ? 1 : 0;
@@ -345,7 +380,7 @@ int main(int argc, char **argv)
     if (o.dry_run)
         return dry_run(&o);
     loom_rt *rt = NULL;
-    loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true };
+    loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile };
     loom_result rc = loom_rt_create(&d, &rt);
     if (rc) {
         fprintf(stderr, "llama-decode: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());

@@ -43,11 +43,13 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is neither f32 nor f16", c->wtype);
     if (!(c->eps > 0.0f) || !(c->rope_theta > 0.0f))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: eps and rope_theta must be positive");
-    /* Every matrix must fit one binding (Vulkan guarantees 128 MiB ranges). */
+    /* Every matrix must fit one binding. Vulkan guarantees 128 MiB ranges,
+     * most desktop GPUs allow 4 GiB; the runtime checks the device's
+     * maxStorageBufferRange when the program is made and names the node. */
     uint64_t big = (uint64_t)c->vocab * c->dim;
     uint64_t mlp = (uint64_t)c->ffn * c->dim;
-    if ((big > mlp ? big : mlp) * 4 > (128u << 20))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 128 MiB");
+    if ((big > mlp ? big : mlp) * loom_dtype_size(c->wtype) > UINT32_MAX)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 4 GiB");
     return LOOM_OK;
 }
 

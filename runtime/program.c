@@ -100,6 +100,37 @@ static loom_result resolve_buffers(loom_rt_program *p)
     return LOOM_OK;
 }
 
+/* Plan-owned STATE buffers (kernel workspaces: partial results and the
+ * completion counters of multi-workgroup reductions) start at zero; the
+ * kernels leave their counters at zero, so this happens once per program.
+ * Mapped memory is cleared on the host (the leading barrier of every replay
+ * makes host writes visible); the rest in one transfer submission. */
+static loom_result zero_state(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; i < p->n_slots && !rc; i++) {
+        const loom_buffer *b = loom_graph_buffer(p->g, i);
+        rt_slot *s = &p->slots[i];
+        if (b->external || b->usage != LOOM_USAGE_STATE || !s->own.buffer)
+            continue;
+        if (s->own.mapped) {
+            memset(s->own.mapped, 0, s->own.size);
+            continue;
+        }
+        if (!cmd && (rc = rt_oneshot_begin(rt, &cmd)))
+            break;
+        vkCmdFillBuffer(cmd, s->own.buffer, 0, VK_WHOLE_SIZE, 0);
+    }
+    if (cmd) {
+        loom_result end = rt_oneshot_end(rt, cmd);
+        if (!rc)
+            rc = end;
+    }
+    return rc;
+}
+
 /* Checks bindings against limits and alignment; gets each node's pipeline. */
 static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t *n_descs)
 {
@@ -429,6 +460,8 @@ static loom_result program_setup(loom_rt_program *p)
         memset(p->pipes, 0, n_nodes * sizeof *p->pipes);
     loom_result rc = resolve_buffers(p);
     uint32_t n_sets = 0, n_descs = 0;
+    if (!rc)
+        rc = zero_state(p);
     if (!rc)
         rc = resolve_nodes(p, &n_sets, &n_descs);
     if (rc)

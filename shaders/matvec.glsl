@@ -381,11 +381,20 @@ void main()
         y[row_of(t)] = val;
     }
 #ifdef MV_ARGMAX
-    // This workgroup's best row, then the last workgroup's best of all.
-    float bv;
-    uint bi = wg_best(val, t < MV_ROWS && live[t] ? row_of(t) : NONE, bv);
+    // This workgroup's best row (one invocation over its MV_ROWS values:
+    // a tree over the whole workgroup here would cost every workgroup a
+    // dozen barriers), then the last workgroup's best of all.
     uint groups = gl_NumWorkGroups.x;
     if (t == 0u) {
+        float bv = 0.0;
+        uint bi = NONE;
+        for (uint k = 0u; k < MV_ROWS; k++) {
+            float v = total[k] * scale;   // what invocation k stored in y
+            if (live[k] && better(v, row_of(k), bv, bi)) {
+                bv = v;
+                bi = row_of(k);
+            }
+        }
         part[gl_WorkGroupID.x] = uvec2(floatBitsToUint(bv), bi);
         memoryBarrierBuffer();
         is_last = atomicAdd(counter[0], 1u) == groups - 1u;

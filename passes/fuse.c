@@ -487,6 +487,8 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
 
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_fuse: graph is NULL");
     fuse_state fs = { .g = g, .a = loom_graph_allocator(g) };
     fs.n = loom_graph_node_count(g);
     fs.nb = loom_graph_buffer_count(g);

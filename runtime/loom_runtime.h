@@ -143,9 +143,12 @@ loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_
 loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile_options *opts, loom_plan **out,
                             bool *hit);
 /* Replays a plan: its program (pipelines, descriptor sets, plan-owned
- * memory, recorded command buffers) is made on the first replay and hangs on
- * the plan until the plan dies; later replays only write the step
- * parameters and submit. */
+ * memory, recorded command buffers) is made on the first replay on this
+ * runtime and hangs on the plan, under this runtime, until the plan dies;
+ * later replays only write the step parameters and submit. Several
+ * runtimes, each on its own thread, may replay one plan at once: each gets
+ * its own program. Drop the plan's last reference where none of those
+ * runtimes is in use by another thread (it destroys their programs). */
 loom_result loom_rt_replay_plan(loom_rt *rt, loom_plan *plan, const loom_step_params *params, uint64_t *out_step);
 /* The plan's program (made if needed), e.g. to read plan-owned buffers. */
 loom_result loom_rt_plan_program(loom_rt *rt, loom_plan *plan, loom_rt_program **out);

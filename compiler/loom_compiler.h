@@ -19,6 +19,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define LOOM_DEFAULT_PIPELINE "verify,fuse,reorder,barriers,lifetimes"
 #define LOOM_DEFAULT_WINDOW 64u
@@ -126,6 +131,9 @@ void loom_cache_get_stats(const loom_cache *c, loom_cache_stats *out);
  * graphs collide and only the byte comparison tells them apart. */
 void loom_cache_force_key(loom_cache *c, const loom_hash *key);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 /* ---- results ------------------------------------------------------------ */
 
@@ -384,6 +389,9 @@ loom_result loom_graph_parse_json(const char *text, size_t len, const loom_graph
 loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_graph **out);
 loom_result loom_graph_save(const loom_graph *g, loom_format f, const char *path);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define LOOM_BIND_ALIGN 256u
 
@@ -115,6 +120,9 @@ loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_
 /* out[0] = argmax x (lowest index on ties), u32. Kernel "argmax": x, out(w). */
 loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

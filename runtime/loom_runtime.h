@@ -15,6 +15,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 typedef struct loom_rt loom_rt;
 typedef struct loom_rt_buffer loom_rt_buffer;
@@ -172,6 +177,9 @@ typedef struct loom_rt_counters {
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,14 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
         (uint64_t)n->first_range + n->n_reads + n->n_writes > g->ranges.n ||
         (uint64_t)n->push_offset + n->push_size > g->push.n)
         return loom_fail(LOOM_VERIFY, "node %u (%s): side-array indices out of range", i, op);
+    /* The layout first: a binding that does not match its kernel explains
+     * whatever else looks wrong with the node. */
+    loom_kernel_layout l;
+    if (loom_kernel_lookup(g->strings.v + g->kernels.v[n->kernel], &l, NULL)) {
+        loom_result rc = check_layout(g, i, n, &l);
+        if (rc)
+            return rc;
+    }
     if (n->n_writes == 0)
         return loom_fail(LOOM_VERIFY, "node %u (%s): writes nothing", i, op);
 
@@ -166,9 +174,6 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
         if (rc)
             return rc;
     }
-    loom_kernel_layout l;
-    if (loom_kernel_lookup(g->strings.v + g->kernels.v[n->kernel], &l, NULL))
-        return check_layout(g, i, n, &l);
     return LOOM_OK;
 }
 

@@ -1,6 +1,7 @@
 /* `loom bench WHICH`: dispatches to the benchmark of that name. Each prints
  * a table; the ones needing a device are absent from builds without the
- * runtime (weak symbols left undefined). */
+ * runtime (weak symbols left undefined). Every benchmark's options are
+ * listed here, so `loom bench WHICH --help` and docs/cli.md agree. */
 #include <string.h>
 #include "cli.h"
 
@@ -11,23 +12,41 @@ int loom_bench_cache(int argc, char **argv) WEAK;    /* capture + hash + lookup 
 int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1k..100k nodes */
 
 static const struct {
-    const char *name;
+    const char *name, *options, *summary;
     int (*run)(int, char **);
 } benches[] = {
-    { "micro", loom_bench_micro },
-    { "ops", loom_bench_ops },
-    { "cache", loom_bench_cache },
-    { "compile", loom_bench_compile },
+    { "micro", "[--quick] [--dispatches N] [--reps R] [--device INDEX|NAME]",
+      "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
+    { "ops", "[--quick] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
+    { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
+    { "compile", "[--sizes N[,N...]] [--passes P] [--window N]",
+      "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
 };
+#define N_BENCHES (sizeof benches / sizeof benches[0])
+
+void loom_bench_usage(FILE *f)
+{
+    fprintf(f, "benchmarks:\n");
+    for (size_t i = 0; i < N_BENCHES; i++)
+        fprintf(f, "  loom bench %s %s\n      %s%s\n", benches[i].name, benches[i].options, benches[i].summary,
+                benches[i].run ? "" : " (not in this build)");
+}
 
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: loom bench micro|ops|cache|compile [options]\n");
+        loom_bench_usage(stderr);
         return 2;
     }
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+    for (size_t i = 0; i < N_BENCHES; i++)
         if (!strcmp(argv[1], benches[i].name)) {
+            for (int j = 2; j < argc; j++)
+                if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+                    printf("usage: loom bench %s %s\n  %s\n", benches[i].name, benches[i].options,
+                           benches[i].summary);
+                    return 0;
+                }
             if (!benches[i].run) {
                 fprintf(stderr, "loom bench: '%s' is not part of this build\n", argv[1]);
                 return 2;
@@ -35,5 +54,6 @@ int loom_cmd_bench(int argc, char **argv)
             return benches[i].run(argc - 1, argv + 1);
         }
     fprintf(stderr, "loom bench: unknown benchmark '%s'\n", argv[1]);
+    loom_bench_usage(stderr);
     return 2;
 }

@@ -2,7 +2,9 @@
  * synthetic decoder-like graphs of about 1k, 10k and 100k nodes. Each layer
  * is norm → q/k/v matvecs → rope → KV append → attention → output matvec →
  * residual → norm → gate/up → SiLU·mul → down → residual, with its own
- * scratch buffers, so every pass has real work at every size. */
+ * scratch buffers, so every pass has real work at every size. Options:
+ * --sizes N[,N...] (node counts), --passes P and --window N (as in
+ * `loom compile`; 0 is the default window). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +83,42 @@ static loom_result make_graph(uint32_t nodes, loom_graph **out)
     return LOOM_OK;
 }
 
+/* "1000,10000" into sizes; false on anything else. */
+static bool parse_sizes(const char *arg, uint32_t *sizes, size_t *n, size_t max)
+{
+    *n = 0;
+    while (*arg && *n < max) {
+        char *end;
+        unsigned long v = strtoul(arg, &end, 10);
+        if (end == arg || v == 0 || v > 10000000 || (*end && *end != ','))
+            return false;
+        sizes[(*n)++] = (uint32_t)v;
+        arg = *end ? end + 1 : end;
+    }
+    return *n > 0 && !*arg;
+}
+
 int loom_bench_compile(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    static const uint32_t sizes[] = { 1000, 10000, 100000 };
+    uint32_t sizes[16] = { 1000, 10000, 100000 };
+    size_t n_sizes = 3;
+    loom_compile_options opts = { .time_each = true };
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--sizes") && i + 1 < argc && parse_sizes(argv[i + 1], sizes, &n_sizes, 16)) {
+            i++;
+        } else if (!strcmp(argv[i], "--passes") && i + 1 < argc) {
+            opts.pipeline = argv[++i];
+        } else if (!strcmp(argv[i], "--window") && i + 1 < argc &&
+                   (strtoul(argv[i + 1], &end, 10), *argv[i + 1] && !*end)) {
+            opts.window = (uint32_t)strtoul(argv[++i], NULL, 10);   /* 0: the default, as in the API */
+        } else {
+            fprintf(stderr, "usage: loom bench compile [--sizes N[,N...]] [--passes P] [--window N]\n");
+            return 2;
+        }
+    }
     printf("%-8s %-10s %12s %12s\n", "nodes", "pass", "total ms", "ns/node");
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    for (size_t s = 0; s < n_sizes; s++) {
         loom_graph *g;
         loom_result rc = make_graph(sizes[s], &g);
         if (rc)
@@ -95,7 +126,7 @@ int loom_bench_compile(int argc, char **argv)
         uint32_t n = loom_graph_node_count(g);
         loom_plan *p;
         uint64_t total = 0;
-        rc = loom_compile(g, &(loom_compile_options){ .time_each = true }, &p);
+        rc = loom_compile(g, &opts, &p);
         loom_graph_destroy(g);
         if (rc)
             return loom_cli_fail("bench compile", rc);

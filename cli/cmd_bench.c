@@ -1,6 +1,7 @@
 /* `loom bench WHICH`: dispatches to the benchmark of that name. Each prints
  * a table; the ones needing a device are absent from builds without the
- * runtime (weak symbols left undefined). */
+ * runtime (weak symbols left undefined). Every benchmark's options are
+ * listed here, so `loom bench WHICH --help` and docs/cli.md agree. */
 #include <string.h>
 #include "cli.h"
 
@@ -12,24 +13,43 @@ int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1
 int loom_bench_decode(int argc, char **argv) WEAK;   /* the example decoder's step under each plan variant */
 
 static const struct {
-    const char *name;
+    const char *name, *options, *summary;
     int (*run)(int, char **);
 } benches[] = {
-    { "micro", loom_bench_micro },
-    { "ops", loom_bench_ops },
-    { "cache", loom_bench_cache },
-    { "compile", loom_bench_compile },
-    { "decode", loom_bench_decode },
+    { "micro", "[--quick] [--dispatches N] [--reps R] [--device INDEX|NAME]",
+      "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
+    { "ops", "[--quick] [--isolated] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
+    { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
+    { "compile", "[--sizes N[,N...]] [--passes P] [--window N]",
+      "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
+    { "decode", "[--config tiny|1b|7b] [shape flags] [--steps N] [--in-flight K] [--device NAME] [--quick]",
+      "the example decoder's step under each plan variant, against the weight-read floor", loom_bench_decode },
 };
+#define N_BENCHES (sizeof benches / sizeof benches[0])
+
+void loom_bench_usage(FILE *f)
+{
+    fprintf(f, "benchmarks:\n");
+    for (size_t i = 0; i < N_BENCHES; i++)
+        fprintf(f, "  loom bench %s %s\n      %s%s\n", benches[i].name, benches[i].options, benches[i].summary,
+                benches[i].run ? "" : " (not in this build)");
+}
 
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: loom bench micro|ops|cache|compile|decode [options]\n");
+        loom_bench_usage(stderr);
         return 2;
     }
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+    for (size_t i = 0; i < N_BENCHES; i++)
         if (!strcmp(argv[1], benches[i].name)) {
+            for (int j = 2; j < argc; j++)
+                if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+                    printf("usage: loom bench %s %s\n  %s\n", benches[i].name, benches[i].options,
+                           benches[i].summary);
+                    return 0;
+                }
             if (!benches[i].run) {
                 fprintf(stderr, "loom bench: '%s' is not part of this build\n", argv[1]);
                 return 2;
@@ -37,5 +57,6 @@ int loom_cmd_bench(int argc, char **argv)
             return benches[i].run(argc - 1, argv + 1);
         }
     fprintf(stderr, "loom bench: unknown benchmark '%s'\n", argv[1]);
+    loom_bench_usage(stderr);
     return 2;
 }

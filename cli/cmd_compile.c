@@ -8,7 +8,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: loom compile FILE [--passes P] [--window N] [--stats] [--format text|dot|json]\n");
+    fprintf(stderr, "usage: loom compile FILE [--passes P] [--window N] [--stats] [--format text|dot|json]\n"
+                    "  --window 0 is the default window (%u), as in the API\n", LOOM_DEFAULT_WINDOW);
     return 2;
 }
 
@@ -37,9 +38,9 @@ int loom_cmd_compile(int argc, char **argv)
         } else if (!strcmp(argv[i], "--window") && i + 1 < argc) {
             char *end;
             unsigned long w = strtoul(argv[++i], &end, 10);
-            if (*end || w == 0 || w > UINT32_MAX)
+            if (!*argv[i] || *end || w > UINT32_MAX)
                 return usage();
-            o.window = (uint32_t)w;
+            o.window = (uint32_t)w;   /* 0: the default window, as loom_compile_options says */
         } else if (!strcmp(argv[i], "--stats")) {
             stats = true;
         } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {

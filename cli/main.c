@@ -1,6 +1,12 @@
 /* The `loom` command-line tool: one subcommand per file (cmd_*.c). A
  * subcommand whose module was not built (e.g. the runtime's, in a build
- * without Vulkan) is a weak symbol left undefined, reported as unavailable. */
+ * without Vulkan) is a weak symbol left undefined, reported as unavailable.
+ *
+ * Conventions every subcommand follows: `loom help [CMD]`, `loom --help` and
+ * `loom CMD --help` print usage to stdout and exit 0; exit 1 is bad input or
+ * a failure (the message names what and why), exit 2 a usage error. The
+ * list here and docs/cli.md are the reference (the cli test holds them
+ * together). */
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -10,41 +16,94 @@ int loom_cmd_dump(int argc, char **argv) WEAK;
 int loom_cmd_compile(int argc, char **argv) WEAK;
 int loom_cmd_info(int argc, char **argv) WEAK;
 int loom_cmd_bench(int argc, char **argv) WEAK;
+void loom_bench_usage(FILE *f) WEAK;
 
 static const struct {
-    const char *name, *usage;
+    const char *name, *usage, *summary;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    { "dump", "dump FILE [--format text|dot|json]            print a graph file", loom_cmd_dump },
-    { "compile", "compile FILE [--passes P] [--window N] [--stats] [--format F]  optimize a graph",
-      loom_cmd_compile },
-    { "info", "info                                           list Vulkan devices and the chosen one",
-      loom_cmd_info },
-    { "bench", "bench micro|ops|cache|compile [options]        print a benchmark table", loom_cmd_bench },
+    { "dump", "dump FILE [--format text|dot|json]",
+      "print a graph file (docs/json-format.md) as text, DOT or JSON; not verified", loom_cmd_dump },
+    { "compile", "compile FILE [--passes P] [--window N] [--stats] [--format text|dot|json]",
+      "verify and optimize a graph, print the plan; --window 0 is the default window (64)", loom_cmd_compile },
+    { "info", "info [--device INDEX|NAME] [--validate]",
+      "list Vulkan devices, then the one loom would choose and its limits", loom_cmd_info },
+    { "bench", "bench micro|ops|cache|compile [OPTIONS]",
+      "print a benchmark table; `loom bench WHICH --help` lists its options", loom_cmd_bench },
 };
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const char ENVIRONMENT[] =
+    "environment:\n"
+    "  LOOM_DEVICE=INDEX|NAME    the Vulkan device (default: discrete, integrated, then CPU)\n"
+    "  LOOM_VALIDATE=1           Khronos validation layer with synchronization validation\n"
+    "  LOOM_DUMP=DIR             dump the graph after every pass as NN-<pass>.{txt,dot,json}\n"
+    "  LOOM_PROFILE=1            a GPU timestamp after every node\n"
+    "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n";
+
+static const char EXIT_CODES[] = "exit codes: 0 ok, 1 bad input or failure, 2 usage error\n";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: loom COMMAND [ARGS]\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  loom %s%s\n", commands[i].usage, commands[i].run ? "" : "  (not built)");
+    fprintf(f, "usage: loom COMMAND [ARGS]\n       loom help [COMMAND]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  loom %s%s\n      %s\n", commands[i].usage, commands[i].run ? "" : "  (not in this build)",
+                commands[i].summary);
+    fprintf(f, "\n%s\n%s", ENVIRONMENT, EXIT_CODES);
 }
+
+static int find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return (int)i;
+    return -1;
+}
+
+static int command_help(int c)
+{
+    printf("usage: loom %s\n  %s\n", commands[c].usage, commands[c].summary);
+    if (!strcmp(commands[c].name, "bench") && loom_bench_usage)
+        loom_bench_usage(stdout);
+    printf("%s", EXIT_CODES);
+    return 0;
+}
+
+static bool wants_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) {
-            if (!commands[i].run) {
-                fprintf(stderr, "loom: '%s' is not part of this build\n", argv[1]);
-                return 2;
-            }
-            return commands[i].run(argc - 1, argv + 1);
+    if (wants_help(argv[1]) || (!strcmp(argv[1], "help") && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "help")) {
+        int c = find(argv[2]);
+        if (c < 0 || argc > 3) {
+            fprintf(stderr, "loom help: unknown command '%s'\n", argv[2]);
+            usage(stderr);
+            return 2;
         }
-    fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+        return command_help(c);
+    }
+    int c = find(argv[1]);
+    if (c < 0) {
+        fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    /* `loom CMD --help`; bench passes it on, each benchmark has its own. */
+    if (strcmp(argv[1], "bench") || argc == 3)
+        for (int i = 2; i < argc; i++)
+            if (wants_help(argv[i]))
+                return command_help(c);
+    if (!commands[c].run) {
+        fprintf(stderr, "loom: '%s' is not part of this build\n", argv[1]);
+        return 2;
+    }
+    return commands[c].run(argc - 1, argv + 1);
 }

@@ -132,7 +132,7 @@ void loom_cache_destroy(loom_cache *c)
     cfree(c->a, c, sizeof *c);
 }
 
-static bool busy(const loom_plan *p) { return p->has_att && p->att.busy && p->att.busy(p->att.obj); }
+static bool busy(const loom_plan *p) { return plan_busy(p); }
 
 /* Frees a slot: the least recently used entry whose plan is not busy. */
 static bool make_room(loom_cache *c)

@@ -12,9 +12,15 @@ struct loom_plan {
     loom_graph *graph;
     loom_plan_stats stats;
     loom_hash key;
-    loom_plan_attachment att;
-    bool has_att;
+    /* Attachments, one per owner; guarded by att_lock (a spin lock: taken
+     * once per replay, held for a short scan). */
+    loom_plan_attachment *atts;
+    uint32_t n_atts, cap_atts;
+    uint32_t att_lock;
 };
+
+/* True while some attachment of p says busy. */
+bool plan_busy(const loom_plan *p);
 
 /* The options that change a plan, with defaults resolved. */
 typedef struct plan_opts {

@@ -6,8 +6,11 @@
  * reference-counted and immutable once made; the runtime hangs its recorded
  * command buffers on a plan through the attachment slot.
  *
- * Threading: plans may be read from several threads; a cache is used from
- * one thread at a time. Failure: loom_result + loom_last_error(). */
+ * Threading: plans may be read from several threads, and attachments made
+ * with loom_plan_attach / found with loom_plan_find_attachment are safe to
+ * use from several threads at once (each runtime hangs its own program on a
+ * shared plan). A cache is used from one thread at a time.
+ * Failure: loom_result + loom_last_error(). */
 #ifndef LOOM_COMPILER_H
 #define LOOM_COMPILER_H
 
@@ -15,6 +18,11 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define LOOM_DEFAULT_PIPELINE "verify,fuse,reorder,barriers,lifetimes"
@@ -70,15 +78,29 @@ const loom_graph *loom_plan_graph(const loom_plan *p);   /* optimized, annotated
 const loom_plan_stats *loom_plan_get_stats(const loom_plan *p);
 loom_hash loom_plan_key(const loom_plan *p);              /* of the input graph + options */
 
-/* One attachment per plan, owned by the plan once set. busy() tells the
- * cache that the plan must not be evicted now (e.g. a replay is in flight). */
+/* Attachments: objects owned by the plan once attached, one per owner (a
+ * runtime hangs its recorded program on a plan under its own address, so
+ * runtimes on several threads can replay one plan). busy() tells the cache
+ * that the plan must not be evicted now (e.g. a replay is in flight); it may
+ * be called from the thread of any cache holding the plan. The last
+ * reference destroys every attachment, on the thread that drops it. */
 typedef struct loom_plan_attachment {
     void *obj;
     void (*destroy)(void *obj);
     bool (*busy)(void *obj);
+    const void *owner;    /* NULL: the plan's default slot */
 } loom_plan_attachment;
+/* Attaches a->obj under a->owner unless that owner already has an
+ * attachment; returns the owner's object either way (so a caller that lost
+ * a race destroys its own). NULL on a NULL argument or out of memory.
+ * Thread-safe. */
+void *loom_plan_attach(loom_plan *p, const loom_plan_attachment *a);
+/* The object attached under owner, or NULL. Thread-safe. */
+void *loom_plan_find_attachment(const loom_plan *p, const void *owner);
+/* Sets (a non-NULL) or clears (a NULL) the default slot (owner NULL),
+ * destroying what it replaces. Not for plans other threads are using. */
 void loom_plan_set_attachment(loom_plan *p, const loom_plan_attachment *a);
-void *loom_plan_get_attachment(const loom_plan *p);
+void *loom_plan_get_attachment(const loom_plan *p);   /* the default slot */
 
 /* ---- cache -------------------------------------------------------------- */
 
@@ -109,6 +131,9 @@ void loom_cache_get_stats(const loom_cache *c, loom_cache_stats *out);
  * graphs collide and only the byte comparison tells them apart. */
 void loom_cache_force_key(loom_cache *c, const loom_hash *key);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

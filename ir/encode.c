@@ -150,6 +150,8 @@ loom_result loom_graph_encode_parts(const loom_graph *g, uint8_t **buf, size_t *
 
 loom_hash loom_hash_bytes(const void *p, size_t n)
 {
+    if (!p)
+        n = 0;   /* hashes as the empty string */
     XXH128_hash_t h = XXH3_128bits(p, n);
     return (loom_hash){ h.low64, h.high64 };
 }
@@ -159,8 +161,8 @@ loom_hash loom_hash_concat(uint32_t count, const void *const p[], const size_t n
     XXH3_state_t st;
     XXH3_INITSTATE(&st);
     XXH3_128bits_reset(&st);
-    for (uint32_t i = 0; i < count; i++)
-        if (n[i])
+    for (uint32_t i = 0; p && n && i < count; i++)
+        if (n[i] && p[i])
             XXH3_128bits_update(&st, p[i], n[i]);
     XXH128_hash_t h = XXH3_128bits_digest(&st);
     return (loom_hash){ h.low64, h.high64 };

@@ -1,6 +1,10 @@
-/* Result names and the per-thread last-error message. */
+/* Result names and the per-thread last-error message. The slot is
+ * thread-local so that distinct graphs and runtimes can fail on distinct
+ * threads without a lock and without one thread's message replacing
+ * another's. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "loom_ir.h"
 
 static const char *const result_names[] = {
@@ -28,5 +32,20 @@ loom_result loom_fail(loom_result rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return rc;
+}
+
+loom_result loom_fail_wrap(loom_result rc, const char *fmt, ...)
+{
+    /* The earlier message is copied out first: formatting straight into the
+     * slot it is read from is what garbled messages before this helper. */
+    char earlier[sizeof last_error];
+    memcpy(earlier, last_error, sizeof earlier);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof last_error && earlier[0])
+        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", earlier);
     return rc;
 }

@@ -62,6 +62,8 @@ bool loom_op_reorderable(loom_op op) { return (unsigned)op < LOOM_OP_COUNT && op
 
 bool loom_op_from_name(const char *name, loom_op *out)
 {
+    if (!name || !out)
+        return false;
     for (unsigned i = 0; i < LOOM_OP_COUNT; i++)
         if (strcmp(name, op_table[i].name) == 0) {
             *out = (loom_op)i;
@@ -84,6 +86,8 @@ const char *loom_hazard_name(loom_hazard h) { return (unsigned)h <= LOOM_HAZARD_
 
 static bool name_lookup(const char *const *names, unsigned n, const char *name, unsigned *out)
 {
+    if (!name)
+        return false;
     for (unsigned i = 0; i < n; i++)
         if (strcmp(name, names[i]) == 0) {
             *out = i;
@@ -95,7 +99,7 @@ static bool name_lookup(const char *const *names, unsigned n, const char *name, 
 bool loom_usage_from_name(const char *name, loom_usage *out)
 {
     unsigned i;
-    if (!name_lookup(usage_names, LOOM_USAGE_COUNT, name, &i))
+    if (!out || !name_lookup(usage_names, LOOM_USAGE_COUNT, name, &i))
         return false;
     *out = (loom_usage)i;
     return true;
@@ -104,7 +108,7 @@ bool loom_usage_from_name(const char *name, loom_usage *out)
 bool loom_class_from_name(const char *name, loom_class *out)
 {
     unsigned i;
-    if (!name_lookup(class_names, LOOM_CLASS_COUNT, name, &i))
+    if (!out || !name_lookup(class_names, LOOM_CLASS_COUNT, name, &i))
         return false;
     *out = (loom_class)i;
     return true;
@@ -203,7 +207,7 @@ oom:
     return loom_fail(LOOM_OUT_OF_MEMORY, "loom_graph_clone: out of memory");
 }
 
-const char *loom_graph_name(const loom_graph *g) { return g->name; }
+const char *loom_graph_name(const loom_graph *g) { return g ? g->name : "?"; }
 
 /* ---- capture ------------------------------------------------------------ */
 
@@ -270,8 +274,8 @@ loom_result loom_graph_params(loom_graph *g, uint32_t *out_id)
 
 loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id)
 {
-    if (!g || !name || !name[0])
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_kernel: empty kernel name");
+    if (!g || !name || !name[0] || !out_id)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_kernel: NULL graph or out_id, or empty kernel name");
     /* Graphs use few distinct kernels; a linear scan from the most recent
      * beats hashing at these sizes. */
     for (uint32_t i = g->kernels.n; i-- > 0;)
@@ -364,12 +368,8 @@ static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
     uint32_t kernel;
     loom_result rc = literal ? kernel_lit(g, d->kernel, &kernel) : loom_graph_kernel(g, d->kernel, &kernel);
-    if (rc) {
-        /* Copy first: loom_fail formats into the buffer loom_last_error reads. */
-        char detail[256];
-        snprintf(detail, sizeof detail, "%s", loom_last_error());
-        return loom_fail(rc, "node %u (%s): %s", id, loom_op_name(d->op), detail);
-    }
+    if (rc)
+        return loom_fail_wrap(rc, "node %u (%s)", id, loom_op_name(d->op));
     loom_node *n = append_node(g);
     if (!n)
         return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
@@ -459,56 +459,57 @@ loom_result loom_graph_add_barrier(loom_graph *g, uint32_t *out_id)
 
 /* ---- accessors ---------------------------------------------------------- */
 
-uint32_t loom_graph_node_count(const loom_graph *g) { return g->nodes.n; }
-uint32_t loom_graph_buffer_count(const loom_graph *g) { return g->buffers.n; }
-uint32_t loom_graph_kernel_count(const loom_graph *g) { return g->kernels.n; }
+/* A NULL graph reads as an empty one: accessors have no result code. */
+uint32_t loom_graph_node_count(const loom_graph *g) { return g ? g->nodes.n : 0; }
+uint32_t loom_graph_buffer_count(const loom_graph *g) { return g ? g->buffers.n : 0; }
+uint32_t loom_graph_kernel_count(const loom_graph *g) { return g ? g->kernels.n : 0; }
 
 const loom_node *loom_graph_node(const loom_graph *g, uint32_t id)
 {
-    return id < g->nodes.n ? &g->nodes.v[id] : NULL;
+    return g && id < g->nodes.n ? &g->nodes.v[id] : NULL;
 }
 
 const loom_buffer *loom_graph_buffer(const loom_graph *g, uint32_t id)
 {
-    return id < g->buffers.n ? &g->buffers.v[id] : NULL;
+    return g && id < g->buffers.n ? &g->buffers.v[id] : NULL;
 }
 
 const char *loom_graph_buffer_name(const loom_graph *g, uint32_t id)
 {
-    return id < g->buffers.n ? g->strings.v + g->buffers.v[id].name : "?";
+    return g && id < g->buffers.n ? g->strings.v + g->buffers.v[id].name : "?";
 }
 
 const char *loom_graph_kernel_name(const loom_graph *g, uint32_t id)
 {
-    return id < g->kernels.n ? g->strings.v + g->kernels.v[id] : "?";
+    return g && id < g->kernels.n ? g->strings.v + g->kernels.v[id] : "?";
 }
 
 const loom_binding *loom_node_bindings(const loom_graph *g, const loom_node *n)
 {
-    return g->bindings.v ? g->bindings.v + n->first_binding : NULL;
+    return g && n && g->bindings.v ? g->bindings.v + n->first_binding : NULL;
 }
 
 const loom_range *loom_node_reads(const loom_graph *g, const loom_node *n)
 {
-    return g->ranges.v ? g->ranges.v + n->first_range : NULL;
+    return g && n && g->ranges.v ? g->ranges.v + n->first_range : NULL;
 }
 
 const loom_range *loom_node_writes(const loom_graph *g, const loom_node *n)
 {
-    return g->ranges.v ? g->ranges.v + n->first_range + n->n_reads : NULL;
+    return g && n && g->ranges.v ? g->ranges.v + n->first_range + n->n_reads : NULL;
 }
 
 const uint8_t *loom_node_push(const loom_graph *g, const loom_node *n)
 {
-    return g->push.v ? g->push.v + n->push_offset : NULL;
+    return g && n && g->push.v ? g->push.v + n->push_offset : NULL;
 }
 
-bool loom_graph_scheduled(const loom_graph *g) { return g->scheduled; }
-uint32_t loom_graph_barrier_count(const loom_graph *g) { return g->barriers.n; }
+bool loom_graph_scheduled(const loom_graph *g) { return g && g->scheduled; }
+uint32_t loom_graph_barrier_count(const loom_graph *g) { return g ? g->barriers.n : 0; }
 
 const loom_barrier_info *loom_graph_barrier_info(const loom_graph *g, uint32_t i)
 {
-    return i < g->barriers.n ? &g->barriers.v[i] : NULL;
+    return g && i < g->barriers.n ? &g->barriers.v[i] : NULL;
 }
 
 /* ---- edit API ----------------------------------------------------------- */
@@ -518,7 +519,7 @@ const loom_barrier_info *loom_graph_barrier_info(const loom_graph *g, uint32_t i
  * the encoder is dropped until the next reset. */
 loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id)
 {
-    if (id >= g->nodes.n)
+    if (!g || id >= g->nodes.n)
         return NULL;
     g->node_enc_ok = false;
     return &g->nodes.v[id];
@@ -526,13 +527,15 @@ loom_node *loom_graph_node_mut(loom_graph *g, uint32_t id)
 
 loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id)
 {
-    return id < g->buffers.n ? &g->buffers.v[id] : NULL;
+    return g && id < g->buffers.n ? &g->buffers.v[id] : NULL;
 }
 
-const loom_allocator *loom_graph_allocator(const loom_graph *g) { return g->a; }
+const loom_allocator *loom_graph_allocator(const loom_graph *g) { return g ? g->a : loom_default_allocator(); }
 
 loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
 {
+    if (!g || (n && !order))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "permute: NULL graph or order");
     uint32_t count = g->nodes.n;
     if (n > count)
         return loom_fail(LOOM_INVALID_ARGUMENT, "permute: %u entries for %u nodes", n, count);
@@ -562,6 +565,8 @@ loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
 
 loom_result loom_graph_add_barrier_info(loom_graph *g, const loom_barrier_info *info, uint32_t *out_index)
 {
+    if (!g || !info || !out_index)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "barrier info: NULL argument");
     if (!LOOM_VEC_RESERVE(g->a, g->barriers, g->barriers.n + 1))
         return loom_fail(LOOM_OUT_OF_MEMORY, "barrier info: out of memory");
     g->barriers.v[g->barriers.n] = *info;
@@ -571,6 +576,8 @@ loom_result loom_graph_add_barrier_info(loom_graph *g, const loom_barrier_info *
 
 void loom_graph_clear_schedule(loom_graph *g)
 {
+    if (!g)
+        return;
     for (uint32_t i = 0; i < g->nodes.n; i++) {
         g->nodes.v[i].group = LOOM_NONE;
         g->nodes.v[i].barrier = LOOM_NONE;
@@ -579,13 +586,26 @@ void loom_graph_clear_schedule(loom_graph *g)
     g->scheduled = false;
 }
 
-void loom_graph_set_scheduled(loom_graph *g, bool scheduled) { g->scheduled = scheduled; }
-void loom_graph_set_arena_size(loom_graph *g, uint64_t size) { g->arena_size = size; }
-uint64_t loom_graph_arena_size(const loom_graph *g) { return g->arena_size; }
+void loom_graph_set_scheduled(loom_graph *g, bool scheduled)
+{
+    if (g)
+        g->scheduled = scheduled;
+}
+void loom_graph_set_arena_size(loom_graph *g, uint64_t size)
+{
+    if (g)
+        g->arena_size = size;
+}
+uint64_t loom_graph_arena_size(const loom_graph *g) { return g ? g->arena_size : 0; }
 
 loom_hazard loom_nodes_conflict(const loom_graph *g, const loom_node *a, const loom_node *b, uint32_t *buffer)
 {
+    uint32_t none;
+    if (!buffer)
+        buffer = &none;
     *buffer = LOOM_NONE;
+    if (!g || !a || !b)
+        return LOOM_HAZARD_NONE;
     if (a->type == LOOM_NODE_BARRIER || b->type == LOOM_NODE_BARRIER)
         return LOOM_HAZARD_SENTINEL;
     const loom_range *ar = loom_node_reads(g, a), *aw = loom_node_writes(g, a);

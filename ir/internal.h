@@ -98,6 +98,17 @@ static inline size_t loom_enc_node_size(const loom_node *n)
            (size_t)(n->n_reads + n->n_writes) * sizeof(loom_range) + n->push_size;
 }
 
+/* Built-in kernel layouts, sorted by name: generated from the SPIR-V of
+ * shaders/ at build time (tools/spirv_layouts.c). */
+typedef struct loom_builtin_layout {
+    const char *name;
+    loom_kernel_layout layout;
+} loom_builtin_layout;
+const loom_builtin_layout *loom_builtin_layout_table(size_t *count);
+/* loom_kernel_find without touching the error slot: the verifier asks for
+ * every node's kernel and most test kernels have no layout. */
+bool loom_kernel_lookup(const char *name, loom_kernel_layout *out, bool *builtin);
+
 /* The JSON writer (json.c), reached through loom_graph_dump. */
 loom_result loom_dump_json(const loom_graph *g, loom_str *out);
 

@@ -642,9 +642,8 @@ static bool graph_call(jp *p, uint32_t at, loom_result rc)
         jfail(p, rc, J(p, at)->line, J(p, at)->col, "out of memory");
         return false;
     }
-    char detail[256];
-    snprintf(detail, sizeof detail, "%s", loom_last_error());
-    AT(p, J(p, at), "%s", detail);
+    if (!p->rc)
+        p->rc = loom_fail_wrap(LOOM_PARSE, "line %u, column %u", J(p, at)->line, J(p, at)->col);
     return false;
 }
 
@@ -1007,11 +1006,8 @@ loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_
     fclose(f);
     if (rc == LOOM_OK) {
         rc = loom_graph_parse_json(buf, len, desc, out);
-        if (rc == LOOM_PARSE) {
-            char detail[400];
-            snprintf(detail, sizeof detail, "%s", loom_last_error());
-            loom_fail(rc, "%s: %s", path, detail);
-        }
+        if (rc == LOOM_PARSE)
+            loom_fail_wrap(rc, "%s", path);
     }
     loom_free(a, buf, cap);
     return rc;

@@ -9,7 +9,13 @@
  *
  * Errors: every fallible call returns a loom_result; on failure the message
  * (naming the node, field and value where one applies) is kept per thread and
- * read with loom_last_error(). Nothing aborts on caller input. */
+ * read with loom_last_error(). Nothing aborts on caller input: a NULL where a
+ * pointer is required is LOOM_INVALID_ARGUMENT (accessors without a result
+ * return 0, NULL or "?" instead).
+ *
+ * The error slot is thread-local, not per object: read it on the thread that
+ * made the failing call, before that thread makes another loom call that can
+ * fail. Two threads never see each other's messages. */
 #ifndef LOOM_IR_H
 #define LOOM_IR_H
 
@@ -19,6 +25,11 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 /* ---- results ------------------------------------------------------------ */
@@ -32,11 +43,21 @@ typedef enum loom_result {
 
 /* Name of a result code ("LOOM_VERIFY"); never NULL. */
 const char *loom_result_str(loom_result rc);
-/* Detail of the last failure on this thread; "" when none. Valid until the
- * next failing loom call on this thread. */
+/* Detail of the last failure on this thread; "" when none. The slot is
+ * thread-local (see the top of this file). Valid until the next failing loom
+ * call on this thread. */
 const char *loom_last_error(void);
 /* Record a failure (used by every loom module); returns rc. */
 loom_result loom_fail(loom_result rc, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Record a failure that wraps the one already in this thread's slot: the
+ * message becomes "<fmt…>: <earlier message>". Use it instead of passing
+ * loom_last_error() to loom_fail, which would format the slot into itself.
+ * Returns rc. */
+loom_result loom_fail_wrap(loom_result rc, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -220,6 +241,37 @@ loom_result loom_graph_add_buffer(loom_graph *g, const loom_buffer_desc *desc, u
 /* Interns a kernel name; the same name gives the same id. */
 loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id);
 
+/* ---- kernel binding layouts ---------------------------------------------- */
+
+/* What a kernel binds: storage buffers in descriptor set 0, one bit per
+ * binding number (a node's binding .slot). The verifier holds every dispatch
+ * of a kernel whose layout is known to it: each slot bound once, no other
+ * slot bound, a slot the kernel may write bound with LOOM_ACCESS_WRITE and a
+ * read-only one without it. Built-in kernels (shaders/) know their layouts
+ * from their SPIR-V at build time; custom kernels declare theirs. */
+#define LOOM_MAX_SLOTS 32
+typedef struct loom_kernel_layout {
+    uint32_t slots;      /* bit s: the kernel declares binding s */
+    uint32_t writable;   /* bit s: binding s is not readonly (NonWritable): the kernel may write it */
+} loom_kernel_layout;
+
+/* Reads the layout of a SPIR-V compute shader (code: size_bytes of SPIR-V
+ * words, not kept). A binding outside set 0, one that is not a storage
+ * buffer, or a binding number >= LOOM_MAX_SLOTS is LOOM_UNSUPPORTED;
+ * malformed SPIR-V is LOOM_PARSE. *out is zeroed on failure. */
+loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_bytes, loom_kernel_layout *out);
+
+/* Declares a custom kernel's layout, process-wide, under its name (copied):
+ * graphs verified afterwards are checked against it. The runtime declares
+ * every kernel it registers from that kernel's SPIR-V, so a frontend using
+ * loom_rt_kernel_glsl/spirv needs no call here. Declaring a name again
+ * replaces its layout; a declared name shadows a built-in one, as a
+ * registered kernel does in the runtime. Thread-safe. */
+loom_result loom_kernel_declare(const char *name, const loom_kernel_layout *layout);
+/* The layout of a declared or built-in kernel; LOOM_NOT_FOUND when neither.
+ * *builtin (may be NULL) says which. Thread-safe. */
+loom_result loom_kernel_find(const char *name, loom_kernel_layout *out, bool *builtin);
+
 typedef struct loom_dispatch_desc {
     const char *kernel;               /* name; the runtime maps it to a pipeline */
     loom_op op;
@@ -271,7 +323,13 @@ const uint8_t *loom_node_push(const loom_graph *g, const loom_node *n);
 
 /* Checks every id, range, count and limit. On failure returns LOOM_VERIFY
  * with a message like "node 3 (MATVEC): write range 0 [0, 4100) exceeds
- * buffer 2 'y' of 4096 bytes". */
+ * buffer 2 'y' of 4096 bytes". Also checks, for every dispatch, its
+ * bindings against its kernel's layout when the layout is known (see
+ * loom_kernel_find), and — for a dispatch with bindings — its explicit
+ * ranges against its bindings: every read range inside a binding of its
+ * buffer, every write range inside a writable binding, and every binding
+ * touched by at least one range of its direction (a wrong range would
+ * otherwise remove a barrier). */
 loom_result loom_graph_verify(const loom_graph *g);
 
 typedef struct loom_hash { uint64_t lo, hi; } loom_hash;
@@ -331,6 +389,9 @@ loom_result loom_graph_parse_json(const char *text, size_t len, const loom_graph
 loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_graph **out);
 loom_result loom_graph_save(const loom_graph *g, loom_format f, const char *path);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 /* Edits to a node's bindings, ranges or push bytes (through the accessors)
  * go through a node from loom_graph_node_mut too: it is what tells the graph
@@ -58,6 +63,9 @@ static inline bool loom_ranges_overlap(const loom_range *a, const loom_range *b)
  * nodes conflict with everything (SENTINEL). */
 loom_hazard loom_nodes_conflict(const loom_graph *g, const loom_node *a, const loom_node *b, uint32_t *buffer);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define LOOM_BIND_ALIGN 256u
 
@@ -156,6 +161,9 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
                                          loom_tensor vcache, uint32_t head_dim, float theta, float eps,
                                          uint32_t *out_node);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

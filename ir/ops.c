@@ -256,13 +256,14 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
 
-/* Shares of the cache an ATTENTION dispatch splits into: about 16 rows each
- * at the full cache, at most 32 (attention.comp: MAX_SPLITS), so a 512-row
- * cache and 32 heads make 1024 workgroups, each a single short sweep. */
+/* Shares of the cache an ATTENTION dispatch splits into: about 32 rows each
+ * at the full cache, at most 16 (attention.comp: MAX_SPLITS), so a 512-row
+ * cache and 32 heads make 512 workgroups. (16-row shares, 1024 workgroups,
+ * measured slower on the H200: docs/perf.md.) */
 static uint32_t attn_splits(uint32_t max_seq)
 {
-    uint32_t s = max_seq / 16u;
-    return s < 1u ? 1u : s > 32u ? 32u : s;
+    uint32_t s = max_seq / 32u;
+    return s < 1u ? 1u : s > 16u ? 16u : s;
 }
 
 /* A plan-owned STATE buffer for a kernel's own bookkeeping (partial results,

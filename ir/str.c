@@ -9,6 +9,8 @@
 
 void loom_str_init(loom_str *s, const loom_allocator *a)
 {
+    if (!s)
+        return;
     s->data = NULL;
     s->len = s->cap = 0;
     s->allocator = a ? a : loom_default_allocator();
@@ -53,7 +55,13 @@ static bool str_reserve(loom_str *s, size_t more)
 
 void loom_str_append(loom_str *s, const char *p, size_t n)
 {
-    if (n == 0 || !str_reserve(s, n))
+    if (!s || n == 0)
+        return;
+    if (!p) {
+        s->failed = true;   /* the caller's string is incomplete */
+        return;
+    }
+    if (!str_reserve(s, n))
         return;
     memcpy(s->data + s->len, p, n);
     s->len += n;
@@ -62,8 +70,12 @@ void loom_str_append(loom_str *s, const char *p, size_t n)
 
 void loom_str_printf(loom_str *s, const char *fmt, ...)
 {
-    if (s->failed)
+    if (!s || s->failed)
         return;
+    if (!fmt) {
+        s->failed = true;
+        return;
+    }
     char small[256];
     va_list ap;
     va_start(ap, fmt);
@@ -91,7 +103,7 @@ static const char *const format_exts[] = { "txt", "dot", "json" };
 
 bool loom_format_from_name(const char *name, loom_format *out)
 {
-    if (!name)
+    if (!name || !out)
         return false;
     for (unsigned i = 0; i < 3; i++)
         if (strcmp(name, format_names[i]) == 0 || strcmp(name, format_exts[i]) == 0) {

@@ -1,6 +1,7 @@
 /* The verifier: every id exists, every binding and range lies inside its
- * buffer, counts and limits hold. The first violation is reported with the
- * node index, op, field and value. */
+ * buffer, counts and limits hold, bindings match their kernel's layout and
+ * explicit ranges match the bindings. The first violation is reported with
+ * the node index, op, field and value. */
 #include <inttypes.h>
 #include "internal.h"
 
@@ -21,6 +22,89 @@ static loom_result check_extent(const loom_graph *g, uint32_t node, const loom_n
                          "node %u (%s): %s %u [%" PRIu64 ", %" PRIu64 ") exceeds buffer %u '%s' of %" PRIu64
                          " bytes",
                          node, op, field, index, offset, offset + size, buffer, bname, b->size);
+    return LOOM_OK;
+}
+
+/* Bindings against the kernel's layout: a slot left unbound makes the
+ * kernel read a descriptor that does not exist, an extra one names memory
+ * the kernel never sees, and a writable slot bound read-only hides a write
+ * from the hazard analysis. */
+static loom_result check_layout(const loom_graph *g, uint32_t i, const loom_node *n, const loom_kernel_layout *l)
+{
+    const char *op = loom_op_name((loom_op)n->op);
+    const char *kname = g->strings.v + g->kernels.v[n->kernel];
+    const loom_binding *b = loom_node_bindings(g, n);
+    uint32_t bound = 0;
+    for (uint32_t k = 0; k < n->n_bindings; k++) {
+        uint32_t s = b[k].slot;
+        uint32_t bit = s < LOOM_MAX_SLOTS ? 1u << s : 0;
+        if (!(l->slots & bit))
+            return loom_fail(LOOM_VERIFY, "node %u (%s): binding %u slot %u: kernel '%s' has no binding %u", i, op,
+                             k, s, kname, s);
+        bound |= bit;
+        bool writes = b[k].access & LOOM_ACCESS_WRITE;
+        if ((l->writable & bit) && !writes)
+            return loom_fail(LOOM_VERIFY, "node %u (%s): binding %u slot %u: kernel '%s' may write slot %u, but it "
+                             "is bound read-only", i, op, k, s, kname, s);
+        if (!(l->writable & bit) && writes)
+            return loom_fail(LOOM_VERIFY, "node %u (%s): binding %u slot %u: kernel '%s' declares slot %u readonly, "
+                             "but it is bound writable", i, op, k, s, kname, s);
+    }
+    uint32_t missing = l->slots & ~bound;
+    if (missing) {
+        uint32_t s = (uint32_t)__builtin_ctz(missing);
+        return loom_fail(LOOM_VERIFY, "node %u (%s): slot %u of kernel '%s' is not bound", i, op, s, kname);
+    }
+    return LOOM_OK;
+}
+
+static bool inside(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset >= b->offset && r->size <= b->size &&
+           r->offset - b->offset <= b->size - r->size;
+}
+
+static bool touches(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
+}
+
+/* Explicit ranges against the bindings they must describe: the hazard
+ * analysis trusts ranges alone, so one on the wrong buffer or direction
+ * silently removes a barrier. A kernel reaches memory only through its
+ * bindings, so every range lies inside one of the right direction, and
+ * every binding is touched by a range of each direction it has. */
+static loom_result check_ranges(const loom_graph *g, uint32_t i, const loom_node *n)
+{
+    const char *op = loom_op_name((loom_op)n->op);
+    const loom_binding *b = loom_node_bindings(g, n);
+    const loom_range *r = loom_node_reads(g, n), *w = loom_node_writes(g, n);
+    for (uint32_t d = 0; d < 2; d++) {
+        const loom_range *rs = d ? w : r;
+        uint32_t nr = d ? n->n_writes : n->n_reads, need = d ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ;
+        const char *dir = d ? "write" : "read";
+        for (uint32_t k = 0; k < nr; k++) {
+            bool ok = false;
+            for (uint32_t j = 0; j < n->n_bindings && !ok; j++)
+                ok = (b[j].access & need) && inside(&rs[k], &b[j]);
+            if (!ok)
+                return loom_fail(LOOM_VERIFY, "node %u (%s): %s range %u [%" PRIu64 ", %" PRIu64 ") on buffer %u "
+                                 "'%s' lies inside no %s binding", i, op, dir, k, rs[k].offset,
+                                 rs[k].offset + rs[k].size, rs[k].buffer, loom_graph_buffer_name(g, rs[k].buffer),
+                                 d ? "writable" : "readable");
+        }
+        for (uint32_t j = 0; j < n->n_bindings; j++) {
+            if (!(b[j].access & need))
+                continue;
+            bool ok = false;
+            for (uint32_t k = 0; k < nr && !ok; k++)
+                ok = touches(&rs[k], &b[j]);
+            if (!ok)
+                return loom_fail(LOOM_VERIFY, "node %u (%s): binding %u slot %u on buffer %u '%s' is %s, but no %s "
+                                 "range covers it", i, op, j, b[j].slot, b[j].buffer,
+                                 loom_graph_buffer_name(g, b[j].buffer), d ? "writable" : "readable", dir);
+        }
+    }
     return LOOM_OK;
 }
 
@@ -47,6 +131,14 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
         (uint64_t)n->first_range + n->n_reads + n->n_writes > g->ranges.n ||
         (uint64_t)n->push_offset + n->push_size > g->push.n)
         return loom_fail(LOOM_VERIFY, "node %u (%s): side-array indices out of range", i, op);
+    /* The layout first: a binding that does not match its kernel explains
+     * whatever else looks wrong with the node. */
+    loom_kernel_layout l;
+    if (loom_kernel_lookup(g->strings.v + g->kernels.v[n->kernel], &l, NULL)) {
+        loom_result rc = check_layout(g, i, n, &l);
+        if (rc)
+            return rc;
+    }
     if (n->n_writes == 0)
         return loom_fail(LOOM_VERIFY, "node %u (%s): writes nothing", i, op);
 
@@ -71,6 +163,14 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
     }
     for (uint32_t k = 0; k < n->n_writes; k++) {
         loom_result rc = check_extent(g, i, n, "write range", k, w[k].buffer, w[k].offset, w[k].size);
+        if (rc)
+            return rc;
+    }
+    /* A dispatch with no bindings at all is abstract (the passes' tests
+     * describe nodes by their ranges alone); the runtime rejects it unless
+     * its kernel binds nothing. */
+    if (n->n_bindings) {
+        loom_result rc = check_ranges(g, i, n);
         if (rc)
             return rc;
     }

@@ -64,6 +64,8 @@ static loom_result do_group(barrier_state *s, uint32_t lo, uint32_t hi, uint32_t
 
 loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_barriers: graph is NULL");
     const loom_allocator *a = loom_graph_allocator(g);
     uint32_t n = loom_graph_node_count(g);
     uint32_t *key = pass_alloc(a, (size_t)n * sizeof(uint32_t));
@@ -115,6 +117,8 @@ loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx)
 
 loom_result loom_schedule_serial(loom_graph *g, loom_pass_ctx *ctx)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_schedule_serial: graph is NULL");
     uint32_t n = loom_graph_node_count(g);
     loom_graph_clear_schedule(g);
     for (uint32_t i = 0; i < n; i++) {

@@ -727,6 +727,8 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
  * that matches, then all replacements are applied in one permutation. */
 static loom_result fuse_round(loom_graph *g, uint32_t *out_chains)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_fuse: graph is NULL");
     fuse_state fs = { .g = g, .a = loom_graph_allocator(g) };
     fs.n = loom_graph_node_count(g);
     fs.nb = loom_graph_buffer_count(g);

@@ -182,6 +182,8 @@ static void pack(live_buf *v, uint32_t n, uint32_t *active, uint64_t *arena, uin
 
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_lifetimes: graph is NULL");
     const loom_allocator *a = loom_graph_allocator(g);
     uint32_t nb = loom_graph_buffer_count(g);
     buf_info *info = pass_alloc(a, (size_t)nb * sizeof(buf_info));

@@ -18,6 +18,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,reorder,barriers,lifetimes"
 #define LOOM_PASS_WINDOW_DEFAULT 64u
@@ -101,6 +106,9 @@ loom_result loom_pipeline_check(const char *pipeline);
 loom_result loom_pipeline_run(loom_graph *g, const loom_pipeline_desc *desc, loom_pass_ctx *ctx,
                               loom_pipeline_report *rep);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -89,13 +89,9 @@ static loom_result dump(const loom_graph *g, const char *dir, uint32_t step, con
     return LOOM_OK;
 }
 
-/* Prefixes the current error message (copied first: loom_fail formats into
- * the same per-thread buffer). */
 static loom_result wrap(loom_result rc, const char *what, const char *pass)
 {
-    char detail[400];
-    snprintf(detail, sizeof detail, "%s", loom_last_error());
-    return loom_fail(rc, "%s '%s': %s", what, pass, detail);
+    return loom_fail_wrap(rc, "%s '%s'", what, pass);
 }
 
 loom_result loom_pipeline_run(loom_graph *g, const loom_pipeline_desc *desc, loom_pass_ctx *ctx,

@@ -67,6 +67,8 @@ static loom_result schedule_window(loom_graph *g, reorder_state *s, uint32_t lo,
 
 loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx)
 {
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_reorder: graph is NULL");
     reorder_state s = { 0 };
     s.a = loom_graph_allocator(g);
     s.n = loom_graph_node_count(g);

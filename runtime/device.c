@@ -87,6 +87,17 @@ loom_result rt_vk_fail(loom_rt *rt, VkResult vr, const char *what)
     return loom_fail(LOOM_VULKAN, "%s: %s (%d)", what, rt_vk_str(vr), (int)vr);
 }
 
+void rt_inject_vk_failure(loom_rt *rt, const char *call, int vr)
+{
+    rt->inject_call = call;
+    rt->inject_result = (VkResult)vr;
+}
+
+loom_result rt_check_lost(const loom_rt *rt, const char *fn)
+{
+    return rt->lost ? loom_fail(LOOM_DEVICE_LOST, "%s: the device was lost", fn) : LOOM_OK;
+}
+
 /* ---- instance ----------------------------------------------------------- */
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -421,10 +432,9 @@ loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
     if (!rc)
         rc = rt_pipeline_cache_open(rt, cache && *cache ? cache : NULL);
     if (rc) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", loom_last_error());
+        /* Nothing made yet can fail on destruction: the slot keeps rc's message. */
         loom_rt_destroy(rt);
-        return loom_fail(rc, "%s", msg);
+        return loom_fail_wrap(rc, "loom_rt_create");
     }
     rt_log(rt, LOOM_LOG_INFO, "device: %s (%s)%s", rt->props.deviceName, type_name(rt->props.deviceType),
            rt->validate ? ", validation on" : "");
@@ -492,7 +502,11 @@ static bool unified(const VkPhysicalDeviceMemoryProperties *mp)
 
 void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
 {
+    if (!out)
+        return;
     memset(out, 0, sizeof *out);
+    if (!rt)
+        return;
     snprintf(out->device_name, sizeof out->device_name, "%s", rt->props.deviceName);
     out->device_type = rt->props.deviceType;
     out->vendor_id = rt->props.vendorID;
@@ -508,7 +522,11 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
 }
 
-void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out) { *out = rt->counters; }
+void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out)
+{
+    if (out)
+        *out = rt ? rt->counters : (loom_rt_counters){ 0 };
+}
 
 /* ---- device listing ----------------------------------------------------- */
 
@@ -529,6 +547,8 @@ static void describe_memory(loom_str *s, const VkPhysicalDeviceMemoryProperties 
 
 loom_result loom_rt_describe_devices(loom_str *out)
 {
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_describe_devices: out is NULL");
     VkApplicationInfo app = { .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2 };
     VkInstanceCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app };
     VkInstance inst;

@@ -4,6 +4,7 @@
 #ifndef LOOM_RT_INTERNAL_H
 #define LOOM_RT_INTERNAL_H
 
+#include <string.h>
 #include <vulkan/vulkan.h>
 #include "loom_runtime.h"
 #include "loom_ir_edit.h"
@@ -174,6 +175,10 @@ struct loom_rt {
     uint32_t in_flight;      /* copies per program; 0: LOOM_RT_DEFAULT_IN_FLIGHT */
     volatile uint64_t validation_messages;
     loom_rt_counters counters;
+    /* Test hook (rt_inject_vk_failure): the next call of this Vulkan entry
+     * point that goes through rt_vk_injected fails with inject_result. */
+    const char *inject_call;
+    VkResult inject_result;
 };
 
 /* ---- shared helpers ----------------------------------------------------- */
@@ -191,6 +196,21 @@ void rt_log(loom_rt *rt, loom_log_level level, const char *fmt, ...)
  * runtime lost on VK_ERROR_DEVICE_LOST. */
 loom_result rt_vk_fail(loom_rt *rt, VkResult vr, const char *what);
 const char *rt_vk_str(VkResult vr);
+/* Failure injection for tests: makes the next rt_vk_injected(rt, call)
+ * return vr (an int, so tests need no Vulkan header). */
+void rt_inject_vk_failure(loom_rt *rt, const char *call, int vr);
+/* VK_SUCCESS, or the failure injected for `call`; a call site runs the real
+ * call only on VK_SUCCESS. */
+static inline VkResult rt_vk_injected(loom_rt *rt, const char *call)
+{
+    if (!rt->inject_call || strcmp(rt->inject_call, call))
+        return VK_SUCCESS;
+    rt->inject_call = NULL;
+    return rt->inject_result;
+}
+/* LOOM_DEVICE_LOST naming fn once the device was lost, else LOOM_OK: every
+ * public entry point that can fail asks first. */
+loom_result rt_check_lost(const loom_rt *rt, const char *fn);
 
 /* memory.c */
 /* Where memory should live, by who touches it. On a discrete GPU the
@@ -212,6 +232,8 @@ loom_result rt_host_read_barrier(loom_rt *rt);
 
 /* kernel.c */
 loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask, rt_pipeline **out);
+/* Registered with this runtime or built in. */
+bool rt_kernel_known(loom_rt *rt, const char *name);
 void rt_kernels_destroy(loom_rt *rt);
 loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path);
 void rt_pipeline_cache_close(loom_rt *rt);

@@ -48,25 +48,34 @@ void rt_kernels_destroy(loom_rt *rt)
     rt->shaderc = NULL;
 }
 
-static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *code, size_t size, rt_kernel **out)
+/* custom: a kernel the frontend registers, whose layout is read from its
+ * SPIR-V and declared (loom_kernel_declare) so that graphs naming it are
+ * verified against it; built-in layouts are known from the build. */
+static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *code, size_t size, bool custom,
+                              rt_kernel **out)
 {
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "kernel '%s': the device was lost", name);
     if (!code || size == 0 || size % 4 || code[0] != 0x07230203u)
         return loom_fail(LOOM_INVALID_ARGUMENT, "kernel '%s': %zu bytes are not SPIR-V", name, size);
+    loom_kernel_layout layout;
+    loom_result rc = loom_kernel_layout_from_spirv(code, size, &layout);
+    if (rc)
+        return loom_fail_wrap(rc, "kernel '%s'", name);
+    rt_kernel *k = find_kernel(rt, name);
+    /* Programs hold this kernel's pipelines; swapping the code under them
+     * would make replays disagree with what was compiled. */
+    if (k && k->n_variants)
+        return loom_fail(LOOM_BUSY, "kernel '%s' is already in use by programs; register it under a new name", name);
+    if (custom && (rc = loom_kernel_declare(name, &layout)))
+        return rc;
     VkShaderModuleCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                     .codeSize = size, .pCode = code };
     VkShaderModule module;
     VkResult vr = vkCreateShaderModule(rt->device, &ci, NULL, &module);
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkCreateShaderModule");
-    rt_kernel *k = find_kernel(rt, name);
     if (k) {
-        /* Programs hold this kernel's pipelines; swapping the code under
-         * them would make replays disagree with what was compiled. */
-        if (k->n_variants) {
-            vkDestroyShaderModule(rt->device, module, NULL);
-            return loom_fail(LOOM_BUSY, "kernel '%s' is already in use by programs; register it under a new name",
-                             name);
-        }
         vkDestroyShaderModule(rt->device, k->module, NULL);
         k->module = module;
         *out = k;
@@ -92,13 +101,15 @@ loom_result loom_rt_kernel_spirv(loom_rt *rt, const char *name, const uint32_t *
     if (!rt || !name || !*name)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_kernel_spirv: NULL rt or empty name");
     rt_kernel *k;
-    return add_module(rt, name, code, size_bytes, &k);
+    return add_module(rt, name, code, size_bytes, true, &k);
 }
 
 loom_result loom_rt_kernel_glsl(loom_rt *rt, const char *name, const char *source)
 {
     if (!rt || !name || !*name || !source)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_kernel_glsl: NULL rt, name or source");
+    if (rt->lost)
+        return loom_fail(LOOM_DEVICE_LOST, "kernel '%s': the device was lost", name);
     if (!rt->shaderc && !(rt->shaderc = shaderc_compiler_initialize()))
         return loom_fail(LOOM_UNSUPPORTED, "kernel '%s': shaderc_compiler_initialize failed", name);
     shaderc_compile_options_t opt = shaderc_compile_options_initialize();
@@ -120,7 +131,7 @@ loom_result loom_rt_kernel_glsl(loom_rt *rt, const char *name, const char *sourc
     } else {
         rt_kernel *k;
         rc = add_module(rt, name, (const uint32_t *)(const void *)shaderc_result_get_bytes(res),
-                        shaderc_result_get_length(res), &k);
+                        shaderc_result_get_length(res), true, &k);
     }
     shaderc_result_release(res);
     return rc;
@@ -159,17 +170,26 @@ static loom_result make_variant(loom_rt *rt, rt_kernel *k, uint32_t slot_mask, r
                        .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = k->module, .pName = "main" },
             .layout = v->layout,
         };
-        vr = vkCreateComputePipelines(rt->device, rt->pipeline_cache, 1, &ci, NULL, &v->pipeline);
+        vr = rt_vk_injected(rt, "vkCreateComputePipelines");
+        if (vr == VK_SUCCESS)
+            vr = vkCreateComputePipelines(rt->device, rt->pipeline_cache, 1, &ci, NULL, &v->pipeline);
     }
     if (vr != VK_SUCCESS) {
         if (v->layout)
             vkDestroyPipelineLayout(rt->device, v->layout, NULL);
         vkDestroyDescriptorSetLayout(rt->device, v->set_layout, NULL);
-        return loom_fail(vr == VK_ERROR_DEVICE_LOST ? LOOM_DEVICE_LOST : LOOM_VULKAN,
-                         "kernel '%s': compute pipeline creation failed: %s", k->name, rt_vk_str(vr));
+        /* rt_vk_fail, not a mapping of its own: device loss must mark the
+         * runtime lost so that every later call says so. */
+        loom_result rc = rt_vk_fail(rt, vr, "vkCreateComputePipelines");
+        return loom_fail_wrap(rc, "kernel '%s'", k->name);
     }
     rt->counters.pipelines++;
     return LOOM_OK;
+}
+
+bool rt_kernel_known(loom_rt *rt, const char *name)
+{
+    return find_kernel(rt, name) || loom_builtin_kernel_find(name);
 }
 
 loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask, rt_pipeline **out)
@@ -179,7 +199,7 @@ loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask,
         const loom_builtin_kernel *bk = loom_builtin_kernel_find(kernel);
         if (!bk)
             return loom_fail(LOOM_NOT_FOUND, "kernel '%s' is neither registered nor built in", kernel);
-        loom_result rc = add_module(rt, kernel, bk->code, bk->size, &k);
+        loom_result rc = add_module(rt, kernel, bk->code, bk->size, false, &k);
         if (rc)
             return rc;
     }

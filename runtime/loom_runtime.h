@@ -15,6 +15,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what is declared here is its
+ * public API, exported from the shared library. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 typedef struct loom_rt loom_rt;
 typedef struct loom_rt_buffer loom_rt_buffer;
@@ -171,9 +176,12 @@ loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_
 loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile_options *opts, loom_plan **out,
                             bool *hit);
 /* Replays a plan: its program (pipelines, descriptor sets, plan-owned
- * memory, recorded command buffers) is made on the first replay and hangs on
- * the plan until the plan dies; later replays only write the step
- * parameters and submit. */
+ * memory, recorded command buffers) is made on the first replay on this
+ * runtime and hangs on the plan, under this runtime, until the plan dies;
+ * later replays only write the step parameters and submit. Several
+ * runtimes, each on its own thread, may replay one plan at once: each gets
+ * its own program. Drop the plan's last reference where none of those
+ * runtimes is in use by another thread (it destroys their programs). */
 loom_result loom_rt_replay_plan(loom_rt *rt, loom_plan *plan, const loom_step_params *params, uint64_t *out_step);
 /* The plan's program (made if needed), e.g. to read plan-owned buffers. */
 loom_result loom_rt_plan_program(loom_rt *rt, loom_plan *plan, loom_rt_program **out);
@@ -200,6 +208,9 @@ typedef struct loom_rt_counters {
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

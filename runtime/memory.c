@@ -59,7 +59,9 @@ static loom_result block_new(loom_rt *rt, uint32_t type, uint64_t size, bool ded
     b->dedicated = dedicated;
     VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = size,
                                 .memoryTypeIndex = type };
-    VkResult vr = vkAllocateMemory(rt->device, &ai, NULL, &b->memory);
+    VkResult vr = rt_vk_injected(rt, "vkAllocateMemory");
+    if (vr == VK_SUCCESS)
+        vr = vkAllocateMemory(rt->device, &ai, NULL, &b->memory);
     if (vr == VK_SUCCESS && type_host_visible(rt, type))
         vr = vkMapMemory(rt->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->mapped);
     if (vr == VK_SUCCESS && !rt_grow(rt, (void **)&b->free, &b->cap_free, 1, sizeof *b->free))
@@ -336,8 +338,8 @@ loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, 
     loom_result rc = rt_mem_create(rt, desc->size, usage_kind(desc->usage), &b->mem);
     if (rc) {
         rt_free_bytes(rt, b, sizeof *b);
-        return loom_fail(rc, "buffer '%s' (%llu bytes): %s", desc->name ? desc->name : "",
-                         (unsigned long long)desc->size, loom_last_error());
+        return loom_fail_wrap(rc, "buffer '%s' (%llu bytes)", desc->name ? desc->name : "",
+                              (unsigned long long)desc->size);
     }
     b->serial = rt->next_serial++;
     rt->live[rt->n_live++] = b;
@@ -413,9 +415,11 @@ static loom_result check_range(const loom_rt_buffer *b, uint64_t offset, const v
 
 loom_result loom_rt_buffer_write(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, const void *data, uint64_t size)
 {
-    if (!rt || !b)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_write: NULL argument");
-    loom_result rc = check_range(b, offset, data, size, "buffer write");
+    if (!rt || !b || b->rt != rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_write: NULL or foreign argument");
+    loom_result rc = rt_check_lost(rt, "loom_rt_buffer_write");
+    if (!rc)
+        rc = check_range(b, offset, data, size, "buffer write");
     if (!rc)
         rc = loom_rt_wait(rt, b->last_use);
     if (!rc && size)
@@ -425,9 +429,11 @@ loom_result loom_rt_buffer_write(loom_rt *rt, loom_rt_buffer *b, uint64_t offset
 
 loom_result loom_rt_buffer_read(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, void *data, uint64_t size)
 {
-    if (!rt || !b)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_read: NULL argument");
-    loom_result rc = check_range(b, offset, data, size, "buffer read");
+    if (!rt || !b || b->rt != rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_read: NULL or foreign argument");
+    loom_result rc = rt_check_lost(rt, "loom_rt_buffer_read");
+    if (!rc)
+        rc = check_range(b, offset, data, size, "buffer read");
     if (!rc)
         rc = loom_rt_wait(rt, b->last_write);
     /* The submission that wrote it ended without a host-read barrier (the

@@ -17,10 +17,35 @@ bool loom_rt_program_busy(loom_rt *rt, loom_rt_program *p)
     return p->last_step > rt->completed;
 }
 
+/* Called by whichever cache holds the plan, possibly on another runtime's
+ * thread: it reads the program's last step and the semaphore and writes no
+ * state of the program's runtime. */
 static bool attachment_busy(void *obj)
 {
     loom_rt_program *p = obj;
-    return loom_rt_program_busy(p->rt, p);
+    uint64_t last = __atomic_load_n(&p->last_step, __ATOMIC_ACQUIRE), done = 0;
+    if (last == 0)
+        return false;
+    return vkGetSemaphoreCounterValue(p->rt->device, p->rt->timeline, &done) != VK_SUCCESS || done < last;
+}
+
+/* Every kernel the graph names must be one this runtime can run, so that an
+ * unknown one fails here rather than at the first replay. A graph names
+ * few distinct kernels, so this costs little even on a cache hit. */
+static loom_result check_kernels(loom_rt *rt, const loom_graph *g)
+{
+    for (uint32_t k = 0; k < loom_graph_kernel_count(g); k++) {
+        const char *name = loom_graph_kernel_name(g, k);
+        if (rt_kernel_known(rt, name))
+            continue;
+        for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+            const loom_node *n = loom_graph_node(g, i);
+            if (n->type == LOOM_NODE_DISPATCH && n->kernel == k)
+                return loom_fail(LOOM_NOT_FOUND, "node %u (%s): kernel '%s' is neither built in nor registered "
+                                 "with this runtime", i, loom_op_name((loom_op)n->op), name);
+        }
+    }
+    return LOOM_OK;
 }
 
 loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile_options *opts, loom_plan **out,
@@ -28,16 +53,22 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
 {
     if (out)
         *out = NULL;
+    if (hit)
+        *hit = false;
     if (!rt || !g || !out)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_compile: NULL argument");
+    loom_result rc = rt_check_lost(rt, "loom_rt_compile");
+    if (!rc)
+        rc = check_kernels(rt, g);
+    if (rc)
+        return rc;
     if (!rt->plans) {
         loom_cache_desc d = { .capacity = rt->plan_cache_capacity, .allocator = &rt->a };
-        loom_result rc = loom_cache_create(&d, &rt->plans);
-        if (rc)
+        if ((rc = loom_cache_create(&d, &rt->plans)))
             return rc;
     }
     bool h = false;
-    loom_result rc = loom_cache_compile(rt->plans, g, opts, out, &h);
+    rc = loom_cache_compile(rt->plans, g, opts, out, &h);
     if (hit)
         *hit = h;
     return rc;
@@ -49,18 +80,24 @@ loom_result loom_rt_plan_program(loom_rt *rt, loom_plan *plan, loom_rt_program *
         *out = NULL;
     if (!rt || !plan || !out)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_plan_program: NULL argument");
-    loom_rt_program *p = loom_plan_get_attachment(plan);
+    loom_result rc = rt_check_lost(rt, "loom_rt_plan_program");
+    if (rc)
+        return rc;
+    /* Each runtime keeps its own program on the plan, under its address:
+     * runtimes on other threads may be attaching theirs at the same time. */
+    loom_rt_program *p = loom_plan_find_attachment(plan, rt);
     if (p) {
-        if (p->rt != rt)
-            return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_plan_program: the plan was recorded by another runtime");
         *out = p;
         return LOOM_OK;
     }
-    loom_result rc = loom_rt_program_create(rt, loom_plan_graph(plan), &p);
-    if (rc)
+    if ((rc = loom_rt_program_create(rt, loom_plan_graph(plan), &p)))
         return rc;
-    loom_plan_set_attachment(plan, &(loom_plan_attachment){ p, attachment_destroy, attachment_busy });
-    *out = p;
+    loom_rt_program *got = loom_plan_attach(plan, &(loom_plan_attachment){ p, attachment_destroy, attachment_busy, rt });
+    if (got != p)
+        loom_rt_program_release(p);
+    if (!got)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "loom_rt_plan_program: out of memory");
+    *out = got;
     return LOOM_OK;
 }
 

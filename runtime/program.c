@@ -54,8 +54,7 @@ static loom_result resolve_buffers(loom_rt_program *p)
     if (arena_size) {
         loom_result rc = rt_mem_create(rt, arena_size, RT_MEM_DEVICE, &p->arena);
         if (rc)
-            return loom_fail(rc, "scratch arena (%llu bytes): %s", (unsigned long long)arena_size,
-                             loom_last_error());
+            return loom_fail_wrap(rc, "scratch arena (%llu bytes)", (unsigned long long)arena_size);
     }
     for (uint32_t i = 0; i < p->n_slots; i++) {
         const loom_buffer *b = loom_graph_buffer(g, i);
@@ -91,8 +90,8 @@ static loom_result resolve_buffers(loom_rt_program *p)
         } else {
             loom_result rc = rt_mem_create(rt, b->size, host_class(b), &s->own);
             if (rc)
-                return loom_fail(rc, "buffer %u '%s' (%llu bytes): %s", i, buffer_name(g, i),
-                                 (unsigned long long)b->size, loom_last_error());
+                return loom_fail_wrap(rc, "buffer %u '%s' (%llu bytes)", i, buffer_name(g, i),
+                                      (unsigned long long)b->size);
             s->buffer = s->own.buffer;
             s->mapped = s->own.mapped;
         }
@@ -171,7 +170,7 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
             p->slots[w[j].buffer].written = true;
         loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel), mask, &p->pipes[i]);
         if (rc)
-            return loom_fail(rc, "node %u (%s): %s", i, loom_op_name((loom_op)n->op), loom_last_error());
+            return loom_fail_wrap(rc, "node %u (%s)", i, loom_op_name((loom_op)n->op));
         (*n_sets)++;
         *n_descs += n->n_bindings;
     }
@@ -308,7 +307,7 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     if (p->params_buffer != LOOM_NONE) {
         const loom_buffer *b = loom_graph_buffer(p->g, p->params_buffer);
         if ((rc = rt_mem_create(rt, b->size, RT_MEM_UPLOAD, &c->params)))
-            return loom_fail(rc, "step-parameter buffer: %s", loom_last_error());
+            return loom_fail_wrap(rc, "step-parameter buffer");
         if (!c->params.mapped)
             return loom_fail(LOOM_UNSUPPORTED, "step-parameter buffer: no host-visible memory");
         memset(c->params.mapped, 0, b->size);
@@ -505,10 +504,8 @@ loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_pro
         return rc;
     }
     if ((rc = program_setup(p))) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", loom_last_error());
-        rt_program_destroy(p);
-        return loom_fail(rc, "program '%s': %s", loom_graph_name(g), msg);
+        rt_program_destroy(p);   /* fails nothing: the slot keeps setup's message */
+        return loom_fail_wrap(rc, "program '%s'", loom_graph_name(g));
     }
     p->next_live = rt->live_programs;
     if (rt->live_programs)
@@ -579,6 +576,8 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
         *out_step = 0;
     if (!rt || !p || p->released || p->rt != rt)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_replay: NULL, released or foreign program");
+    if (rt->lost)
+        return rt_check_lost(rt, "loom_rt_replay");
     loom_result rc = rt_poll(rt);
     if (rc)
         return rc;
@@ -594,7 +593,8 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     uint64_t step;
     if ((rc = rt_submit(rt, c->cmd, &step)))
         return rc;
-    c->last_step = p->last_step = step;
+    c->last_step = step;
+    __atomic_store_n(&p->last_step, step, __ATOMIC_RELEASE);   /* read by attachment_busy on other threads */
     if (p->host_barrier)
         p->host_visible = step;
     rt->counters.dispatches += p->n_dispatches;
@@ -647,7 +647,11 @@ loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffe
 {
     rt_mem *m = NULL;
     uint64_t base = 0;
-    loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
+    if (!rt || !p || p->rt != rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_read: NULL or foreign argument");
+    loom_result rc = rt_check_lost(rt, "loom_rt_program_read");
+    if (!rc)
+        rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;
     if (p->slots[buffer].written) {
@@ -667,7 +671,11 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
 {
     rt_mem *m = NULL;
     uint64_t base = 0;
-    loom_result rc = owned_slot(p, buffer, offset, data, size, &m, &base);
+    if (!rt || !p || p->rt != rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_write: NULL or foreign argument");
+    loom_result rc = rt_check_lost(rt, "loom_rt_program_write");
+    if (!rc)
+        rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;
     if ((rc = loom_rt_wait(rt, p->last_step)))
@@ -712,6 +720,8 @@ loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *nod
 {
     if (!rt || !p || p->rt != rt || (n && !node_us))
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_timings: NULL or foreign argument");
+    if (rt->lost)
+        return rt_check_lost(rt, "loom_rt_program_timings");
     uint32_t n_nodes = loom_graph_node_count(p->g);
     if (n < n_nodes)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_timings: room for %u nodes, the program has %u", n,

@@ -27,7 +27,9 @@ loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step)
         .signalSemaphoreCount = 1,
         .pSignalSemaphores = &rt->timeline,
     };
-    VkResult vr = vkQueueSubmit(rt->queue, 1, &si, VK_NULL_HANDLE);
+    VkResult vr = rt_vk_injected(rt, "vkQueueSubmit");
+    if (vr == VK_SUCCESS)
+        vr = vkQueueSubmit(rt->queue, 1, &si, VK_NULL_HANDLE);
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkQueueSubmit");
     rt->submitted = step;
@@ -75,6 +77,9 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
 {
     if (!rt)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait: rt is NULL");
+    loom_result rc = rt_check_lost(rt, "loom_rt_wait");
+    if (rc)
+        return rc;
     if (step > rt->submitted)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait: step %llu was never submitted (last %llu)",
                          (unsigned long long)step, (unsigned long long)rt->submitted);
@@ -82,8 +87,7 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
         rt->counters.waits_fast++;
         return LOOM_OK;
     }
-    loom_result rc = rt_poll(rt);
-    if (rc)
+    if ((rc = rt_poll(rt)))
         return rc;
     if (step <= rt->completed) {
         rt->counters.waits_fast++;

@@ -14,7 +14,7 @@
 // and the last one resets its counter for the next replay.
 #define WG_SIZE 256u
 #define CHUNK 256u
-#define MAX_SPLITS 32u   // ir/ops.c: attn_splits
+#define MAX_SPLITS 16u   // ir/ops.c: attn_splits
 layout(local_size_x = 256) in;
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
@@ -26,46 +26,13 @@ layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_hea
 layout(push_constant) uniform Pc {
     uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
 } pc;
+#include "reduce.glsl"
 
 const float NEG_BIG = -3.402823466e38;
-#define TPR 4u                     // invocations scoring one row
 shared float qs[256];      // head_dim <= 256 (checked by the builder)
 shared float score[CHUNK];
 shared float partial[WG_SIZE];
-shared float sg_red[WG_SIZE];      // one slot per subgroup (>= 1 lane each)
 shared bool is_last;
-
-// Workgroup max and sum through subgroup operations: two barriers each,
-// where a shared-memory tree would take nine.
-float wg_max(float v)
-{
-    v = subgroupMax(v);
-    if (subgroupElect())
-        sg_red[gl_SubgroupID] = v;
-    memoryBarrierShared();
-    barrier();
-    float r = NEG_BIG;
-    for (uint i = 0u; i < gl_NumSubgroups; i++)
-        r = max(r, sg_red[i]);
-    barrier();
-    return r;
-}
-
-float wg_sum(float v)
-{
-    v = subgroupAdd(v);
-    if (subgroupElect())
-        sg_red[gl_SubgroupID] = v;
-    memoryBarrierShared();
-    barrier();
-    float r = 0.0;
-    for (uint i = 0u; i < gl_NumSubgroups; i++)
-        r += sg_red[i];
-    barrier();
-    return r;
-}
-
-float vrow(uint j, uint base, uint dim, uint koff, uint d) { return vcache[(base + j) * dim + koff + d]; }
 
 void main()
 {
@@ -81,37 +48,27 @@ void main()
     memoryBarrierShared();
     barrier();
 
+    uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
     uint teams = WG_SIZE / hd, d = t % hd, team = t / hd;
-    uint per = (hd + TPR - 1u) / TPR;   // dimensions each scoring invocation takes
     float m = NEG_BIG, l = 0.0, acc = 0.0;
     for (uint base = first; base < last; base += CHUNK) {
         uint cnt = min(CHUNK, last - base);
-        // Scores: TPR invocations per row, every row of a sweep loaded at
-        // once (a decode share is one sweep), partial dots met in shared.
-        for (uint r0 = 0u; r0 < cnt; r0 += WG_SIZE / TPR) {
-            uint j = r0 + t / TPR, e0 = (t % TPR) * per, e1 = min(hd, e0 + per);
-            float sc = 0.0;
-            if (j < cnt) {
-                uint row = (base + j) * dim + koff;
-                for (uint e = e0; e < e1; e++)
-                    sc += qs[e] * kcache[row + e];
-            }
-            partial[t] = sc;
-            memoryBarrierShared();
-            barrier();
-            if (t < WG_SIZE / TPR && r0 + t < cnt) {
-                float tot = 0.0;
-                for (uint k = 0u; k < TPR; k++)
-                    tot += partial[t * TPR + k];
-                score[r0 + t] = tot;
-            }
-            memoryBarrierShared();
-            barrier();
+        // Scores: a subgroup per row, coalesced over the row's dimensions.
+        for (uint j = gl_SubgroupID; j < cnt; j += gl_NumSubgroups) {
+            uint row = (base + j) * dim + koff;
+            float s = 0.0;
+            for (uint e = lane; e < hd; e += S)
+                s += qs[e] * kcache[row + e];
+            s = subgroupAdd(s);
+            if (subgroupElect())
+                score[j] = s;
         }
+        memoryBarrierShared();
+        barrier();
         float lmax = NEG_BIG;
         for (uint j = t; j < cnt; j += WG_SIZE)
             lmax = max(lmax, score[j]);
-        float mnew = max(m, wg_max(lmax));
+        float mnew = max(m, wg_reduce_max(lmax));
         float alpha = exp(m - mnew);
         float lsum = 0.0;
         for (uint j = t; j < cnt; j += WG_SIZE) {
@@ -119,22 +76,14 @@ void main()
             score[j] = e;
             lsum += e;
         }
-        l = l * alpha + wg_sum(lsum);   // its barrier publishes score
+        l = l * alpha + wg_reduce_sum(lsum);
         if (team < teams) {
             acc *= alpha;
-            // Four rows' loads before their arithmetic: latency, not
-            // bandwidth, bounds this loop.
-            uint j = team;
-            for (; j + 3u * teams < cnt; j += 4u * teams) {
-                float v0 = vrow(j, base, dim, koff, d), v1 = vrow(j + teams, base, dim, koff, d);
-                float v2 = vrow(j + 2u * teams, base, dim, koff, d), v3 = vrow(j + 3u * teams, base, dim, koff, d);
-                acc += (score[j] * v0 + score[j + teams] * v1) + (score[j + 2u * teams] * v2 + score[j + 3u * teams] * v3);
-            }
-            for (; j < cnt; j += teams)
-                acc += score[j] * vrow(j, base, dim, koff, d);
+            for (uint j = team; j < cnt; j += teams)
+                acc += score[j] * vcache[(base + j) * dim + koff + d];
         }
         m = mnew;
-        barrier();  // the next chunk overwrites score and partial
+        barrier();  // the next chunk overwrites score
     }
     partial[t] = team < teams ? acc : 0.0;
     memoryBarrierShared();

@@ -53,7 +53,7 @@ START_TEST(test_attachment)
     ck_assert_int_eq(loom_compile(g, NULL, &p), LOOM_OK);
     destroyed = 0;
     int obj;
-    loom_plan_set_attachment(p, &(loom_plan_attachment){ &obj, att_destroy, NULL });
+    loom_plan_set_attachment(p, &(loom_plan_attachment){ &obj, att_destroy, NULL, NULL });
     ck_assert_ptr_eq(loom_plan_get_attachment(p), &obj);
     loom_plan_retain(p);
     loom_plan_release(p);
@@ -145,7 +145,7 @@ START_TEST(test_cache_lru_and_busy)
     /* Mark 1 busy; 0 is least recent and idle, so 0 goes, never 1. */
     busy_flag = true;
     destroyed = 0;
-    loom_plan_set_attachment(p, &(loom_plan_attachment){ p, att_destroy, att_busy });
+    loom_plan_set_attachment(p, &(loom_plan_attachment){ p, att_destroy, att_busy, NULL });
     loom_plan_release(p);
     GET(3, false);
     loom_plan_release(p);

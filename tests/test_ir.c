@@ -13,7 +13,11 @@
 #include "loom_ir.h"
 #include "loom_ir_edit.h"
 
-#define OK(expr) ck_assert_int_eq((expr), LOOM_OK)
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        loom_result rc_ = (expr);                                                                  \
+        ck_assert_msg(rc_ == LOOM_OK, "%s: %s: %s", #expr, loom_result_str(rc_), loom_last_error()); \
+    } while (0)
 
 /* ---- sample graphs ------------------------------------------------------ */
 
@@ -66,7 +70,7 @@ static loom_result add_nodes(loom_graph *g)
         return rc;
     uint32_t p2[3] = { 1, 16, 0x461c4000 };
     loom_binding b2[] = { bind(0, B_PARAMS, 0, LOOM_WHOLE, LOOM_ACCESS_READ), bind(1, B_Y, 0, 64, LOOM_ACCESS_RW) };
-    rc = loom_graph_add_dispatch(g, &(loom_dispatch_desc){ .kernel = "rope", .op = LOOM_OP_ROPE, .groups = { 1, 2, 3 },
+    rc = loom_graph_add_dispatch(g, &(loom_dispatch_desc){ .kernel = "rope_rw", .op = LOOM_OP_ROPE, .groups = { 1, 2, 3 },
                                                            .bindings = b2, .n_bindings = 2, .push = p2,
                                                            .push_size = 12 },
                                  NULL);
@@ -203,7 +207,7 @@ START_TEST(test_kernels_interned)
     ck_assert_str_eq(loom_graph_kernel_name(g, b), "mul");
     ck_assert_int_eq(loom_graph_kernel(g, "", &c), LOOM_INVALID_ARGUMENT);
     OK(build_sample(g));
-    ck_assert_uint_eq(loom_graph_kernel_count(g), 5);  /* add, mul, matvec_f32, rope, copy; add reused */
+    ck_assert_uint_eq(loom_graph_kernel_count(g), 5);  /* add, mul, matvec_f32, rope_rw, copy; add reused */
     ck_assert_uint_eq(loom_graph_node(g, 3)->kernel, a);
     loom_graph_destroy(g);
 }

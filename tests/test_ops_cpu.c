@@ -170,7 +170,7 @@ START_TEST(per_step_ops_bind_params)
     ck_assert_uint_eq(loom_node_writes(f.g, kv)[1].buffer, f.vc);
     const loom_node *at = loom_graph_node(f.g, 2);
     ck_assert_str_eq(kernel(&f, at), "attention");
-    ck_assert_uint_eq(at->groups[0], 16);   /* 8 heads x 2 shares of the 32 rows */
+    ck_assert_uint_eq(at->groups[0], 8);   /* 8 heads x 1 share of the 32 rows */
     expect_binding(&f, at, 2, f.kc, 0, 32 * 64 * 4, LOOM_ACCESS_READ);
     loom_pc_attn pc;
     memcpy(&pc, loom_node_push(f.g, at), sizeof pc);

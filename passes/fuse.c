@@ -197,7 +197,8 @@ static bool intermediate_private(const fuse_state *fs, const fuse_match *m, uint
         const fuse_acc *e = &fs->racc[i];
         if (!(e->lo < hi && lo < e->hi) || in_chain(m, e->node))
             continue;
-        if (e->node > prod && (next_cover == LOOM_NONE || e->node < next_cover))
+        /* A node that reads and rewrites the bytes (read-write) still reads them. */
+        if (e->node > prod && (next_cover == LOOM_NONE || e->node <= next_cover))
             return false;
         if (e->node < prod && next_cover == LOOM_NONE && !(first_cover < e->node))
             return false;
@@ -225,11 +226,34 @@ static bool views_clash(const loom_tensor *a, const loom_tensor *b)
     return a->offset < b->offset + tensor_bytes(b) && b->offset < a->offset + tensor_bytes(a);
 }
 
+/* Does the fused node read bytes that an eliminated producer wrote? Then it
+ * would read memory nobody writes any more (MUL(t, t) after t = norm(x)). */
+static bool reads_eliminated(const fuse_state *fs, const fuse_match *m)
+{
+    for (uint32_t e = 0; e < m->n_elim; e++) {
+        const loom_range *w = loom_node_writes(fs->g, loom_graph_node(fs->g, m->elim[e]));
+        for (uint32_t i = 0; i < m->n_in; i++)
+            if (m->in[i].buffer == w->buffer && m->in[i].offset < w->offset + w->size &&
+                w->offset < m->in[i].offset + tensor_bytes(&m->in[i]))
+                return true;
+    }
+    return false;
+}
+
+/* A sentinel or a non-reorderable node between chain members: nothing may
+ * be moved across it, whatever the reorder pass does. */
+static bool is_fence(const loom_node *nd)
+{
+    return nd->type == LOOM_NODE_BARRIER || !loom_op_reorderable((loom_op)nd->op);
+}
+
 static bool legal(const fuse_state *fs, const fuse_match *m)
 {
     for (uint32_t i = 0; i < m->n_elim; i++)
         if (!intermediate_private(fs, m, m->elim[i]))
             return false;
+    if (reads_eliminated(fs, m))
+        return false;
     for (uint32_t i = 0; i < m->n_in; i++)
         for (uint32_t o = 0; o < m->n_out; o++)
             if (views_clash(&m->in[i], &m->out[o]))
@@ -249,8 +273,9 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
         for (uint32_t k = from + 1; k < anchor; k++) {
             if (in_chain(m, k))
                 continue;
+            const loom_node *kn = loom_graph_node(fs->g, k);
             uint32_t buf;
-            if (loom_nodes_conflict(fs->g, cn, loom_graph_node(fs->g, k), &buf) != LOOM_HAZARD_NONE)
+            if (is_fence(kn) || loom_nodes_conflict(fs->g, cn, kn, &buf) != LOOM_HAZARD_NONE)
                 return false;
         }
     }

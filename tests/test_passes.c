@@ -445,6 +445,65 @@ START_TEST(test_fuse_matvec_add)
 }
 END_TEST
 
+/* Bug: a consumer reading the intermediate in several slots, MUL(t, t) after
+ * RMS_NORM(x → t), was fused; the fused node then read t, no longer written.
+ * Same for the three-node chain. */
+START_TEST(test_fuse_consumer_reads_intermediate_twice)
+{
+    for (int three = 0; three < 2; three++) {
+        loom_graph_reset(G);
+        uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(0), t = vbuf(0);
+        uint32_t y = vbuf(LOOM_USAGE_OUTPUT);
+        if (three)
+            ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(three ? s : a, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(t, N), loom_vec(y, N), NULL), LOOM_OK);
+        run_fuse();
+        for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+            uint8_t op = loom_graph_node(G, i)->op;
+            ck_assert(op != LOOM_OP_RMS_NORM_MUL && op != LOOM_OP_ADD_RMS_NORM_MUL);
+        }
+    }
+}
+END_TEST
+
+/* Bug: a later node that reads and writes the intermediate (a read-write
+ * binding) was not counted as a reader, so t was eliminated under it. */
+START_TEST(test_fuse_rw_binding_is_a_reader)
+{
+    uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT), t = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(w, N), loom_vec(y, N), NULL), LOOM_OK);
+    loom_binding rw = { .buffer = t, .slot = 0, .offset = 0, .size = N * 4, .access = LOOM_ACCESS_RW };
+    loom_dispatch_desc d = { .kernel = "scale_in_place", .op = LOOM_OP_OTHER, .groups = { 1, 1, 1 },
+                             .bindings = &rw, .n_bindings = 1 };
+    ck_assert_int_eq(loom_graph_add_dispatch(G, &d, NULL), LOOM_OK);
+    ck_assert_uint_eq(run_fuse(), 0);
+    ck_assert_uint_eq(loom_graph_node_count(G), 3);
+}
+END_TEST
+
+/* Bug: fusion moved ADD past a SOFTMAX (non-reorderable) to build an
+ * ADD_RMS_NORM after it — with or without the reorder pass. Also with a
+ * sentinel in between. */
+START_TEST(test_fuse_never_crosses_fence)
+{
+    for (int sentinel = 0; sentinel < 2; sentinel++) {
+        loom_graph_reset(G);
+        uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+        uint32_t p = vbuf(LOOM_USAGE_INPUT), q = vbuf(LOOM_USAGE_OUTPUT);
+        ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+        if (sentinel)
+            ck_assert_int_eq(loom_graph_add_barrier(G, NULL), LOOM_OK);
+        else
+            ck_assert_int_eq(loom_op_softmax(G, loom_vec(p, N), loom_vec(q, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(y, N), 1e-5f, NULL), LOOM_OK);
+        ck_assert_uint_eq(run_fuse(), 0);
+        ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_ADD);
+    }
+}
+END_TEST
+
 Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
@@ -456,6 +515,8 @@ Suite *passes_suite(void)
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
                     test_fuse_matvec_add } },
+        { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
+                             test_fuse_never_crosses_fence } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

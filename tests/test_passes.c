@@ -4,6 +4,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "loom_ops.h"
 #include "loom_passes.h"
@@ -309,6 +310,93 @@ START_TEST(test_packing_epochs)
 }
 END_TEST
 
+/* Bug: write coverage of a scratch buffer was one interval, so a read of
+ * bytes that an earlier, disjoint write covered was called uninitialised.
+ * A read that straddles a gap is still rejected. */
+START_TEST(test_scratch_coverage_is_a_set)
+{
+    for (int gap = 0; gap < 2; gap++) {
+        loom_graph_reset(G);
+        uint32_t s = buf(2048, LOOM_USAGE_SCRATCH), o = buf(2048, LOOM_USAGE_OUTPUT);
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 0, 256 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1024, 1536 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1536, 1600 });   /* adjacent: joins */
+        if (gap)
+            node(LOOM_OP_OTHER, 1, (uint32_t[]){ s, 200, 1100 }, 1, (uint32_t[]){ o, 0, 4 });
+        else
+            node(LOOM_OP_OTHER, 2, (uint32_t[]){ s, 0, 4, s, 1100, 1600 }, 1, (uint32_t[]){ o, 0, 4 });
+        loom_pass_ctx ctx = { 0 };
+        ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), gap ? LOOM_VERIFY : LOOM_OK);
+        if (!gap)
+            ck_assert_uint_eq(loom_graph_buffer(G, s)->cls, LOOM_CLASS_SCRATCH);
+    }
+    /* Unhinted, the same pattern is SCRATCH (not STATE). */
+    loom_graph_reset(G);
+    uint32_t s = buf(2048, LOOM_USAGE_NONE), o = buf(2048, LOOM_USAGE_OUTPUT);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1024, 1536 });
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 0, 256 });
+    node(LOOM_OP_OTHER, 2, (uint32_t[]){ s, 0, 4, s, 1024, 1100 }, 1, (uint32_t[]){ o, 0, 4 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_buffer(G, s)->cls, LOOM_CLASS_SCRATCH);
+}
+END_TEST
+
+/* Bug: arena arithmetic wrapped. Two live 2^63-byte scratch buffers, or one
+ * of 2^64 - 1 bytes, cannot be placed: LOOM_LIMIT, never a wrapped layout.
+ * Two of 2^62 fit exactly. */
+START_TEST(test_arena_overflow_rejected)
+{
+    static const uint64_t sizes[][2] = { { 1ull << 63, 1ull << 63 }, { UINT64_MAX, 64 }, { 1ull << 62, 1ull << 62 },
+                                         { UINT64_MAX - 200, 0 } };
+    for (size_t c = 0; c < 4; c++) {
+        loom_graph_reset(G);
+        uint32_t a = buf(sizes[c][0], LOOM_USAGE_NONE), o = buf(64, LOOM_USAGE_OUTPUT);
+        uint32_t b = sizes[c][1] ? buf(sizes[c][1], LOOM_USAGE_NONE) : LOOM_NONE;
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ a, 0, 8 });
+        if (b != LOOM_NONE) {
+            node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 8 });
+            node(LOOM_OP_OTHER, 2, (uint32_t[]){ a, 0, 8, b, 0, 8 }, 1, (uint32_t[]){ o, 0, 8 });
+        } else {
+            node(LOOM_OP_OTHER, 1, (uint32_t[]){ a, 0, 8 }, 1, (uint32_t[]){ o, 0, 8 });
+        }
+        loom_pass_ctx ctx = { 0 };
+        loom_result rc = loom_pass_lifetimes(G, &ctx);
+        if (c == 2) {
+            ck_assert_int_eq(rc, LOOM_OK);
+            ck_assert_uint_eq(ctx.arena_bytes, 1ull << 63);
+            ck_assert_uint_ne(loom_graph_buffer(G, a)->arena_offset, loom_graph_buffer(G, b)->arena_offset);
+            ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+        } else {
+            ck_assert_int_eq(rc, LOOM_LIMIT);
+        }
+    }
+}
+END_TEST
+
+/* Bug: two graph buffers over the same external memory were treated as
+ * distinct, so a write through one and a read through the other got no
+ * barrier. Such a graph is rejected, naming both buffers. */
+START_TEST(test_shared_external_rejected)
+{
+    uint32_t a, b;
+    ck_assert_int_eq(loom_graph_add_buffer(G, &(loom_buffer_desc){ .name = "kv_one", .size = 64, .external = 42 }, &a),
+                     LOOM_OK);
+    uint32_t other = buf(64, LOOM_USAGE_NONE);
+    loom_graph_buffer_mut(G, other)->external = 7;
+    ck_assert_int_eq(loom_graph_add_buffer(G, &(loom_buffer_desc){ .name = "kv_two", .size = 64, .external = 42 }, &b),
+                     LOOM_OK);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ a, 0, 64 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ b, 0, 64 }, 1, (uint32_t[]){ other, 0, 64 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_VERIFY);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kv_one"));
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kv_two"));
+    loom_graph_buffer_mut(G, b)->external = 43;
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+}
+END_TEST
+
 /* ---- fuse --------------------------------------------------------------- */
 
 #define N 256u
@@ -511,7 +599,8 @@ Suite *passes_suite(void)
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
                                 test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule } },
-        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs } },
+        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_scratch_coverage_is_a_set,
+                         test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
                     test_fuse_matvec_add } },

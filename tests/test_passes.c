@@ -213,6 +213,43 @@ START_TEST(test_window_limit)
 }
 END_TEST
 
+/* Bug: each window was levelled from scratch, so a node that could join the
+ * epoch left open by the previous window waited for a barrier, and the bound
+ * ignored the barrier between windows. Window 2 here: P (free) could run
+ * beside B, Q after P, R after B: 2 barriers in all, not 3. A pure chain
+ * across windows needs a barrier at every edge; a non-reorderable node in
+ * a chain forces barriers on both sides. Barriers meet the bound each time. */
+START_TEST(test_window_edges)
+{
+    loom_pass_ctx ctx = { .window = 2 };
+    uint32_t x = buf(64, 0), y = buf(64, 0), p = buf(64, 0), q = buf(64, 0), u = buf(64, 0);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 0, 8 });                                 /* A */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ x, 0, 8 }, 1, (uint32_t[]){ y, 0, 8 });              /* B */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ p, 0, 8 });                                 /* P */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ p, 0, 8 }, 1, (uint32_t[]){ q, 0, 8 });              /* Q */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ y, 0, 8 }, 1, (uint32_t[]){ u, 0, 8 });              /* R */
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barrier_lower_bound, 2);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barriers, 2);
+
+    for (int fence = 0; fence < 2; fence++) {
+        loom_graph_reset(G);
+        uint32_t b[5];
+        for (int i = 0; i < 5; i++)
+            b[i] = buf(64, 0);
+        for (uint32_t i = 0; i < 4; i++)   /* chain b0 -> b1 -> b2 -> b3 -> b4 */
+            node(fence && i == 2 ? LOOM_OP_SOFTMAX : LOOM_OP_OTHER, 1, (uint32_t[]){ b[i], 0, 8 }, 1,
+                 (uint32_t[]){ b[i + 1], 0, 8 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b[0], 32, 40 });   /* free: needs no barrier */
+        ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+        ck_assert_uint_eq(ctx.barrier_lower_bound, 3);
+        ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+        ck_assert_uint_eq(ctx.barriers, 3);
+    }
+}
+END_TEST
+
 START_TEST(test_serial_schedule)
 {
     uint32_t x = buf(64, LOOM_USAGE_NONE);
@@ -598,7 +635,7 @@ Suite *passes_suite(void)
     struct { const char *name; const TTest *t[8]; } cases[] = {
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
-                                test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule } },
+                                test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule, test_window_edges } },
         { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_scratch_coverage_is_a_set,
                          test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,

@@ -483,6 +483,28 @@ static loom_result build_index(fuse_state *fs)
     return LOOM_OK;
 }
 
+/* The fused node stands for every captured node its chain stood for, so a
+ * plan lists all of them (ascending capture indices). */
+static loom_result set_members(fuse_state *fs, const fuse_match *m, uint32_t id, uint32_t total)
+{
+    uint32_t *caps = pass_alloc(fs->a, (size_t)total * sizeof(uint32_t)), k = 0;
+    if (!caps)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "fuse: out of memory");
+    for (uint32_t i = 0; i < m->n_nodes; i++) {
+        const loom_node *cn = loom_graph_node(fs->g, m->nodes[i]);
+        const uint32_t *mem = loom_node_members(fs->g, cn);
+        for (uint32_t j = 0; j < cn->fused && k < total; j++) {
+            uint32_t c = mem[j], at = k++;
+            for (; at > 0 && caps[at - 1] > c; at--)   /* insertion sort: a handful of entries */
+                caps[at] = caps[at - 1];
+            caps[at] = c;
+        }
+    }
+    loom_result rc = loom_graph_set_members(fs->g, id, caps, k);
+    pass_free(fs->a, caps, (size_t)total * sizeof(uint32_t));
+    return rc;
+}
+
 static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match *m)
 {
     uint32_t before = loom_graph_node_count(fs->g), id;
@@ -495,15 +517,14 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
         loom_clear_error();
         return LOOM_OK;   /* the builder's own checks said no: leave the chain */
     }
-    const loom_node *anchor = loom_graph_node(fs->g, m->nodes[m->n_nodes - 1]);
-    uint32_t cap = anchor->capture_index, fused = 0;
+    uint32_t fused = 0;
     for (uint32_t i = 0; i < m->n_nodes; i++) {
         fused += loom_graph_node(fs->g, m->nodes[i])->fused;
         fs->consumed[m->nodes[i]] = 1;
     }
+    if ((rc = set_members(fs, m, id, fused)))
+        return rc;
     loom_node *nn = loom_graph_node_mut(fs->g, id);
-    nn->capture_index = cap;
-    nn->fused = fused;
     nn->group = LOOM_NONE;
     nn->barrier = LOOM_NONE;
     fs->repl[m->nodes[m->n_nodes - 1]] = id;

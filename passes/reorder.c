@@ -105,11 +105,12 @@ loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx)
         goto done;
 
     loom_graph_clear_schedule(g);
-    uint32_t out = 0, groups = 0, bound = 0;
+    uint32_t out = 0, groups = 0, bound = 0, windows = 0;
     bool dispatch_since_sentinel = false;
     for (uint32_t i = 0; i < s.n;) {
         loom_node *nd = loom_graph_node_mut(g, i);
         if (nd->type == LOOM_NODE_BARRIER) {
+            nd->window = windows++;
             /* A sentinel forces a barrier unless nothing ran since the last one;
              * either way the epoch after it starts empty. */
             bound += dispatch_since_sentinel;
@@ -125,6 +126,9 @@ loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx)
         if (!is_segment_breaker(nd))
             while (hi < s.n && hi - i < s.window && !is_segment_breaker(loom_graph_node(g, hi)))
                 hi++;
+        for (uint32_t k = i; k < hi; k++)
+            loom_graph_node_mut(g, k)->window = windows;
+        windows++;
         uint32_t levels;
         if ((rc = schedule_window(g, &s, i, hi, &out, &groups, &levels)))
             goto done;

@@ -110,6 +110,24 @@ START_TEST(test_pipeline_dump)
 }
 END_TEST
 
+/* The pass table is the one list: the default pipeline names every pass in
+ * table order, and each switch skips exactly its pass. */
+START_TEST(test_pass_table_drives_all)
+{
+    char want[256] = "";
+    uint32_t all = 0;
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *p = loom_pass_at(i);
+        strcat(strcat(want, i ? "," : ""), p->name);
+        ck_assert_uint_eq(loom_pass_skip_mask(p->disable), p->disable ? 1u << i : 0);
+        all |= p->disable;
+    }
+    ck_assert_str_eq(want, LOOM_PASS_PIPELINE_DEFAULT);
+    ck_assert_uint_eq(all, LOOM_DISABLE_PASS_MASK);
+    ck_assert_ptr_null(loom_pass_at(loom_pass_count()));
+}
+END_TEST
+
 /* ---- reorder + barriers ------------------------------------------------- */
 
 /* a→b chain plus an independent node: 2 groups, the independent one joins
@@ -633,7 +651,8 @@ Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
     struct { const char *name; const TTest *t[8]; } cases[] = {
-        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump } },
+        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
+                       test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
                                 test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule, test_window_edges } },
         { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_scratch_coverage_is_a_set,

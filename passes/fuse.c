@@ -226,16 +226,43 @@ static bool views_clash(const loom_tensor *a, const loom_tensor *b)
     return a->offset < b->offset + tensor_bytes(b) && b->offset < a->offset + tensor_bytes(a);
 }
 
-/* Does the fused node read bytes that an eliminated producer wrote? Then it
- * would read memory nobody writes any more (MUL(t, t) after t = norm(x)). */
-static bool reads_eliminated(const fuse_state *fs, const fuse_match *m)
+static bool tensor_in(const loom_tensor *t, const loom_range *r)
 {
-    for (uint32_t e = 0; e < m->n_elim; e++) {
-        const loom_range *w = loom_node_writes(fs->g, loom_graph_node(fs->g, m->elim[e]));
-        for (uint32_t i = 0; i < m->n_in; i++)
-            if (m->in[i].buffer == w->buffer && m->in[i].offset < w->offset + w->size &&
-                w->offset < m->in[i].offset + tensor_bytes(&m->in[i]))
-                return true;
+    return t->buffer == r->buffer && r->offset <= t->offset && t->offset + tensor_bytes(t) <= r->offset + r->size;
+}
+
+static bool tensor_meets(const loom_tensor *t, const loom_range *r)
+{
+    return t->buffer == r->buffer && t->offset < r->offset + r->size && r->offset < t->offset + tensor_bytes(t);
+}
+
+/* The fused node reads its inputs from memory before it writes anything.
+ * So no input may be bytes an eliminated producer wrote (nobody writes them
+ * any more: MUL(t, t) after t = norm(x)), nor bytes another chain member
+ * wrote before the member that read them (ADD → s, then MUL reads s as its
+ * weight: the fused node would see s from before the chain). Inputs of the
+ * chain's first node are read before any chain write; whether one may also
+ * be written in place is the builder's call. */
+static bool reads_chain_writes(const fuse_state *fs, const fuse_match *m)
+{
+    const loom_node *first = loom_graph_node(fs->g, m->nodes[0]);
+    const loom_range *fr = loom_node_reads(fs->g, first);
+    for (uint32_t i = 0; i < m->n_in; i++) {
+        bool early = false;
+        for (uint32_t k = 0; k < first->n_reads && !early; k++)
+            early = tensor_in(&m->in[i], &fr[k]);
+        for (uint32_t c = 0; c < m->n_nodes; c++) {
+            bool elim = false;
+            for (uint32_t e = 0; e < m->n_elim; e++)
+                elim |= m->elim[e] == m->nodes[c];
+            if (early && !elim)
+                continue;
+            const loom_node *cn = loom_graph_node(fs->g, m->nodes[c]);
+            const loom_range *w = loom_node_writes(fs->g, cn);
+            for (uint32_t k = 0; k < cn->n_writes; k++)
+                if (tensor_meets(&m->in[i], &w[k]))
+                    return true;
+        }
     }
     return false;
 }
@@ -252,7 +279,7 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
     for (uint32_t i = 0; i < m->n_elim; i++)
         if (!intermediate_private(fs, m, m->elim[i]))
             return false;
-    if (reads_eliminated(fs, m))
+    if (reads_chain_writes(fs, m))
         return false;
     for (uint32_t i = 0; i < m->n_in; i++)
         for (uint32_t o = 0; o < m->n_out; o++)

@@ -427,7 +427,11 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
         b->cls = c;
         b->arena_offset = 0;
     }
-    /* Scratch in order of first use (the scan's order); ties sorted below. */
+    /* Scratch in order of first use (the scan's order); ties sorted below.
+     * A SCRATCH-hinted buffer no node touches comes last, still placed. */
+    for (uint32_t i = 0; i < nb; i++)
+        if (info[i].first == LOOM_NONE)
+            order[n_order++] = i;
     for (uint32_t k = 0; k < n_order; k++) {
         uint32_t i = order[k];
         const loom_buffer *b = loom_graph_buffer(g, i);

@@ -647,6 +647,24 @@ START_TEST(test_fuse_never_crosses_fence)
 }
 END_TEST
 
+/* Found by the oracle: MUL reads the ADD's sum as its weight. Fused, the
+ * node would read s from memory before writing it (the sum from before the
+ * chain). ADD→RMS_NORM may still fuse, the MUL staying apart. */
+START_TEST(test_fuse_input_written_by_chain)
+{
+    uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(LOOM_USAGE_SCRATCH), t = vbuf(0);
+    uint32_t y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(s, N), loom_vec(y, N), NULL), LOOM_OK);
+    run_fuse();
+    for (uint32_t i = 0; i < loom_graph_node_count(G); i++)
+        ck_assert_uint_ne(loom_graph_node(G, i)->op, LOOM_OP_ADD_RMS_NORM_MUL);
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+}
+END_TEST
+
 Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
@@ -661,7 +679,7 @@ Suite *passes_suite(void)
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
-                             test_fuse_never_crosses_fence } },
+                             test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

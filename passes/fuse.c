@@ -8,8 +8,12 @@
  * that only the chain reads) is read by no other node while it holds that
  * value, is not host visible, the shapes agree, no input of the fused node
  * partly overlaps one of its outputs (an exact in-place view is the
- * builder's call), and moving the chain's earlier nodes down to
- * the anchor crosses no node they conflict with. Anchors are visited from
+ * builder's call), the fused node reads nothing the chain wrote (an
+ * eliminated intermediate, or bytes one member wrote before another read
+ * them), and moving the chain's earlier nodes down to the anchor crosses
+ * no node they conflict with and no sentinel or non-reorderable node. A
+ * node that reads and rewrites the intermediate is one of its readers.
+ * The fused node records the capture indices of all its members. Anchors are visited from
  * the end so the longest rule claims a node first; all replacements are
  * applied at the end in one permutation, and every legality question is
  * asked of the original positions (a node moves only past nodes it was

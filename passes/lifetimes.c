@@ -28,10 +28,11 @@ typedef struct buf_info {
     uint32_t writer;          /* first writing node (capture index) or LOOM_NONE */
     uint32_t early_reader;    /* first node reading bytes not yet written, or LOOM_NONE */
     uint64_t *cov;            /* bytes written so far: sorted, disjoint, non-adjacent [lo, hi) pairs */
-    uint32_t ncov, capcov;    /* pairs */
+    uint32_t ncov;            /* pairs */
+    uint32_t capcov : 31;     /* pairs cov holds */
+    uint32_t kv_written : 1;
     uint64_t one[2];          /* cov's storage until a second disjoint piece (the common case: one) */
-    bool kv_written;
-} buf_info;
+} buf_info;                   /* 48 bytes: this pass's memory is mostly these and live_buf */
 
 /* Is [lo, hi) inside one interval of the coverage set? (Intervals are kept
  * merged, so inside the union means inside one of them.) */
@@ -107,7 +108,7 @@ static loom_result scan_accesses(const loom_graph *g, buf_info *info, uint32_t *
             if (b->writer == LOOM_NONE)
                 b->writer = nd->capture_index;
             if (nd->op == LOOM_OP_KV_APPEND)
-                b->kv_written = true;
+                b->kv_written = 1;
         }
     }
     return LOOM_OK;
@@ -157,10 +158,11 @@ static loom_result classify(const loom_graph *g, uint32_t id, const buf_info *b,
 
 typedef struct live_buf {
     uint32_t first, last, id;
-    uint64_t size, asize;
-    uint64_t offset;
     uint32_t blk;             /* its block while placed */
+    uint64_t size;
 } live_buf;
+
+static uint64_t aligned(uint64_t size) { return (size + LOOM_ARENA_ALIGN - 1) / LOOM_ARENA_ALIGN * LOOM_ARENA_ALIGN; }
 
 static int by_first(const void *pa, const void *pb)
 {
@@ -366,7 +368,7 @@ static uint32_t heap_pop(uint32_t *h, uint32_t *n, const live_buf *v)
 /* Greedy best fit in order of first use; a buffer's bytes are free again
  * from the first epoch after its last. Fails with LOOM_LIMIT where an
  * offset would pass 2^64. */
-static loom_result pack(const loom_graph *g, live_buf *v, uint32_t n, packer *p, uint32_t *heap, uint64_t *arena,
+static loom_result pack(loom_graph *g, live_buf *v, uint32_t n, packer *p, uint32_t *heap, uint64_t *arena,
                         uint64_t *bound)
 {
     uint32_t nh = 0;
@@ -378,7 +380,8 @@ static loom_result pack(const loom_graph *g, live_buf *v, uint32_t n, packer *p,
             live -= v[x].size;
             release(p, v[x].blk);
         }
-        if (!place(p, b->asize, &b->blk, &b->offset))
+        uint64_t asize = aligned(b->size), off;
+        if (!place(p, asize, &b->blk, &off))
             return loom_fail(LOOM_LIMIT,
                              "lifetimes: scratch buffer %u '%s' of %" PRIu64 " bytes does not fit below 2^64 bytes "
                              "of arena beside the live ones",
@@ -387,8 +390,9 @@ static loom_result pack(const loom_graph *g, live_buf *v, uint32_t n, packer *p,
         live += b->size;   /* placed buffers fit in 2^64 bytes: no wrap */
         if (live > peak)
             peak = live;
-        if (b->offset + b->asize > top)
-            top = b->offset + b->asize;
+        loom_graph_buffer_mut(g, b->id)->arena_offset = off;
+        if (off + asize > top)
+            top = off + asize;
     }
     *arena = top;
     *bound = peak;
@@ -401,11 +405,11 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
     uint32_t nb = loom_graph_buffer_count(g);
     buf_info *info = pass_alloc(a, (size_t)nb * sizeof(buf_info));
     live_buf *lv = pass_alloc(a, (size_t)nb * sizeof(live_buf));
-    uint32_t *heap = pass_alloc(a, (size_t)nb * sizeof(uint32_t)), *order = pass_alloc(a, (size_t)nb * sizeof(uint32_t));
+    uint32_t *order = pass_alloc(a, (size_t)nb * sizeof(uint32_t));   /* then pack's heap */
     packer pk = { .root = LOOM_NONE, .tail = LOOM_NONE, .free = LOOM_NONE, .seed = 0x9e3779b9u };
     loom_result rc = LOOM_OK;
     uint32_t ns = 0;
-    if (!info || !lv || !heap || !order) {
+    if (!info || !lv || !order) {
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "lifetimes: out of memory for %u buffers", nb);
         goto done;
     }
@@ -442,8 +446,7 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
                            i, loom_graph_buffer_name(g, i), b->size, LOOM_ARENA_ALIGN);
             goto done;
         }
-        uint64_t asize = (b->size + LOOM_ARENA_ALIGN - 1) / LOOM_ARENA_ALIGN * LOOM_ARENA_ALIGN;
-        lv[ns++] = (live_buf){ info[i].first, info[i].last, i, b->size, asize, 0, LOOM_NONE };
+        lv[ns++] = (live_buf){ info[i].first, info[i].last, i, LOOM_NONE, b->size };
         scratch = b->size > UINT64_MAX - scratch ? UINT64_MAX : scratch + b->size;   /* a statistic: saturate */
     }
     for (uint32_t lo = 0, hi; lo < ns; lo = hi) {   /* runs of one first epoch: largest first */
@@ -457,10 +460,8 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
         goto done;
     }
     uint64_t arena = 0, bound = 0;
-    if ((rc = pack(g, lv, ns, &pk, heap, &arena, &bound)))
+    if ((rc = pack(g, lv, ns, &pk, order, &arena, &bound)))
         goto done;
-    for (uint32_t i = 0; i < ns; i++)
-        loom_graph_buffer_mut(g, lv[i].id)->arena_offset = lv[i].offset;
     loom_graph_set_arena_size(g, arena);
     if (ctx) {
         ctx->scratch_bytes = scratch;
@@ -468,12 +469,11 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
         ctx->arena_lower_bound = bound;
     }
 done:
-    for (uint32_t i = 0; info && lv && heap && i < nb; i++)   /* initialised when all three were allocated */
+    for (uint32_t i = 0; info && lv && order && i < nb; i++)   /* initialised when all three were allocated */
         if (info[i].cov != info[i].one)
             pass_free(a, info[i].cov, (size_t)info[i].capcov * 16);
     pass_free(a, info, (size_t)nb * sizeof(buf_info));
     pass_free(a, lv, (size_t)nb * sizeof(live_buf));
-    pass_free(a, heap, (size_t)nb * sizeof(uint32_t));
     pass_free(a, order, (size_t)nb * sizeof(uint32_t));
     pass_free(a, pk.b, ((size_t)ns + 1) * sizeof(blk));
     return rc;

@@ -59,8 +59,20 @@ static loom_result layer(loom_graph *g, uint32_t h, uint32_t wq, uint32_t wff, u
     return rc;
 }
 
-/* About `nodes` nodes: 15 per layer. */
-static loom_result make_graph(uint32_t nodes, loom_graph **out)
+/* With keep_hidden, each layer also copies the residual into a scratch
+ * buffer of its own that a chain of adds after the last layer reads back
+ * (a probe of every hidden state): scratch that stays live across the graph,
+ * so the arena packer holds thousands of live buffers at once. */
+static loom_result keep_hidden(loom_graph *g, uint32_t h, uint32_t *hs, uint32_t n)
+{
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; rc == LOOM_OK && i < n; i++)
+        rc = loom_op_add(g, loom_vec(hs[i], DIM), loom_vec(h, DIM), loom_vec(h, DIM), NULL);
+    return rc;
+}
+
+/* About `nodes` nodes: 15 per layer (16 and one add at the end with hidden). */
+static loom_result make_graph(uint32_t nodes, bool hidden, loom_graph **out)
 {
     loom_graph *g;
     loom_result rc = loom_graph_create(&(loom_graph_desc){ .name = "bench" }, &g);
@@ -69,12 +81,20 @@ static loom_result make_graph(uint32_t nodes, loom_graph **out)
     uint32_t h, wq, wff;
     if (!(rc = buf(g, "h", DIM * 4, LOOM_USAGE_STATE, &h)) && !(rc = buf(g, "wq", DIM * DIM * 2, LOOM_USAGE_WEIGHT, &wq)))
         rc = buf(g, "wff", (uint64_t)FF * DIM * 6, LOOM_USAGE_WEIGHT, &wff);
-    for (uint32_t l = 0; rc == LOOM_OK && loom_graph_node_count(g) < nodes; l++) {
+    uint32_t *hs = hidden ? malloc((nodes / 15 + 1) * sizeof *hs) : NULL, nh = 0;
+    if (hidden && !hs)
+        rc = loom_fail(LOOM_OUT_OF_MEMORY, "bench compile: out of memory");
+    for (uint32_t l = 0; rc == LOOM_OK && loom_graph_node_count(g) + (hidden ? nh : 0) < nodes; l++) {
         uint32_t kc, vc;
         if (!(rc = buf(g, "kc", SEQ * DIM * 4, LOOM_USAGE_KV_CACHE, &kc)) &&
             !(rc = buf(g, "vc", SEQ * DIM * 4, LOOM_USAGE_KV_CACHE, &vc)))
             rc = layer(g, h, wq, wff, kc, vc);
+        if (rc == LOOM_OK && hidden && !(rc = buf(g, "hs", DIM * 4, LOOM_USAGE_NONE, &hs[nh])))
+            rc = loom_op_copy(g, loom_vec(h, DIM), loom_vec(hs[nh++], DIM), NULL);
     }
+    if (rc == LOOM_OK && hidden)
+        rc = keep_hidden(g, h, hs, nh);
+    free(hs);
     if (rc) {
         loom_graph_destroy(g);
         return rc;
@@ -102,10 +122,13 @@ int loom_bench_compile(int argc, char **argv)
 {
     uint32_t sizes[16] = { 1000, 10000, 100000 };
     size_t n_sizes = 3;
+    bool hidden = false;
     loom_compile_options opts = { .time_each = true };
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc && parse_sizes(argv[i + 1], sizes, &n_sizes, 16)) {
+        if (!strcmp(argv[i], "--keep-hidden")) {
+            hidden = true;
+        } else if (!strcmp(argv[i], "--sizes") && i + 1 < argc && parse_sizes(argv[i + 1], sizes, &n_sizes, 16)) {
             i++;
         } else if (!strcmp(argv[i], "--passes") && i + 1 < argc) {
             opts.pipeline = argv[++i];
@@ -113,14 +136,14 @@ int loom_bench_compile(int argc, char **argv)
                    (strtoul(argv[i + 1], &end, 10), *argv[i + 1] && !*end)) {
             opts.window = (uint32_t)strtoul(argv[++i], NULL, 10);   /* 0: the default, as in the API */
         } else {
-            fprintf(stderr, "usage: loom bench compile [--sizes N[,N...]] [--passes P] [--window N]\n");
+            fprintf(stderr, "usage: loom bench compile [--sizes N[,N...]] [--passes P] [--window N] [--keep-hidden]\n");
             return 2;
         }
     }
     printf("%-8s %-10s %12s %12s\n", "nodes", "pass", "total ms", "ns/node");
     for (size_t s = 0; s < n_sizes; s++) {
         loom_graph *g;
-        loom_result rc = make_graph(sizes[s], &g);
+        loom_result rc = make_graph(sizes[s], hidden, &g);
         if (rc)
             return loom_cli_fail("bench compile", rc);
         uint32_t n = loom_graph_node_count(g);

@@ -20,7 +20,7 @@ static const struct {
       "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
     { "ops", "[--quick] [--isolated] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
     { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
-    { "compile", "[--sizes N[,N...]] [--passes P] [--window N]",
+    { "compile", "[--sizes N[,N...]] [--passes P] [--window N] [--keep-hidden]",
       "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
     { "decode", "[--config tiny|1b|7b] [shape flags] [--steps N] [--in-flight K] [--device NAME] [--quick]",
       "the example decoder's step under each plan variant, against the weight-read floor", loom_bench_decode },

@@ -1,5 +1,6 @@
 /* `loom compile FILE`: loads a graph, compiles it and prints the plan graph
- * (text, DOT or JSON) and, with --stats, what the passes achieved. */
+ * (text, DOT or JSON) on stdout and, with --stats, what the passes achieved
+ * on stderr — so stdout is exactly one document a checker can parse. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +16,15 @@ static int usage(void)
 
 static void print_stats(const loom_plan_stats *s)
 {
-    printf("nodes               %u (captured %u)\n", s->nodes, s->captured_nodes);
-    printf("dispatches          %u\n", s->dispatches);
-    printf("groups              %u\n", s->groups);
-    printf("barriers            %u (lower bound %u)\n", s->barriers, s->barrier_lower_bound);
-    printf("fused chains        %u\n", s->fused_chains);
-    printf("scratch bytes       %" PRIu64 " unpacked, %" PRIu64 " packed, %" PRIu64 " lower bound\n",
+    fprintf(stderr, "nodes               %u (captured %u)\n", s->nodes, s->captured_nodes);
+    fprintf(stderr, "dispatches          %u\n", s->dispatches);
+    fprintf(stderr, "groups              %u\n", s->groups);
+    fprintf(stderr, "barriers            %u (lower bound %u)\n", s->barriers, s->barrier_lower_bound);
+    fprintf(stderr, "fused chains        %u\n", s->fused_chains);
+    fprintf(stderr, "scratch bytes       %" PRIu64 " unpacked, %" PRIu64 " packed, %" PRIu64 " lower bound\n",
            s->scratch_bytes, s->arena_bytes, s->arena_lower_bound);
     for (uint32_t i = 0; i < s->n_passes; i++)
-        printf("pass %-14s %10.3f ms\n", s->pass_names[i], s->pass_ns[i] / 1e6);
+        fprintf(stderr, "pass %-14s %10.3f ms\n", s->pass_names[i], s->pass_ns[i] / 1e6);
 }
 
 int loom_cmd_compile(int argc, char **argv)

@@ -49,7 +49,7 @@ set(loom_public_headers
   ${PROJECT_BINARY_DIR}/include/loom/loom.h
   ${PROJECT_SOURCE_DIR}/ir/loom_ir.h ${PROJECT_SOURCE_DIR}/ir/loom_ir_edit.h ${PROJECT_SOURCE_DIR}/ir/loom_ops.h
   ${PROJECT_SOURCE_DIR}/ir/results.def ${PROJECT_SOURCE_DIR}/ir/ops.def
-  ${PROJECT_SOURCE_DIR}/passes/loom_passes.h ${PROJECT_SOURCE_DIR}/compiler/loom_compiler.h)
+  ${PROJECT_SOURCE_DIR}/passes/loom_passes.h ${PROJECT_SOURCE_DIR}/passes/loom_pass_switches.h ${PROJECT_SOURCE_DIR}/compiler/loom_compiler.h)
 if(LOOM_RUNTIME)
   list(APPEND loom_public_headers ${PROJECT_SOURCE_DIR}/runtime/loom_runtime.h)
 endif()

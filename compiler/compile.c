@@ -34,21 +34,6 @@ loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **bu
     return LOOM_OK;
 }
 
-static uint32_t skip_mask(uint32_t disable)
-{
-    static const struct { uint32_t bit; const char *pass; } map[] = {
-        { LOOM_DISABLE_FUSE, "fuse" },
-        { LOOM_DISABLE_REORDER, "reorder" },
-        { LOOM_DISABLE_BARRIERS, "barriers" },
-        { LOOM_DISABLE_LIFETIMES, "lifetimes" },
-    };
-    uint32_t skip = 0;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (disable & map[i].bit)
-            skip |= 1u << loom_pass_index(map[i].pass);
-    return skip;
-}
-
 static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_pass_ctx *ctx,
                        const loom_pipeline_report *rep, loom_plan_stats *s)
 {
@@ -102,7 +87,7 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,
-        .skip = skip_mask(po.disable),
+        .skip = loom_pass_skip_mask(po.disable),
         .verify_each = opts && opts->verify_each,
         .time_each = true,   /* a clock read per pass is noise next to any pass */
         .dump_dir = opts ? opts->dump_dir : NULL,

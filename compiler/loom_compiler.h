@@ -15,6 +15,7 @@
 #define LOOM_COMPILER_H
 
 #include "loom_ir.h"
+#include "loom_pass_switches.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,17 +26,14 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define LOOM_DEFAULT_PIPELINE "verify,fuse,reorder,barriers,lifetimes"
+#define LOOM_DEFAULT_PIPELINE LOOM_PASS_PIPELINE_DEFAULT
 #define LOOM_DEFAULT_WINDOW 64u
 
-/* Switches for bisection and benchmarks. Every combination stays correct:
+/* Switches for bisection and benchmarks: the LOOM_DISABLE_* pass bits of
+ * loom_pass_switches.h, plus the cache's. Every combination stays correct:
  * with the barriers pass off a barrier is recorded before every node. */
 enum {
-    LOOM_DISABLE_FUSE      = 1u << 0,
-    LOOM_DISABLE_REORDER   = 1u << 1,
-    LOOM_DISABLE_BARRIERS  = 1u << 2,  /* barrier after every node */
-    LOOM_DISABLE_LIFETIMES = 1u << 3,  /* no classes, no arena: every buffer its own memory */
-    LOOM_DISABLE_CACHE     = 1u << 4,  /* loom_cache_compile always compiles anew */
+    LOOM_DISABLE_CACHE     = LOOM_DISABLE_PASS_MASK + 1,  /* loom_cache_compile always compiles anew */
 };
 
 typedef struct loom_compile_options {

@@ -221,8 +221,12 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
             loom_str_printf(s, " type%u", n->type);
         if (n->flags)
             loom_str_printf(s, " flags=0x%04x", n->flags);
-        if (n->fused != 1)
-            loom_str_printf(s, " fused=%u", n->fused);
+        if (n->fused != 1) {
+            const uint32_t *m = loom_node_members(g, n);
+            loom_str_printf(s, " fused=%u members=", n->fused);
+            for (uint32_t k = 0; k < n->fused && m != &n->capture_index; k++)
+                loom_str_printf(s, "%s%u", k ? "," : "", m[k]);
+        }
         if (sched) {
             loom_str_printf(s, " capture=%u group=", n->capture_index);
             if (n->group == LOOM_NONE)

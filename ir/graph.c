@@ -150,6 +150,7 @@ void loom_graph_destroy(loom_graph *g)
     LOOM_VEC_FREE(a, g->push);
     LOOM_VEC_FREE(a, g->strings);
     LOOM_VEC_FREE(a, g->barriers);
+    LOOM_VEC_FREE(a, g->members);
     LOOM_VEC_FREE(a, g->node_enc);
     loom_free(a, g, sizeof *g);
 }
@@ -159,7 +160,7 @@ void loom_graph_reset(loom_graph *g)
     if (!g)
         return;
     g->nodes.n = g->buffers.n = g->kernels.n = 0;
-    g->bindings.n = g->ranges.n = g->push.n = g->strings.n = g->barriers.n = 0;
+    g->bindings.n = g->ranges.n = g->push.n = g->strings.n = g->barriers.n = g->members.n = 0;
     g->params = LOOM_NONE;
     g->scheduled = false;
     g->arena_size = 0;
@@ -194,6 +195,7 @@ loom_result loom_graph_clone(const loom_graph *g, loom_graph **out)
     CLONE_VEC(c, g, push);
     CLONE_VEC(c, g, strings);
     CLONE_VEC(c, g, barriers);
+    CLONE_VEC(c, g, members);
     if (g->node_enc_ok)
         CLONE_VEC(c, g, node_enc);
     c->node_enc_ok = g->node_enc_ok;
@@ -315,7 +317,7 @@ static loom_node *append_node(loom_graph *g)
         return NULL;
     loom_node *n = &g->nodes.v[g->nodes.n];
     *n = (loom_node){ .kernel = LOOM_NONE, .capture_index = g->nodes.n, .group = LOOM_NONE,
-                      .barrier = LOOM_NONE, .fused = 1 };
+                      .barrier = LOOM_NONE, .fused = 1, .first_member = LOOM_NONE, .window = LOOM_NONE };
     return n;
 }
 
@@ -560,6 +562,34 @@ loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
     g->nodes.n = n;
     g->node_enc_ok = false;
     loom_free(g->a, mem, bytes ? bytes : 1);
+    return LOOM_OK;
+}
+
+const uint32_t *loom_node_members(const loom_graph *g, const loom_node *n)
+{
+    if (n->fused > 1 && n->first_member != LOOM_NONE && (uint64_t)n->first_member + n->fused <= g->members.n)
+        return g->members.v + n->first_member;
+    return &n->capture_index;
+}
+
+loom_result loom_graph_set_members(loom_graph *g, uint32_t id, const uint32_t *caps, uint32_t n)
+{
+    if (id >= g->nodes.n || n == 0 || !caps)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "set_members: node %u of %u, %u members", id, g->nodes.n, n);
+    for (uint32_t i = 1; i < n; i++)
+        if (caps[i] <= caps[i - 1])
+            return loom_fail(LOOM_INVALID_ARGUMENT, "set_members: node %u: members are not ascending", id);
+    loom_node *nd = &g->nodes.v[id];
+    nd->fused = n;
+    nd->first_member = LOOM_NONE;
+    nd->capture_index = caps[n - 1];
+    if (n == 1)
+        return LOOM_OK;
+    if (!LOOM_VEC_RESERVE(g->a, g->members, g->members.n + n))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "set_members: out of memory");
+    memcpy(g->members.v + g->members.n, caps, (size_t)n * sizeof *caps);
+    nd->first_member = g->members.n;
+    g->members.n += n;
     return LOOM_OK;
 }
 

@@ -31,6 +31,7 @@ struct loom_graph {
     LOOM_VEC(uint8_t) push;
     LOOM_VEC(char) strings;
     LOOM_VEC(loom_barrier_info) barriers;
+    LOOM_VEC(uint32_t) members;          /* capture indices of fused nodes' members */
     /* The node section of the canonical encoding (encode.c), appended node
      * by node at capture so encoding and hashing a freshly captured graph
      * copy no per-field data. node_enc_ok is false once an edit may have

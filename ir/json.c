@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
@@ -115,6 +116,15 @@ static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
     if (n->fused != 1)
         loom_str_printf(s, ", \"fused\": %u", n->fused);
     loom_str_printf(s, ", \"capture_index\": %u", n->capture_index);
+    const uint32_t *m = loom_node_members(g, n);
+    if (m != &n->capture_index) {   /* every captured node a fused node stands for */
+        loom_str_printf(s, ", \"members\": [");
+        for (uint32_t k = 0; k < n->fused; k++)
+            loom_str_printf(s, "%s%u", k ? ", " : "", m[k]);
+        loom_str_append(s, "]", 1);
+    }
+    if (n->window != LOOM_NONE)
+        loom_str_printf(s, ", \"window\": %u", n->window);
     if (n->group != LOOM_NONE)
         loom_str_printf(s, ", \"group\": %u", n->group);
     const loom_barrier_info *bi = n->barrier != LOOM_NONE ? loom_graph_barrier_info(g, n->barrier) : NULL;
@@ -149,7 +159,7 @@ loom_result loom_dump_json(const loom_graph *g, loom_str *s)
             loom_str_printf(s, ", \"class\": ");
             json_string(s, loom_class_name((loom_class)b->cls));
         }
-        if (b->arena_offset)
+        if (b->arena_offset || b->cls == LOOM_CLASS_SCRATCH)   /* placement explicit, 0 included */
             loom_str_printf(s, ", \"arena_offset\": %" PRIu64, b->arena_offset);
         loom_str_append(s, "}", 1);
     }
@@ -753,10 +763,10 @@ static bool parse_ranges(jp *p, loom_graph *g, uint32_t arr, const char *what, l
 }
 
 enum { NK_TYPE, NK_OP, NK_KERNEL, NK_GROUPS, NK_BINDINGS, NK_PUSH, NK_READS, NK_WRITES, NK_FLAGS, NK_FUSED,
-       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_COUNT };
+       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_MEMBERS, NK_WINDOW, NK_COUNT };
 static const char *const node_keys[NK_COUNT] = { "type",  "op",    "kernel", "groups",        "bindings",
                                                  "push",  "reads", "writes", "flags",         "fused",
-                                                 "capture_index", "group", "barrier" };
+                                                 "capture_index", "group", "barrier", "members", "window" };
 
 static bool parse_dispatch(jp *p, loom_graph *g, uint32_t obj, const uint32_t *f)
 {
@@ -842,6 +852,66 @@ static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out
     return graph_call(p, obj, loom_graph_add_barrier_info(g, &bi, out_index));
 }
 
+/* "fused" and "members" are checked, never taken on trust: a node standing
+ * for more than one captured node lists them all, ascending, its capture
+ * index last. Uniqueness across nodes is checked once all are read. */
+static bool parse_members(jp *p, loom_graph *g, uint32_t id, uint32_t obj, uint32_t arr, uint32_t fused)
+{
+    const loom_node *n = loom_graph_node(g, id);
+    if (arr == LOOM_NONE) {
+        if (fused != 1)
+            return AT(p, J(p, obj), "\"fused\": %u needs the \"members\" it stands for", fused), false;
+        return true;
+    }
+    if (!get_array(p, arr, UINT8_MAX, "members"))
+        return false;
+    uint32_t caps[UINT8_MAX], k = 0;
+    for (uint32_t e = J(p, arr)->first; e != LOOM_NONE; e = J(p, e)->next) {
+        if (!get_u32(p, e, UINT32_MAX - 1, "members entry", &caps[k]))
+            return false;
+        if (k && caps[k] <= caps[k - 1])
+            return AT(p, J(p, e), "members must ascend"), false;
+        k++;
+    }
+    if (k != fused || k == 0 || caps[k - 1] != n->capture_index)
+        return AT(p, J(p, arr), "%u members for \"fused\": %u, the last must be capture_index %u", k, fused,
+                  n->capture_index), false;
+    return graph_call(p, arr, loom_graph_set_members(g, id, caps, k));
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* No captured node is claimed twice (by two capture indices or members). */
+static bool check_captures(jp *p, const loom_graph *g, uint32_t nodes_arr)
+{
+    uint32_t n = loom_graph_node_count(g), total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += loom_graph_node(g, i)->fused;
+    uint32_t *all = p->al->realloc(p->al->user, NULL, 0, (size_t)total * sizeof(uint32_t) + 1), k = 0;
+    if (!all)
+        return jfail(p, LOOM_OUT_OF_MEMORY, J(p, nodes_arr)->line, J(p, nodes_arr)->col, "out of memory"), false;
+    for (uint32_t i = 0; i < n; i++) {
+        const loom_node *nd = loom_graph_node(g, i);
+        const uint32_t *m = loom_node_members(g, nd);
+        for (uint32_t j = 0; j < nd->fused; j++)
+            all[k++] = m[j];
+    }
+    qsort(all, k, sizeof *all, cmp_u32);
+    uint32_t dup = LOOM_NONE;
+    for (uint32_t i = 1; i < k && dup == LOOM_NONE; i++)
+        if (all[i] == all[i - 1])
+            dup = all[i];
+    p->al->realloc(p->al->user, all, (size_t)total * sizeof(uint32_t) + 1, 0);
+    if (dup != LOOM_NONE)
+        return AT(p, J(p, nodes_arr), "captured node %u is claimed by two nodes (capture_index or members)", dup),
+               false;
+    return true;
+}
+
 static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
 {
     uint32_t f[NK_COUNT];
@@ -864,8 +934,8 @@ static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
     }
     loom_node *n = loom_graph_node_mut(g, id);
     uint32_t flags = 0, fused = 1, capture = id, group = LOOM_NONE, barrier = LOOM_NONE;
-    if (!opt_u32(p, f[NK_FLAGS], UINT16_MAX, "flags", &flags) || !opt_u32(p, f[NK_FUSED], UINT32_MAX, "fused", &fused) ||
-        !opt_u32(p, f[NK_CAPTURE], UINT32_MAX, "capture_index", &capture))
+    if (!opt_u32(p, f[NK_FLAGS], UINT16_MAX, "flags", &flags) || !opt_u32(p, f[NK_FUSED], UINT8_MAX, "fused", &fused) ||
+        !opt_u32(p, f[NK_CAPTURE], UINT32_MAX - 1, "capture_index", &capture))
         return false;
     if (f[NK_GROUP] != LOOM_NONE && J(p, f[NK_GROUP])->t != J_NULL &&
         !get_u32(p, f[NK_GROUP], UINT32_MAX, "group", &group))
@@ -873,13 +943,17 @@ static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
     if (f[NK_BARRIER] != LOOM_NONE && J(p, f[NK_BARRIER])->t != J_NULL &&
         !parse_barrier_info(p, g, f[NK_BARRIER], &barrier))
         return false;
+    uint32_t window = LOOM_NONE;
+    if (f[NK_WINDOW] != LOOM_NONE && J(p, f[NK_WINDOW])->t != J_NULL &&
+        !get_u32(p, f[NK_WINDOW], UINT32_MAX - 1, "window", &window))
+        return false;
     n = loom_graph_node_mut(g, id); /* the barrier list may have grown, the node list did not; re-read anyway */
     n->flags = (uint16_t)flags;
-    n->fused = fused;
     n->capture_index = capture;
     n->group = group;
     n->barrier = barrier;
-    return true;
+    n->window = window;
+    return parse_members(p, g, id, obj, f[NK_MEMBERS], fused);
 }
 
 static bool parse_kernels(jp *p, loom_graph *g, uint32_t arr)
@@ -936,6 +1010,7 @@ static bool build_graph(jp *p, uint32_t root, const loom_graph_desc *desc, loom_
         ok = parse_kernels(p, g, f[6]);
     for (uint32_t e = J(p, f[7])->first; ok && e != LOOM_NONE; e = J(p, e)->next)
         ok = parse_node(p, g, e);
+    ok = ok && check_captures(p, g, f[7]);
     if (!ok) {
         loom_graph_destroy(g);
         return false;

@@ -215,6 +215,10 @@ typedef struct loom_node {
     uint32_t barrier;       /* index into barrier infos for a barrier recorded
                                before this node; LOOM_NONE if none */
     uint32_t fused;         /* number of captured nodes this node stands for */
+    uint32_t first_member;  /* fused > 1: index of their capture indices in the
+                               graph's member list; LOOM_NONE otherwise */
+    uint32_t window;        /* reorder's lookahead window (segment) number;
+                               LOOM_NONE when reorder did not run */
 } loom_node;
 
 /* ---- graph -------------------------------------------------------------- */
@@ -318,6 +322,9 @@ const loom_binding *loom_node_bindings(const loom_graph *g, const loom_node *n);
 const loom_range *loom_node_reads(const loom_graph *g, const loom_node *n);
 const loom_range *loom_node_writes(const loom_graph *g, const loom_node *n);
 const uint8_t *loom_node_push(const loom_graph *g, const loom_node *n);
+/* Capture indices of the captured nodes n stands for, ascending; n->fused of
+ * them (the last is n->capture_index). An unfused node stands for itself. */
+const uint32_t *loom_node_members(const loom_graph *g, const loom_node *n);
 
 /* ---- verification, hashing ---------------------------------------------- */
 

@@ -25,6 +25,10 @@ loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id);
  * Nodes not listed are dropped; listing one twice is LOOM_INVALID_ARGUMENT. */
 loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n);
 
+/* Records that node id stands for the captured nodes caps[0..n) (ascending,
+ * the last its capture index): sets fused = n and the member list. */
+loom_result loom_graph_set_members(loom_graph *g, uint32_t id, const uint32_t *caps, uint32_t n);
+
 /* Appends a barrier reason; *out_index goes into a node's .barrier. */
 loom_result loom_graph_add_barrier_info(loom_graph *g, const loom_barrier_info *info, uint32_t *out_index);
 

@@ -3,6 +3,7 @@
  * explicit ranges match the bindings. The first violation is reported with
  * the node index, op, field and value. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include "internal.h"
 
 static loom_result check_extent(const loom_graph *g, uint32_t node, const loom_node *n, const char *field,
@@ -177,6 +178,40 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
     return LOOM_OK;
 }
 
+static int by_external(const void *pa, const void *pb, void *ctx)
+{
+    const loom_graph *g = ctx;
+    uint64_t a = g->buffers.v[*(const uint32_t *)pa].external, b = g->buffers.v[*(const uint32_t *)pb].external;
+    return a < b ? -1 : a > b;
+}
+
+/* Two buffers naming the same external memory would alias behind every
+ * hazard check (passes compare buffer ids); a frontend binds views of one
+ * buffer instead. */
+static loom_result verify_externals(const loom_graph *g)
+{
+    uint32_t n = 0, *ids = loom_alloc(g->a, (size_t)g->buffers.n * sizeof(uint32_t) + 1);
+    if (!ids)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "verify: out of memory for %u buffers", g->buffers.n);
+    for (uint32_t i = 0; i < g->buffers.n; i++)
+        if (g->buffers.v[i].external)
+            ids[n++] = i;
+    qsort_r(ids, n, sizeof *ids, by_external, (void *)g);
+    loom_result rc = LOOM_OK;
+    for (uint32_t k = 1; k < n && rc == LOOM_OK; k++) {
+        const loom_buffer *a = &g->buffers.v[ids[k - 1]], *b = &g->buffers.v[ids[k]];
+        if (a->external == b->external) {
+            uint32_t x = ids[k - 1] < ids[k] ? ids[k - 1] : ids[k], y = ids[k - 1] ^ ids[k] ^ x;
+            rc = loom_fail(LOOM_VERIFY,
+                           "buffers %u '%s' and %u '%s' name the same external memory %" PRIu64
+                           "; declare it once and bind views of it",
+                           x, g->strings.v + g->buffers.v[x].name, y, g->strings.v + g->buffers.v[y].name, a->external);
+        }
+    }
+    loom_free(g->a, ids, (size_t)g->buffers.n * sizeof(uint32_t) + 1);
+    return rc;
+}
+
 loom_result loom_graph_verify(const loom_graph *g)
 {
     if (!g)
@@ -189,6 +224,9 @@ loom_result loom_graph_verify(const loom_graph *g)
             return loom_fail(LOOM_VERIFY, "buffer %u '%s': usage %u is not a loom_usage", i, g->strings.v + b->name,
                              b->usage);
     }
+    loom_result rc = verify_externals(g);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < g->nodes.n; i++) {
         const loom_node *n = &g->nodes.v[i];
         if (n->type == LOOM_NODE_BARRIER)

@@ -8,8 +8,12 @@
  * that only the chain reads) is read by no other node while it holds that
  * value, is not host visible, the shapes agree, no input of the fused node
  * partly overlaps one of its outputs (an exact in-place view is the
- * builder's call), and moving the chain's earlier nodes down to
- * the anchor crosses no node they conflict with. Anchors are visited from
+ * builder's call), the fused node reads nothing the chain wrote (an
+ * eliminated intermediate, or bytes one member wrote before another read
+ * them), and moving the chain's earlier nodes down to the anchor crosses
+ * no node they conflict with and no sentinel or non-reorderable node. A
+ * node that reads and rewrites the intermediate is one of its readers.
+ * The fused node records the capture indices of all its members. Anchors are visited from
  * the end so the longest rule claims a node first; all replacements are
  * applied at the end in one permutation, and every legality question is
  * asked of the original positions (a node moves only past nodes it was
@@ -235,7 +239,8 @@ static bool intermediate_private(const fuse_state *fs, const fuse_match *m, uint
         const fuse_acc *e = &fs->racc[i];
         if (!(e->lo < hi && lo < e->hi) || in_chain(m, e->node))
             continue;
-        if (e->node > prod && (next_cover == LOOM_NONE || e->node < next_cover))
+        /* A node that reads and rewrites the bytes (read-write) still reads them. */
+        if (e->node > prod && (next_cover == LOOM_NONE || e->node <= next_cover))
             return false;
         if (e->node < prod && next_cover == LOOM_NONE && !(first_cover < e->node))
             return false;
@@ -263,11 +268,61 @@ static bool views_clash(const loom_tensor *a, const loom_tensor *b)
     return a->offset < b->offset + tensor_bytes(b) && b->offset < a->offset + tensor_bytes(a);
 }
 
+static bool tensor_in(const loom_tensor *t, const loom_range *r)
+{
+    return t->buffer == r->buffer && r->offset <= t->offset && t->offset + tensor_bytes(t) <= r->offset + r->size;
+}
+
+static bool tensor_meets(const loom_tensor *t, const loom_range *r)
+{
+    return t->buffer == r->buffer && t->offset < r->offset + r->size && r->offset < t->offset + tensor_bytes(t);
+}
+
+/* The fused node reads its inputs from memory before it writes anything.
+ * So no input may be bytes an eliminated producer wrote (nobody writes them
+ * any more: MUL(t, t) after t = norm(x)), nor bytes another chain member
+ * wrote before the member that read them (ADD → s, then MUL reads s as its
+ * weight: the fused node would see s from before the chain). Inputs of the
+ * chain's first node are read before any chain write; whether one may also
+ * be written in place is the builder's call. */
+static bool reads_chain_writes(const fuse_state *fs, const fuse_match *m)
+{
+    const loom_node *first = loom_graph_node(fs->g, m->nodes[0]);
+    const loom_range *fr = loom_node_reads(fs->g, first);
+    for (uint32_t i = 0; i < m->n_in; i++) {
+        bool early = false;
+        for (uint32_t k = 0; k < first->n_reads && !early; k++)
+            early = tensor_in(&m->in[i], &fr[k]);
+        for (uint32_t c = 0; c < m->n_nodes; c++) {
+            bool elim = false;
+            for (uint32_t e = 0; e < m->n_elim; e++)
+                elim |= m->elim[e] == m->nodes[c];
+            if (early && !elim)
+                continue;
+            const loom_node *cn = loom_graph_node(fs->g, m->nodes[c]);
+            const loom_range *w = loom_node_writes(fs->g, cn);
+            for (uint32_t k = 0; k < cn->n_writes; k++)
+                if (tensor_meets(&m->in[i], &w[k]))
+                    return true;
+        }
+    }
+    return false;
+}
+
+/* A sentinel or a non-reorderable node between chain members: nothing may
+ * be moved across it, whatever the reorder pass does. */
+static bool is_fence(const loom_node *nd)
+{
+    return nd->type == LOOM_NODE_BARRIER || !loom_op_reorderable((loom_op)nd->op);
+}
+
 static bool legal(const fuse_state *fs, const fuse_match *m)
 {
     for (uint32_t i = 0; i < m->n_elim; i++)
         if (!intermediate_private(fs, m, m->elim[i]))
             return false;
+    if (reads_chain_writes(fs, m))
+        return false;
     for (uint32_t i = 0; i < m->n_in; i++)
         for (uint32_t o = 0; o < m->n_out; o++)
             if (views_clash(&m->in[i], &m->out[o]))
@@ -287,8 +342,9 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
         for (uint32_t k = from + 1; k < anchor; k++) {
             if (in_chain(m, k))
                 continue;
+            const loom_node *kn = loom_graph_node(fs->g, k);
             uint32_t buf;
-            if (loom_nodes_conflict(fs->g, cn, loom_graph_node(fs->g, k), &buf) != LOOM_HAZARD_NONE)
+            if (is_fence(kn) || loom_nodes_conflict(fs->g, cn, kn, &buf) != LOOM_HAZARD_NONE)
                 return false;
         }
     }
@@ -696,6 +752,28 @@ static loom_result build_index(fuse_state *fs)
     return LOOM_OK;
 }
 
+/* The fused node stands for every captured node its chain stood for, so a
+ * plan lists all of them (ascending capture indices). */
+static loom_result set_members(fuse_state *fs, const fuse_match *m, uint32_t id, uint32_t total)
+{
+    uint32_t *caps = pass_alloc(fs->a, (size_t)total * sizeof(uint32_t)), k = 0;
+    if (!caps)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "fuse: out of memory");
+    for (uint32_t i = 0; i < m->n_nodes; i++) {
+        const loom_node *cn = loom_graph_node(fs->g, m->nodes[i]);
+        const uint32_t *mem = loom_node_members(fs->g, cn);
+        for (uint32_t j = 0; j < cn->fused && k < total; j++) {
+            uint32_t c = mem[j], at = k++;
+            for (; at > 0 && caps[at - 1] > c; at--)   /* insertion sort: a handful of entries */
+                caps[at] = caps[at - 1];
+            caps[at] = c;
+        }
+    }
+    loom_result rc = loom_graph_set_members(fs->g, id, caps, k);
+    pass_free(fs->a, caps, (size_t)total * sizeof(uint32_t));
+    return rc;
+}
+
 static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match *m)
 {
     uint32_t before = loom_graph_node_count(fs->g), id;
@@ -708,15 +786,14 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
         loom_clear_error();
         return LOOM_OK;   /* the builder's own checks said no: leave the chain */
     }
-    const loom_node *anchor = loom_graph_node(fs->g, m->nodes[m->n_nodes - 1]);
-    uint32_t cap = anchor->capture_index, fused = 0;
+    uint32_t fused = 0;
     for (uint32_t i = 0; i < m->n_nodes; i++) {
         fused += loom_graph_node(fs->g, m->nodes[i])->fused;
         fs->consumed[m->nodes[i]] = 1;
     }
+    if ((rc = set_members(fs, m, id, fused)))
+        return rc;
     loom_node *nn = loom_graph_node_mut(fs->g, id);
-    nn->capture_index = cap;
-    nn->fused = fused;
     nn->group = LOOM_NONE;
     nn->barrier = LOOM_NONE;
     fs->repl[m->nodes[m->n_nodes - 1]] = id;

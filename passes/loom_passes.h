@@ -14,6 +14,7 @@
 
 #include "loom_ir.h"
 #include "loom_ir_edit.h"
+#include "loom_pass_switches.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,7 +25,6 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,reorder,barriers,lifetimes"
 #define LOOM_PASS_WINDOW_DEFAULT 64u
 #define LOOM_PASS_MAX 16u          /* passes in one pipeline */
 #define LOOM_ARENA_ALIGN 256u      /* scratch offsets inside the arena */
@@ -48,6 +48,7 @@ typedef struct loom_pass {
     const char *name;
     const char *summary;
     loom_pass_fn run;
+    uint32_t disable;     /* the LOOM_DISABLE_* bit that skips it; 0: always runs */
 } loom_pass;
 
 /* The registry, in its canonical pipeline order. */
@@ -55,6 +56,8 @@ uint32_t loom_pass_count(void);
 const loom_pass *loom_pass_at(uint32_t i);          /* NULL past the end */
 /* Index of the named pass, or -1. */
 int loom_pass_index(const char *name);
+/* The pass-manager skip mask (bit i: pass i) for LOOM_DISABLE_* switches. */
+uint32_t loom_pass_skip_mask(uint32_t disable);
 
 /* The passes themselves; each can run alone on any verified graph.
  * - verify: loom_graph_verify, plus annotation sanity (groups ascend).

@@ -7,12 +7,16 @@
 #include <sys/stat.h>
 #include "internal.h"
 
+/* The one list of passes: names, the "known passes" message, the switch
+ * that skips each. Canonical order is LOOM_PASS_PIPELINE_DEFAULT (a test
+ * checks the two agree). */
 static const loom_pass pass_table[] = {
-    { "verify", "check ids, ranges, counts and annotations", loom_pass_verify },
-    { "fuse", "replace matching op chains by fused kernels", loom_pass_fuse },
-    { "reorder", "schedule nodes into concurrency groups within a lookahead window", loom_pass_reorder },
-    { "barriers", "place the minimal barriers the groups need", loom_pass_barriers },
-    { "lifetimes", "classify buffers and pack scratch into one arena", loom_pass_lifetimes },
+    { "verify", "check ids, ranges, counts and annotations", loom_pass_verify, 0 },
+    { "fuse", "replace matching op chains by fused kernels", loom_pass_fuse, LOOM_DISABLE_FUSE },
+    { "reorder", "schedule nodes into concurrency groups within a lookahead window", loom_pass_reorder,
+      LOOM_DISABLE_REORDER },
+    { "barriers", "place the minimal barriers the groups need", loom_pass_barriers, LOOM_DISABLE_BARRIERS },
+    { "lifetimes", "classify buffers and pack scratch into one arena", loom_pass_lifetimes, LOOM_DISABLE_LIFETIMES },
 };
 #define N_PASSES (sizeof pass_table / sizeof pass_table[0])
 
@@ -28,6 +32,25 @@ static int find_n(const char *name, size_t len)
 }
 
 int loom_pass_index(const char *name) { return name ? find_n(name, strlen(name)) : -1; }
+
+uint32_t loom_pass_skip_mask(uint32_t disable)
+{
+    uint32_t skip = 0;
+    for (uint32_t i = 0; i < N_PASSES; i++)
+        if (disable & pass_table[i].disable)
+            skip |= 1u << i;
+    return skip;
+}
+
+/* "verify, fuse, ..." from the table. */
+static const char *known_passes(void)
+{
+    static char buf[256];
+    size_t len = 0;
+    for (uint32_t i = 0; i < N_PASSES && len < sizeof buf; i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", pass_table[i].name);
+    return buf;
+}
 
 /* Splits the pipeline into pass indices. */
 static loom_result parse(const char *pipeline, int *idx, uint32_t *n)
@@ -49,8 +72,8 @@ static loom_result parse(const char *pipeline, int *idx, uint32_t *n)
                              *n + 1);
         int i = find_n(p, len);
         if (i < 0)
-            return loom_fail(LOOM_INVALID_ARGUMENT, "pipeline: unknown pass '%.*s' (known: verify, fuse, reorder, "
-                             "barriers, lifetimes)", (int)len, p);
+            return loom_fail(LOOM_INVALID_ARGUMENT, "pipeline: unknown pass '%.*s' (known: %s)", (int)len, p,
+                             known_passes());
         if (*n >= LOOM_PASS_MAX)
             return loom_fail(LOOM_INVALID_ARGUMENT, "pipeline: more than %u passes", LOOM_PASS_MAX);
         if (after_lifetimes && pass_table[i].run != loom_pass_verify && pass_table[i].run != loom_pass_lifetimes)

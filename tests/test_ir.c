@@ -105,8 +105,8 @@ static loom_result annotate(loom_graph *g)
     static const loom_barrier_info infos[] = {
         { LOOM_HAZARD_SENTINEL, LOOM_NONE, 0, 1 },
         { LOOM_HAZARD_SENTINEL, LOOM_NONE, 1, 2 },
-        { LOOM_HAZARD_RAW, B_Y, 2, 3 },
-        { LOOM_HAZARD_WAR, B_X, 3, 4 },
+        { LOOM_HAZARD_RAW, B_Y, 2, 4 },
+        { LOOM_HAZARD_WAR, B_X, 4, 5 },
     };
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         loom_node *n = loom_graph_node_mut(g, i);
@@ -117,7 +117,11 @@ static loom_result annotate(loom_graph *g)
                 return rc;
         }
     }
-    loom_graph_node_mut(g, 3)->fused = 2;
+    /* Node 3 stands for captured nodes 3 and 4 (fused), so the copy after it was captured 5th. */
+    loom_result rc = loom_graph_set_members(g, 3, (const uint32_t[]){ 3, 4 }, 2);
+    if (rc)
+        return rc;
+    loom_graph_node_mut(g, 4)->capture_index = 5;
     static const uint32_t cls[] = { LOOM_CLASS_INPUT, LOOM_CLASS_WEIGHT, LOOM_CLASS_SCRATCH, LOOM_CLASS_OUTPUT,
                                     LOOM_CLASS_INPUT };
     for (uint32_t i = 0; i < 5; i++)
@@ -527,7 +531,6 @@ START_TEST(test_json_round_trip)
                                                          .n_bindings = 1 }, &id));
     loom_graph_node_mut(g, id)->n_reads = loom_graph_node_mut(g, id)->n_writes = 0;
     loom_graph_node_mut(g, id)->capture_index = UINT32_MAX - 1;
-    loom_graph_node_mut(g, id)->fused = 0;
     loom_graph_node_mut(g, id)->flags = UINT16_MAX;
     round_trip(g);
     loom_graph_destroy(g);
@@ -567,6 +570,7 @@ END_TEST
 #define GOOD_NODE "\"groups\": [1, 1, 1], \"bindings\": [{\"slot\": 0, \"buffer\": 0, \"offset\": 0, \"size\": 4, " \
                   "\"access\": \"w\"}]"
 
+#define DNODE "\"type\": \"dispatch\", \"op\": \"COPY\", \"kernel\": \"k\", " GOOD_NODE
 static const char *const bad_json[] = {
     "",
     "   \n ",
@@ -626,6 +630,17 @@ static const char *const bad_json[] = {
     HEAD BUF "\"nodes\": [{\"type\": \"barrier\", \"op\": \"ADD\"}]}",
     HEAD BUF "\"nodes\": [{\"op\": \"ADD\"}]}",
     HEAD BUF "\"nodes\": [7]}",
+    /* capture_index / fused / members are checked, not trusted */
+    NODE(GOOD_NODE ", \"fused\": 2"),
+    NODE(GOOD_NODE ", \"fused\": 0"),
+    NODE(GOOD_NODE ", \"fused\": 2, \"capture_index\": 3, \"members\": [3, 1]"),
+    NODE(GOOD_NODE ", \"fused\": 2, \"capture_index\": 3, \"members\": [1, 2]"),
+    NODE(GOOD_NODE ", \"fused\": 3, \"capture_index\": 3, \"members\": [1, 3]"),
+    NODE(GOOD_NODE ", \"capture_index\": 4294967295"),
+    NODE(GOOD_NODE ", \"window\": \"a\""),
+    HEAD BUF "\"nodes\": [{" DNODE ", \"capture_index\": 1}, {" DNODE ", \"capture_index\": 1}]}",
+    HEAD BUF "\"nodes\": [{" DNODE ", \"fused\": 2, \"capture_index\": 1, \"members\": [0, 1]}, {" DNODE
+        ", \"capture_index\": 0}]}",
 };
 
 START_TEST(test_json_errors)
@@ -751,7 +766,7 @@ START_TEST(test_text_shape)
         lines += *p == '\n';
     ck_assert_uint_eq(lines, 1 + loom_graph_buffer_count(g) + loom_graph_kernel_count(g) +
                                  loom_graph_node_count(g) + 4);
-    ck_assert_ptr_nonnull(strstr(t, "barrier (RAW on 'y': node 2 -> node 3)\n"));
+    ck_assert_ptr_nonnull(strstr(t, "barrier (RAW on 'y': node 2 -> node 4)\n"));
     ck_assert_ptr_nonnull(strstr(t, "barrier-sentinel"));
     free(t);
     loom_format f;

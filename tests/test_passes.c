@@ -4,6 +4,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "loom_ops.h"
 #include "loom_passes.h"
@@ -106,6 +107,24 @@ START_TEST(test_pipeline_dump)
         remove(path);
     }
     rmdir(dir);
+}
+END_TEST
+
+/* The pass table is the one list: the default pipeline names every pass in
+ * table order, and each switch skips exactly its pass. */
+START_TEST(test_pass_table_drives_all)
+{
+    char want[256] = "";
+    uint32_t all = 0;
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *p = loom_pass_at(i);
+        strcat(strcat(want, i ? "," : ""), p->name);
+        ck_assert_uint_eq(loom_pass_skip_mask(p->disable), p->disable ? 1u << i : 0);
+        all |= p->disable;
+    }
+    ck_assert_str_eq(want, LOOM_PASS_PIPELINE_DEFAULT);
+    ck_assert_uint_eq(all, LOOM_DISABLE_PASS_MASK);
+    ck_assert_ptr_null(loom_pass_at(loom_pass_count()));
 }
 END_TEST
 
@@ -212,6 +231,43 @@ START_TEST(test_window_limit)
 }
 END_TEST
 
+/* Bug: each window was levelled from scratch, so a node that could join the
+ * epoch left open by the previous window waited for a barrier, and the bound
+ * ignored the barrier between windows. Window 2 here: P (free) could run
+ * beside B, Q after P, R after B: 2 barriers in all, not 3. A pure chain
+ * across windows needs a barrier at every edge; a non-reorderable node in
+ * a chain forces barriers on both sides. Barriers meet the bound each time. */
+START_TEST(test_window_edges)
+{
+    loom_pass_ctx ctx = { .window = 2 };
+    uint32_t x = buf(64, 0), y = buf(64, 0), p = buf(64, 0), q = buf(64, 0), u = buf(64, 0);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ x, 0, 8 });                                 /* A */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ x, 0, 8 }, 1, (uint32_t[]){ y, 0, 8 });              /* B */
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ p, 0, 8 });                                 /* P */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ p, 0, 8 }, 1, (uint32_t[]){ q, 0, 8 });              /* Q */
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ y, 0, 8 }, 1, (uint32_t[]){ u, 0, 8 });              /* R */
+    ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barrier_lower_bound, 2);
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(ctx.barriers, 2);
+
+    for (int fence = 0; fence < 2; fence++) {
+        loom_graph_reset(G);
+        uint32_t b[5];
+        for (int i = 0; i < 5; i++)
+            b[i] = buf(64, 0);
+        for (uint32_t i = 0; i < 4; i++)   /* chain b0 -> b1 -> b2 -> b3 -> b4 */
+            node(fence && i == 2 ? LOOM_OP_SOFTMAX : LOOM_OP_OTHER, 1, (uint32_t[]){ b[i], 0, 8 }, 1,
+                 (uint32_t[]){ b[i + 1], 0, 8 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b[0], 32, 40 });   /* free: needs no barrier */
+        ck_assert_int_eq(loom_pass_reorder(G, &ctx), LOOM_OK);
+        ck_assert_uint_eq(ctx.barrier_lower_bound, 3);
+        ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+        ck_assert_uint_eq(ctx.barriers, 3);
+    }
+}
+END_TEST
+
 START_TEST(test_serial_schedule)
 {
     uint32_t x = buf(64, LOOM_USAGE_NONE);
@@ -306,6 +362,93 @@ START_TEST(test_packing_epochs)
     ck_assert_uint_ge(ctx.arena_bytes, 3000);
     ck_assert_uint_ne(loom_graph_buffer(G, s1)->arena_offset, loom_graph_buffer(G, s2)->arena_offset);
     ck_assert_uint_ne(loom_graph_buffer(G, s1)->arena_offset, loom_graph_buffer(G, s3)->arena_offset);
+}
+END_TEST
+
+/* Bug: write coverage of a scratch buffer was one interval, so a read of
+ * bytes that an earlier, disjoint write covered was called uninitialised.
+ * A read that straddles a gap is still rejected. */
+START_TEST(test_scratch_coverage_is_a_set)
+{
+    for (int gap = 0; gap < 2; gap++) {
+        loom_graph_reset(G);
+        uint32_t s = buf(2048, LOOM_USAGE_SCRATCH), o = buf(2048, LOOM_USAGE_OUTPUT);
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 0, 256 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1024, 1536 });
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1536, 1600 });   /* adjacent: joins */
+        if (gap)
+            node(LOOM_OP_OTHER, 1, (uint32_t[]){ s, 200, 1100 }, 1, (uint32_t[]){ o, 0, 4 });
+        else
+            node(LOOM_OP_OTHER, 2, (uint32_t[]){ s, 0, 4, s, 1100, 1600 }, 1, (uint32_t[]){ o, 0, 4 });
+        loom_pass_ctx ctx = { 0 };
+        ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), gap ? LOOM_VERIFY : LOOM_OK);
+        if (!gap)
+            ck_assert_uint_eq(loom_graph_buffer(G, s)->cls, LOOM_CLASS_SCRATCH);
+    }
+    /* Unhinted, the same pattern is SCRATCH (not STATE). */
+    loom_graph_reset(G);
+    uint32_t s = buf(2048, LOOM_USAGE_NONE), o = buf(2048, LOOM_USAGE_OUTPUT);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 1024, 1536 });
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s, 0, 256 });
+    node(LOOM_OP_OTHER, 2, (uint32_t[]){ s, 0, 4, s, 1024, 1100 }, 1, (uint32_t[]){ o, 0, 4 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_buffer(G, s)->cls, LOOM_CLASS_SCRATCH);
+}
+END_TEST
+
+/* Bug: arena arithmetic wrapped. Two live 2^63-byte scratch buffers, or one
+ * of 2^64 - 1 bytes, cannot be placed: LOOM_LIMIT, never a wrapped layout.
+ * Two of 2^62 fit exactly. */
+START_TEST(test_arena_overflow_rejected)
+{
+    static const uint64_t sizes[][2] = { { 1ull << 63, 1ull << 63 }, { UINT64_MAX, 64 }, { 1ull << 62, 1ull << 62 },
+                                         { UINT64_MAX - 200, 0 } };
+    for (size_t c = 0; c < 4; c++) {
+        loom_graph_reset(G);
+        uint32_t a = buf(sizes[c][0], LOOM_USAGE_NONE), o = buf(64, LOOM_USAGE_OUTPUT);
+        uint32_t b = sizes[c][1] ? buf(sizes[c][1], LOOM_USAGE_NONE) : LOOM_NONE;
+        node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ a, 0, 8 });
+        if (b != LOOM_NONE) {
+            node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ b, 0, 8 });
+            node(LOOM_OP_OTHER, 2, (uint32_t[]){ a, 0, 8, b, 0, 8 }, 1, (uint32_t[]){ o, 0, 8 });
+        } else {
+            node(LOOM_OP_OTHER, 1, (uint32_t[]){ a, 0, 8 }, 1, (uint32_t[]){ o, 0, 8 });
+        }
+        loom_pass_ctx ctx = { 0 };
+        loom_result rc = loom_pass_lifetimes(G, &ctx);
+        if (c == 2) {
+            ck_assert_int_eq(rc, LOOM_OK);
+            ck_assert_uint_eq(ctx.arena_bytes, 1ull << 63);
+            ck_assert_uint_ne(loom_graph_buffer(G, a)->arena_offset, loom_graph_buffer(G, b)->arena_offset);
+            ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+        } else {
+            ck_assert_int_eq(rc, LOOM_LIMIT);
+        }
+    }
+}
+END_TEST
+
+/* Bug: two graph buffers over the same external memory were treated as
+ * distinct, so a write through one and a read through the other got no
+ * barrier. Such a graph is rejected, naming both buffers. */
+START_TEST(test_shared_external_rejected)
+{
+    uint32_t a, b;
+    ck_assert_int_eq(loom_graph_add_buffer(G, &(loom_buffer_desc){ .name = "kv_one", .size = 64, .external = 42 }, &a),
+                     LOOM_OK);
+    uint32_t other = buf(64, LOOM_USAGE_NONE);
+    loom_graph_buffer_mut(G, other)->external = 7;
+    ck_assert_int_eq(loom_graph_add_buffer(G, &(loom_buffer_desc){ .name = "kv_two", .size = 64, .external = 42 }, &b),
+                     LOOM_OK);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ a, 0, 64 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ b, 0, 64 }, 1, (uint32_t[]){ other, 0, 64 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_VERIFY);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kv_one"));
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kv_two"));
+    loom_graph_buffer_mut(G, b)->external = 43;
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
 }
 END_TEST
 
@@ -445,17 +588,98 @@ START_TEST(test_fuse_matvec_add)
 }
 END_TEST
 
+/* Bug: a consumer reading the intermediate in several slots, MUL(t, t) after
+ * RMS_NORM(x → t), was fused; the fused node then read t, no longer written.
+ * Same for the three-node chain. */
+START_TEST(test_fuse_consumer_reads_intermediate_twice)
+{
+    for (int three = 0; three < 2; three++) {
+        loom_graph_reset(G);
+        uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(0), t = vbuf(0);
+        uint32_t y = vbuf(LOOM_USAGE_OUTPUT);
+        if (three)
+            ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(three ? s : a, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(t, N), loom_vec(y, N), NULL), LOOM_OK);
+        run_fuse();
+        for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+            uint8_t op = loom_graph_node(G, i)->op;
+            ck_assert(op != LOOM_OP_RMS_NORM_MUL && op != LOOM_OP_ADD_RMS_NORM_MUL);
+        }
+    }
+}
+END_TEST
+
+/* Bug: a later node that reads and writes the intermediate (a read-write
+ * binding) was not counted as a reader, so t was eliminated under it. */
+START_TEST(test_fuse_rw_binding_is_a_reader)
+{
+    uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT), t = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(w, N), loom_vec(y, N), NULL), LOOM_OK);
+    loom_binding rw = { .buffer = t, .slot = 0, .offset = 0, .size = N * 4, .access = LOOM_ACCESS_RW };
+    loom_dispatch_desc d = { .kernel = "scale_in_place", .op = LOOM_OP_OTHER, .groups = { 1, 1, 1 },
+                             .bindings = &rw, .n_bindings = 1 };
+    ck_assert_int_eq(loom_graph_add_dispatch(G, &d, NULL), LOOM_OK);
+    ck_assert_uint_eq(run_fuse(), 0);
+    ck_assert_uint_eq(loom_graph_node_count(G), 3);
+}
+END_TEST
+
+/* Bug: fusion moved ADD past a SOFTMAX (non-reorderable) to build an
+ * ADD_RMS_NORM after it — with or without the reorder pass. Also with a
+ * sentinel in between. */
+START_TEST(test_fuse_never_crosses_fence)
+{
+    for (int sentinel = 0; sentinel < 2; sentinel++) {
+        loom_graph_reset(G);
+        uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(0), y = vbuf(LOOM_USAGE_OUTPUT);
+        uint32_t p = vbuf(LOOM_USAGE_INPUT), q = vbuf(LOOM_USAGE_OUTPUT);
+        ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+        if (sentinel)
+            ck_assert_int_eq(loom_graph_add_barrier(G, NULL), LOOM_OK);
+        else
+            ck_assert_int_eq(loom_op_softmax(G, loom_vec(p, N), loom_vec(q, N), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(y, N), 1e-5f, NULL), LOOM_OK);
+        ck_assert_uint_eq(run_fuse(), 0);
+        ck_assert_uint_eq(loom_graph_node(G, 0)->op, LOOM_OP_ADD);
+    }
+}
+END_TEST
+
+/* Found by the oracle: MUL reads the ADD's sum as its weight. Fused, the
+ * node would read s from memory before writing it (the sum from before the
+ * chain). ADD→RMS_NORM may still fuse, the MUL staying apart. */
+START_TEST(test_fuse_input_written_by_chain)
+{
+    uint32_t a = vbuf(LOOM_USAGE_INPUT), b = vbuf(LOOM_USAGE_INPUT), s = vbuf(LOOM_USAGE_SCRATCH), t = vbuf(0);
+    uint32_t y = vbuf(LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_add(G, loom_vec(a, N), loom_vec(b, N), loom_vec(s, N), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(s, N), loom_vec(t, N), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, N), loom_vec(s, N), loom_vec(y, N), NULL), LOOM_OK);
+    run_fuse();
+    for (uint32_t i = 0; i < loom_graph_node_count(G); i++)
+        ck_assert_uint_ne(loom_graph_node(G, i)->op, LOOM_OP_ADD_RMS_NORM_MUL);
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+}
+END_TEST
+
 Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
     struct { const char *name; const TTest *t[8]; } cases[] = {
-        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump } },
+        { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
+                       test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
-                                test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule } },
-        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs } },
+                                test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule, test_window_edges } },
+        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_scratch_coverage_is_a_set,
+                         test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
                     test_fuse_matvec_add } },
+        { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
+                             test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -314,13 +314,14 @@ static loom_result read_tensor_info(rd *r, loom_gguf_tensor *t)
     if (t->n_dims == 0 || t->n_dims > LOOM_GGUF_MAX_DIMS)
         return loom_fail(LOOM_PARSE, "gguf: tensor '%.*s' (info at byte %zu): n_dims %u not in 1..%d", nl, nm, at,
                          t->n_dims, LOOM_GGUF_MAX_DIMS);
-    /* No tensor can hold 2^62 elements of 2+ bytes within a file. */
+    /* Capping the count at 2^60 keeps bytes (count x 4 at most) from
+     * overflowing; no file holds that many elements anyway. */
     uint64_t n = 1;
     for (uint32_t d = 0; d < LOOM_GGUF_MAX_DIMS; d++) {
         t->dims[d] = 1;
         if (d < t->n_dims && (rc = rd_u64(r, &t->dims[d], "a tensor dimension")))
             return rc;
-        if (t->dims[d] == 0 || t->dims[d] > (UINT64_C(1) << 62) / n)
+        if (t->dims[d] == 0 || t->dims[d] > (UINT64_C(1) << 60) / n)
             return loom_fail(LOOM_PARSE, "gguf: tensor '%.*s' (info at byte %zu): dimension %u is %llu (%s)", nl,
                              nm, at, d, (unsigned long long)t->dims[d],
                              t->dims[d] ? "element count overflows" : "zero");
@@ -505,6 +506,7 @@ loom_result loom_gguf_open_file(const char *path, loom_gguf **out)
     if (fd < 0)
         return loom_fail(LOOM_IO, "gguf: cannot open %s: %s", path, strerror(errno));
     struct stat st;
+    errno = 0;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno;
         close(fd);

@@ -9,3 +9,13 @@ if(TARGET loom_llama)
   target_link_libraries(fuzz_gguf_replay PRIVATE loom_llama)
   add_test(NAME gguf_fuzz_corpus COMMAND fuzz_gguf_replay ${CMAKE_CURRENT_SOURCE_DIR}/gguf-corpus)
 endif()
+
+# The default-config model as GGUF files in the build tree, for frontends'
+# tests: add FIXTURES_REQUIRED gguf_models and read tests/tiny-{f32,f16,bf16}.gguf
+# under the build directory.
+if(TARGET loom_llama)
+  foreach(t f32 f16 bf16)
+    add_test(NAME gguf_write_tiny_${t} COMMAND test_gguf --write-model ${CMAKE_CURRENT_BINARY_DIR}/tiny-${t}.gguf ${t})
+    set_tests_properties(gguf_write_tiny_${t} PROPERTIES FIXTURES_SETUP gguf_models)
+  endforeach()
+endif()

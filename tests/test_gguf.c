@@ -12,7 +12,8 @@
  * adjacent-pair rotation on the file's own rows), and decode on the device
  * like the CPU reference, under the validation layer.
  *
- * `test_gguf --write-corpus DIR` writes the seed files of the fuzz corpus. */
+ * `test_gguf --write-corpus DIR` writes the seed files of the fuzz corpus;
+ * `test_gguf --write-model FILE f32|f16|bf16` the default-config model. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -611,6 +612,7 @@ typedef struct model_opts {
     const char *bad_shape;      /* write this one with one more row */
     const char *arch;           /* NULL: "llama" */
     bool str_block_count;       /* llama.block_count as a string */
+    uint32_t context;           /* llama.context_length; 0: CONTEXT */
 } model_opts;
 
 /* A matrix value as written in ttype, decoded back to f32. */
@@ -679,8 +681,6 @@ static void model_kv_u32(gw *w, const model_opts *o, const char *k, uint32_t v)
         kv_u32(w, k, v);
 }
 
-static char token_names[128][16];
-
 static buf model_file(const loom_llama_weights *W, const model_opts *o)
 {
     const loom_llama_config *c = &W->cfg;
@@ -689,7 +689,7 @@ static buf model_file(const loom_llama_weights *W, const model_opts *o)
     if (!o->skip_key || strcmp(o->skip_key, "general.architecture") != 0)
         kv_str(&w, "general.architecture", o->arch ? o->arch : "llama");
     kv_str(&w, "general.name", "tiny");
-    model_kv_u32(&w, o, "llama.context_length", CONTEXT);
+    model_kv_u32(&w, o, "llama.context_length", o->context ? o->context : CONTEXT);
     model_kv_u32(&w, o, "llama.embedding_length", c->dim);
     if (o->str_block_count)
         kv_str(&w, "llama.block_count", "2");
@@ -704,12 +704,16 @@ static buf model_file(const loom_llama_weights *W, const model_opts *o)
     kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
     kv_u32(&w, "general.alignment", 32);
     if (o->vocab) {
-        const char *toks[128];
-        for (int i = 0; i < 128; i++) {
-            snprintf(token_names[i], sizeof token_names[i], i == 5 ? "\xe2\x96\x81tok%d" : "<%d>", i);
-            toks[i] = token_names[i];
+        char(*names)[16] = malloc((size_t)c->vocab * sizeof *names);
+        const char **toks = malloc((size_t)c->vocab * sizeof *toks);
+        ck_assert(names && toks);
+        for (uint32_t i = 0; i < c->vocab; i++) {
+            snprintf(names[i], sizeof names[i], i == 5 ? "\xe2\x96\x81tok%u" : "<%u>", i);
+            toks[i] = names[i];
         }
-        kv_strs(&w, "tokenizer.ggml.tokens", 128, toks);
+        kv_strs(&w, "tokenizer.ggml.tokens", c->vocab, toks);
+        free(names);
+        free(toks);
     }
     put_matrix(&w, o, "token_embd.weight", &W->embed, 0, 0);
     char name[64];
@@ -1083,7 +1087,8 @@ static int write_corpus(const char *dir)
     loom_llama_weights *W = NULL;
     if (loom_llama_weights_create(&c, &W) != LOOM_OK)
         return 1;
-    const model_opts opts[] = { { .ttype = TT_F32, .tied = true }, { .ttype = TT_F16 }, { .ttype = TT_BF16 } };
+    const model_opts opts[] = { { .ttype = TT_F32, .tied = true }, { .ttype = TT_F16, .vocab = true },
+                                { .ttype = TT_BF16 } };
     const char *names[] = { "model-f32-tied.gguf", "model-f16.gguf", "model-bf16.gguf" };
     for (int i = 0; i < 3; i++) {
         f = model_file(W, &opts[i]);
@@ -1123,11 +1128,56 @@ static Suite *gguf_suite(void)
     return s;
 }
 
+/* `--write-model FILE f32|f16|bf16`: the default-config decoder
+ * (loom_llama_default_config, seed and all) as a GGUF file with a
+ * vocabulary, context length = max_seq; for frontends' tests. */
+static const char *model_path, *model_type;
+
+static void write_model(void)
+{
+    loom_llama_config c;
+    loom_llama_default_config(&c);
+    loom_llama_weights *W = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
+    uint32_t t = strcmp(model_type, "f16") == 0 ? TT_F16 : strcmp(model_type, "bf16") == 0 ? TT_BF16 : TT_F32;
+    ck_assert_msg(t != TT_F32 || strcmp(model_type, "f32") == 0, "unknown type %s", model_type);
+    buf f = model_file(W, &(model_opts){ .ttype = t, .vocab = true, .context = c.max_seq });
+    FILE *o = fopen(model_path, "wb");
+    ck_assert_msg(o && fwrite(f.p, 1, f.len, o) == f.len && fclose(o) == 0, "cannot write %s", model_path);
+    free(f.p);
+    loom_llama_weights_destroy(W);
+}
+
+/* The writer's checks are Check assertions, so it runs as a test. */
+static const char *corpus_dir;
+
+START_TEST(writes_files)
+{
+    if (corpus_dir)
+        ck_assert_int_eq(write_corpus(corpus_dir), 0);
+    if (model_path)
+        write_model();
+}
+END_TEST
+
+static Suite *writer_suite(void)
+{
+    Suite *s = suite_create("gguf-writer");
+    TCase *tc = tcase_create("files");
+    tcase_add_test(tc, writes_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
-        return write_corpus(argv[2]);
-    SRunner *sr = srunner_create(gguf_suite());
+        corpus_dir = argv[2];
+    if (argc == 4 && strcmp(argv[1], "--write-model") == 0) {
+        model_path = argv[2];
+        model_type = argv[3];
+    }
+    SRunner *sr = srunner_create(corpus_dir || model_path ? writer_suite() : gguf_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -164,7 +164,9 @@ struct loom_llama_weights;
  * token_embd.weight's shape. max_seq is min(context length, max_seq), or
  * min(context length, LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ) when max_seq is 0.
  * Every tensor must be present with its exact shape; output.weight may be
- * absent (tied to token_embd). Values convert to wtype (F32 or F16) exactly
+ * absent (tied to token_embd). What the decoder would silently ignore is
+ * refused (LOOM_UNSUPPORTED): any other tensor (biases, rope_freqs), RoPE
+ * scaling, experts, a partial rotary dimension. Values convert to wtype (F32 or F16) exactly
  * as loom_llama_weights_create stores them: f16 and bf16 widen to f32
  * exactly; F16 keeps f16 bits as they are and rounds f32/bf16 to nearest.
  *

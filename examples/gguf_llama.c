@@ -53,12 +53,36 @@ static loom_result read_vocab_size(const loom_gguf *g, uint32_t dim, uint32_t *v
     return LOOM_OK;
 }
 
+/* Keys that change what the model computes in ways the decoder does not
+ * implement: refused rather than silently ignored. */
+static loom_result check_unsupported_keys(const loom_gguf *g)
+{
+    const loom_gguf_kv *kv = loom_gguf_find_kv(g, "llama.rope.scaling.type");
+    if (kv && !(kv->value.type == LOOM_GGUF_STRING && kv->value.str.len == 4 && !memcmp(kv->value.str.data, "none", 4)))
+        return loom_fail(LOOM_UNSUPPORTED, "gguf: llama.rope.scaling.type (byte %llu) is not 'none'; RoPE scaling "
+                                           "is not implemented", (unsigned long long)kv->offset);
+    float factor = 1.0f;
+    if (loom_gguf_find_kv(g, "llama.rope.scaling.factor") &&
+        (loom_gguf_get_f32(g, "llama.rope.scaling.factor", &factor) || (factor != 0.0f && factor != 1.0f)))
+        return loom_fail(LOOM_UNSUPPORTED, "gguf: llama.rope.scaling.factor is not 1; RoPE scaling is not "
+                                           "implemented");
+    uint32_t experts = 0;
+    loom_result rc = opt_u32(g, "llama.expert_count", 0, &experts);
+    if (rc)
+        return rc;
+    if (experts)
+        return loom_fail(LOOM_UNSUPPORTED, "gguf: llama.expert_count %u; mixture-of-experts models do not load",
+                         experts);
+    return LOOM_OK;
+}
+
 static loom_result read_config(const loom_gguf *g, loom_dtype wtype, uint32_t max_seq, loom_llama_config *c)
 {
     uint32_t ctx, key_len, val_len, rot;
     loom_result rc;
     *c = (loom_llama_config){ .wtype = wtype, .rope_theta = 10000.0f };
-    if ((rc = read_arch(g)) || (rc = loom_gguf_get_u32(g, "llama.embedding_length", &c->dim)) ||
+    if ((rc = read_arch(g)) || (rc = check_unsupported_keys(g)) ||
+        (rc = loom_gguf_get_u32(g, "llama.embedding_length", &c->dim)) ||
         (rc = loom_gguf_get_u32(g, "llama.block_count", &c->n_layers)) ||
         (rc = loom_gguf_get_u32(g, "llama.attention.head_count", &c->n_heads)) ||
         (rc = opt_u32(g, "llama.attention.head_count_kv", c->n_heads, &c->n_kv_heads)) ||
@@ -150,11 +174,41 @@ static loom_result find_output(const loom_gguf *g, const loom_llama_config *c, c
     return find(g, name, c->dim, c->vocab, out);
 }
 
-/* Every tensor the model needs, present with its shape; nothing allocated. */
+/* Whether the loader reads a tensor of this name. */
+static bool known_tensor(loom_gguf_str name, uint32_t n_layers)
+{
+    char s[LOOM_GGUF_MAX_NAME + 1];
+    snprintf(s, sizeof s, "%.*s", (int)name.len, name.data);
+    if (!strcmp(s, "token_embd.weight") || !strcmp(s, "output_norm.weight") || !strcmp(s, "output.weight"))
+        return true;
+    if (strncmp(s, "blk.", 4) != 0 || s[4] < '0' || s[4] > '9' || (s[4] == '0' && s[5] != '.'))
+        return false;
+    char *end;
+    unsigned long l = strtoul(s + 4, &end, 10);
+    if (l >= n_layers || *end != '.')
+        return false;
+    for (int i = 0; i < T_LAYER_COUNT; i++) {
+        size_t n = strlen(layer_names[i]);
+        if (!strncmp(end + 1, layer_names[i], n) && !strcmp(end + 1 + n, ".weight"))
+            return true;
+    }
+    return false;
+}
+
+/* Every tensor the model needs, present with its shape, and no other (one
+ * the decoder would ignore, say biases or RoPE frequency factors, means the
+ * file's model is not the one it would compute); nothing allocated. */
 static loom_result check_tensors(const loom_gguf *g, const loom_llama_config *c)
 {
     const loom_gguf_tensor *t;
     loom_result rc;
+    for (uint64_t i = 0; i < loom_gguf_tensor_count(g); i++) {
+        t = loom_gguf_tensor_at(g, i);
+        if (!known_tensor(t->name, c->n_layers))
+            return loom_fail(LOOM_UNSUPPORTED, "gguf: tensor '%.*s' (info at byte %llu) is not part of a llama "
+                                               "model this decoder computes", (int)t->name.len, t->name.data,
+                             (unsigned long long)t->info_offset);
+    }
     if ((rc = find(g, "token_embd.weight", c->dim, c->vocab, &t)) ||
         (rc = find(g, "output_norm.weight", c->dim, 0, &t)) || (rc = find_output(g, c, &t)))
         return rc;

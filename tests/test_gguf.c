@@ -613,6 +613,8 @@ typedef struct model_opts {
     const char *arch;           /* NULL: "llama" */
     bool str_block_count;       /* llama.block_count as a string */
     uint32_t context;           /* llama.context_length; 0: CONTEXT */
+    const char *extra_tensor;   /* one more (f32 vector of 8) */
+    const char *rope_scaling;   /* llama.rope.scaling.type */
 } model_opts;
 
 /* A matrix value as written in ttype, decoded back to f32. */
@@ -703,6 +705,10 @@ static buf model_file(const loom_llama_weights *W, const model_opts *o)
         kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->eps);
     kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
     kv_u32(&w, "general.alignment", 32);
+    if (o->rope_scaling)
+        kv_str(&w, "llama.rope.scaling.type", o->rope_scaling);
+    if (o->extra_tensor)
+        put_vector(&w, o, o->extra_tensor, small_f32, 4);
     if (o->vocab) {
         char(*names)[16] = malloc((size_t)c->vocab * sizeof *names);
         const char **toks = malloc((size_t)c->vocab * sizeof *toks);
@@ -909,6 +915,13 @@ START_TEST(bad_metadata_keys_fail)
     ck_assert_int_eq(load_with(W, &(model_opts){ .arch = "gpt2" }), LOOM_UNSUPPORTED);
     ck_assert_int_eq(load_with(W, &(model_opts){ .arch = "llamax" }), LOOM_UNSUPPORTED);
     ck_assert_int_eq(load_with(W, &(model_opts){ .str_block_count = true }), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(load_with(W, &(model_opts){ .rope_scaling = "linear" }), LOOM_UNSUPPORTED);
+    ck_assert_int_eq(load_with(W, &(model_opts){ .rope_scaling = "none" }), LOOM_OK);
+    /* Tensors the decoder would ignore change the model: refused. */
+    const char *extra[] = { "rope_freqs.weight", "blk.0.attn_q.bias", "blk.2.attn_q.weight", "blk.01.ffn_up.weight",
+                            "blk.0.ffn_up.weightx", "blk.-1.ffn_up.weight", "output.weight.x" };
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        ck_assert_msg(load_with(W, &(model_opts){ .extra_tensor = extra[i] }) == LOOM_UNSUPPORTED, "%s", extra[i]);
     /* Not a GGUF file at all. */
     ck_assert_int_eq(loom_llama_weights_from_gguf_memory("GGML", 4, LOOM_F32, 8, &got), LOOM_PARSE);
     ck_assert_ptr_null(got);

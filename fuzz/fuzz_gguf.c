@@ -74,6 +74,7 @@ static void check_tensor(const loom_gguf *g, const loom_gguf_tensor *t, const ui
     volatile uint8_t sum = 0;
     for (uint64_t i = 0; i < t->bytes; i++)
         sum += p[i];
+    (void)sum;
 }
 
 #ifdef LOOM_FUZZ_GGUF_LLAMA
@@ -94,6 +95,7 @@ static void check_model(const uint8_t *data, size_t size)
     volatile float sum = 0;
     for (size_t i = 0; i < (size_t)w->cfg.vocab * w->cfg.dim; i++)
         sum += w->embed.f32[i] + w->out.f32[i];
+    (void)sum;
     loom_llama_weights_destroy(w);
 }
 #endif

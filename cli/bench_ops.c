@@ -6,7 +6,16 @@
  * replay. Copy counts bytes read + written; matvec counts weight bytes only.
  * --quick uses small shapes and working sets, for CPU implementations such
  * as lavapipe. --device NAME (repeatable) picks devices; --all takes every
- * device index until one fails to open. */
+ * device index until one fails to open.
+ *
+ * Every timed program first runs back to back for 1.5 s (not with --quick):
+ * the GPU idles at a low clock and reaches its boost clock only under
+ * sustained load, and latency-bound work timed cold reads ~3x slow.
+ *
+ * --isolated times each op as a decode step runs it: alone between two
+ * barriers (64 copies on rotating weights, a barrier before each), GPU time
+ * per op from timestamps, against its bytes over the copy bandwidth; plus a
+ * bare harness, a plain f16 matvec kernel kept here as the yardstick. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +31,23 @@ typedef struct bench_cfg {
     uint32_t max_dispatches;
     uint32_t reps;
     uint32_t shapes[4][2];
+    double warmup_s;        /* back-to-back replays before timing */
+    /* --isolated: dim, ffn, vocab, heads, kv heads, head dim, kv_len */
+    uint32_t dim, ffn, vocab, heads, kv_heads, head_dim, kv_len;
 } bench_cfg;
 
 static const bench_cfg full_cfg = { 256ull << 20, 1ull << 30, 512, 10,
-                                    { { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 }, { 32000, 2048 } } };
+                                    { { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 }, { 32000, 2048 } }, 1.5,
+                                    2048, 8192, 32000, 32, 8, 64, 512 };
 static const bench_cfg quick_cfg = { 4ull << 20, 8ull << 20, 64, 3,
-                                     { { 256, 256 }, { 512, 256 }, { 256, 512 }, { 1000, 256 } } };
+                                     { { 256, 256 }, { 512, 256 }, { 256, 512 }, { 1000, 256 } }, 0.0,
+                                     256, 512, 1000, 8, 4, 32, 64 };
 
 #define ALIGN_UP(x) (((x) + LOOM_BIND_ALIGN - 1) / LOOM_BIND_ALIGN * LOOM_BIND_ALIGN)
 
 /* Buffers the program refers to; released together. */
 typedef struct pool {
-    loom_rt_buffer *b[80];
+    loom_rt_buffer *b[160];
     uint32_t n;
 } pool;
 
@@ -69,13 +83,30 @@ static void schedule_flat(loom_graph *g)
     loom_graph_set_scheduled(g, true);
 }
 
-/* Best seconds per replay of g over cfg->reps, after two warm-up replays. */
-static loom_result time_graph(loom_rt *rt, loom_graph *g, uint32_t reps, double *best)
+/* Replays p back to back for `seconds`, then drains: the clock warm-up. */
+static loom_result warm(loom_rt *rt, loom_rt_program *p, double seconds)
+{
+    loom_result rc = LOOM_OK;
+    double t0 = loom_cli_now_us();
+    while (!rc && loom_cli_now_us() - t0 < seconds * 1e6) {
+        uint64_t step;
+        rc = loom_rt_replay(rt, p, NULL, &step);
+    }
+    return rc ? rc : loom_rt_wait_idle(rt);
+}
+
+/* Best seconds per replay of g over reps, after the warm-up and two more
+ * replays. */
+static loom_result time_graph(loom_rt *rt, loom_graph *g, uint32_t reps, double warmup_s, double *best)
 {
     loom_rt_program *p;
     loom_result rc = loom_rt_program_create(rt, g, &p);
     if (rc)
         return rc;
+    if ((rc = warm(rt, p, warmup_s))) {
+        loom_rt_program_release(p);
+        return rc;
+    }
     *best = 1e30;
     for (uint32_t r = 0; r < reps + 2 && !rc; r++) {
         uint64_t step;
@@ -116,7 +147,7 @@ static loom_result bench_copy(loom_rt *rt, const bench_cfg *cfg, double *gbs)
     double t = 0;
     if (!rc) {
         schedule_flat(g);
-        rc = time_graph(rt, g, cfg->reps, &t);
+        rc = time_graph(rt, g, cfg->reps, cfg->warmup_s, &t);
     }
     *gbs = rc ? 0 : 2.0 * chunk * n_disp / t / 1e9;
     pool_release(&p);
@@ -151,7 +182,7 @@ static loom_result bench_matvec(loom_rt *rt, const bench_cfg *cfg, loom_dtype dt
     double t = 0;
     if (!rc) {
         schedule_flat(g);
-        rc = time_graph(rt, g, cfg->reps, &t);
+        rc = time_graph(rt, g, cfg->reps, cfg->warmup_s, &t);
     }
     *gbs = rc ? 0 : (double)wbytes * n_disp / t / 1e9;
     *out_mats = n_mat;
@@ -161,10 +192,211 @@ static loom_result bench_matvec(loom_rt *rt, const bench_cfg *cfg, loom_dtype dt
     return rc;
 }
 
-static int bench_device(const char *device, const bench_cfg *cfg)
+/* ---- isolated ops --------------------------------------------------------- */
+
+/* The yardstick: one subgroup per row, 16-byte weight loads, a subgroup sum.
+ * Kept here, apart from the op library, so it does not move when the
+ * library's kernels do. cols must be a multiple of 8. */
+static const char BARE_MATVEC[] =
+    "#version 450\n"
+    "#extension GL_KHR_shader_subgroup_basic : require\n"
+    "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
+    "layout(local_size_x = 256) in;\n"
+    "layout(set = 0, binding = 0) readonly buffer W { uvec4 w[]; };\n"
+    "layout(set = 0, binding = 1) readonly buffer X { vec4 x[]; };\n"
+    "layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };\n"
+    "layout(push_constant) uniform Pc { uint rows, cols; } pc;\n"
+    "void main() {\n"
+    "  uint row = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;\n"
+    "  if (row >= pc.rows) return;\n"
+    "  uint n8 = pc.cols / 8u, base = row * n8;\n"
+    "  float acc = 0.0;\n"
+    "  for (uint i = gl_SubgroupInvocationID; i < n8; i += gl_SubgroupSize) {\n"
+    "    uvec4 p = w[base + i];\n"
+    "    acc += dot(vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y)), x[2u * i]) +\n"
+    "           dot(vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w)), x[2u * i + 1u]);\n"
+    "  }\n"
+    "  acc = subgroupAdd(acc);\n"
+    "  if (subgroupElect()) y[row] = acc;\n"
+    "}\n";
+
+typedef enum iso_kind { ISO_MATVEC, ISO_MATVEC_SILU_MUL, ISO_MATVEC_ADD, ISO_ATTENTION, ISO_ARGMAX, ISO_BARE } iso_kind;
+
+typedef struct iso_case {
+    const char *name;
+    iso_kind kind;
+    uint32_t rows, cols;     /* matvecs; ARGMAX: cols = n */
+} iso_case;
+
+#define ISO_OPS 64u          /* ops per replay, a barrier before each */
+
+/* Bytes one op must move at least: every input read once, the output
+ * written once. */
+static uint64_t iso_bytes(const iso_case *c, const bench_cfg *cfg)
+{
+    uint64_t w = (uint64_t)c->rows * c->cols * 2, x = (uint64_t)c->cols * 4, y = (uint64_t)c->rows * 4;
+    uint64_t kvd = (uint64_t)cfg->kv_heads * cfg->head_dim, qd = (uint64_t)cfg->heads * cfg->head_dim;
+    switch (c->kind) {
+    case ISO_MATVEC:
+    case ISO_BARE: return w + x + y;
+    case ISO_MATVEC_SILU_MUL: return 2 * w + x + y;
+    case ISO_MATVEC_ADD: return w + x + 2 * y;
+    case ISO_ATTENTION: return 2 * (uint64_t)cfg->kv_len * kvd * 4 + 2 * qd * 4;
+    case ISO_ARGMAX: return x + 4;
+    }
+    return 0;
+}
+
+/* Appends op i of the case on weight set j (sets rotate so the weights
+ * stream from memory, not the cache); y is the op's own output slice. */
+static loom_result iso_append(loom_graph *g, const iso_case *c, const bench_cfg *cfg, const uint32_t *set, uint32_t x,
+                              uint32_t y, uint64_t yoff, uint32_t subgroup)
+{
+    loom_tensor W = loom_mat(set[0], LOOM_F16, c->rows, c->cols);
+    loom_tensor xv = loom_vec(x, c->cols), yv = loom_vec_at(y, yoff, c->rows);
+    switch (c->kind) {
+    case ISO_MATVEC: return loom_op_matvec(g, W, xv, yv, NULL);
+    case ISO_MATVEC_SILU_MUL:
+        return loom_op_matvec_silu_mul(g, W, loom_mat(set[1], LOOM_F16, c->rows, c->cols), xv, yv, NULL);
+    case ISO_MATVEC_ADD: return loom_op_matvec_add(g, W, xv, loom_vec(set[1], c->rows), yv, NULL);
+    case ISO_ATTENTION: {
+        uint32_t qd = cfg->heads * cfg->head_dim, kvd = cfg->kv_heads * cfg->head_dim;
+        return loom_op_attention(g, loom_vec(x, qd), loom_mat(set[0], LOOM_F32, cfg->kv_len, kvd),
+                                 loom_mat(set[1], LOOM_F32, cfg->kv_len, kvd), loom_vec_at(y, yoff, qd), cfg->heads,
+                                 cfg->kv_heads, cfg->head_dim, NULL);
+    }
+    case ISO_ARGMAX: return loom_op_argmax(g, xv, (loom_tensor){ y, LOOM_U32, yoff, 1, 1 }, NULL);
+    case ISO_BARE: {
+        loom_binding b[3] = {
+            { .buffer = set[0], .slot = 0, .size = (uint64_t)c->rows * c->cols * 2, .access = LOOM_ACCESS_READ },
+            { .buffer = x, .slot = 1, .size = (uint64_t)c->cols * 4, .access = LOOM_ACCESS_READ },
+            { .buffer = y, .slot = 2, .offset = yoff, .size = (uint64_t)c->rows * 4, .access = LOOM_ACCESS_WRITE },
+        };
+        uint32_t pc[2] = { c->rows, c->cols }, per_group = 256 / (subgroup ? subgroup : 32);
+        loom_dispatch_desc d = { .kernel = "bench_bare_matvec_f16", .op = LOOM_OP_OTHER,
+                                 .groups = { (c->rows + per_group - 1) / per_group, 1, 1 }, .bindings = b,
+                                 .n_bindings = 3, .push = pc, .push_size = sizeof pc };
+        return loom_graph_add_dispatch(g, &d, NULL);
+    }
+    }
+    return loom_fail(LOOM_INVALID_ARGUMENT, "bench ops: unknown isolated case");
+}
+
+/* GPU µs per op of one isolated case: ISO_OPS ops, a barrier before each. */
+static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *c, uint32_t subgroup, double *us)
+{
+    uint64_t kvd = (uint64_t)cfg->kv_heads * cfg->head_dim;
+    uint64_t wbytes = c->kind == ISO_ATTENTION ? (uint64_t)cfg->kv_len * kvd * 4
+                      : c->kind == ISO_ARGMAX  ? 0
+                                               : (uint64_t)c->rows * c->cols * 2;
+    uint32_t per_set = c->kind == ISO_MATVEC_SILU_MUL || c->kind == ISO_ATTENTION ? 2
+                       : c->kind == ISO_MATVEC_ADD                                ? 2
+                       : c->kind == ISO_ARGMAX                                    ? 0
+                                                                                  : 1;
+    uint32_t n_set = wbytes ? clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64) : 1;
+    uint32_t out_n = c->kind == ISO_ATTENTION ? cfg->heads * cfg->head_dim : c->kind == ISO_ARGMAX ? 1 : c->rows;
+    uint32_t in_n = c->kind == ISO_ATTENTION ? cfg->heads * cfg->head_dim : c->cols;
+    uint64_t yslice = ALIGN_UP((uint64_t)out_n * 4);
+    loom_graph *g;
+    loom_result rc = loom_graph_create(&(loom_graph_desc){ .name = "bench_isolated" }, &g);
+    if (rc)
+        return rc;
+    pool p = { .n = 0 };
+    uint32_t sets[64][2] = { { 0 } }, x = 0, y = 0;
+    for (uint32_t i = 0; i < n_set && !rc; i++)
+        for (uint32_t k = 0; k < per_set && !rc; k++) {
+            uint64_t size = c->kind == ISO_MATVEC_ADD && k == 1 ? (uint64_t)c->rows * 4 : wbytes;
+            rc = pool_add(rt, &p, g, k ? "W2" : "W", size, &sets[i][k]);
+        }
+    if (!rc)
+        rc = pool_add(rt, &p, g, "x", (uint64_t)in_n * 4, &x);
+    if (!rc)
+        rc = pool_add(rt, &p, g, "y", yslice * ISO_OPS, &y);
+    for (uint32_t j = 0; j < ISO_OPS && !rc; j++)
+        rc = iso_append(g, c, cfg, sets[j % n_set], x, y, yslice * j, subgroup);
+    loom_rt_program *prog = NULL;
+    if (!rc) {
+        /* Unscheduled: the runtime records a barrier before every node. */
+        loom_graph_set_scheduled(g, false);
+        rc = loom_rt_program_create(rt, g, &prog);
+    }
+    /* Attention reads the cache up to kv_len from the step parameters. */
+    loom_step_params sp = { .pos = cfg->kv_len - 1, .kv_len = cfg->kv_len };
+    double t0 = loom_cli_now_us();
+    while (!rc && loom_cli_now_us() - t0 < cfg->warmup_s * 1e6) {
+        uint64_t step;
+        rc = loom_rt_replay(rt, prog, &sp, &step);
+    }
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    loom_rt_counters c0, c1;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c0);
+    uint32_t reps = cfg->reps * 4;
+    t0 = loom_cli_now_us();
+    for (uint32_t r = 0; r < reps && !rc; r++) {
+        uint64_t step;
+        rc = loom_rt_replay(rt, prog, &sp, &step);
+    }
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    double host = loom_cli_now_us() - t0;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c1);
+    if (!rc) {
+        uint64_t timed = c1.timed_steps - c0.timed_steps;
+        double total = timed == reps ? (double)(c1.gpu_ns - c0.gpu_ns) / 1e3 : host;
+        *us = total / reps / ISO_OPS;
+    }
+    loom_rt_program_release(prog);
+    pool_release(&p);
+    loom_graph_destroy(g);
+    return rc;
+}
+
+static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy_gbs, uint32_t subgroup)
+{
+    loom_result rc = loom_rt_kernel_glsl(rt, "bench_bare_matvec_f16", BARE_MATVEC);
+    if (rc)
+        return rc;
+    const uint32_t d = cfg->dim, f = cfg->ffn;
+    const iso_case cases[] = {
+        { "MATVEC", ISO_MATVEC, d, d },         { "MATVEC", ISO_MATVEC, f, d },
+        { "MATVEC", ISO_MATVEC, d, f },         { "MATVEC", ISO_MATVEC, cfg->vocab, d },
+        { "MATVEC_SILU_MUL", ISO_MATVEC_SILU_MUL, f, d }, { "MATVEC_ADD", ISO_MATVEC_ADD, d, d },
+        { "ATTENTION", ISO_ATTENTION, 0, 0 },   { "ARGMAX", ISO_ARGMAX, 1, cfg->vocab },
+        { "bare harness", ISO_BARE, d, d },
+    };
+    printf("isolated: %u ops per replay, a barrier before each, GPU time per op; floor = bytes / copy %.0f GB/s\n",
+           ISO_OPS, copy_gbs);
+    printf("%-16s %-22s %10s %10s %10s %7s\n", "op", "shape", "us/op", "MB", "floor us", "share");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const iso_case *c = &cases[i];
+        char shape[48];
+        if (c->kind == ISO_ATTENTION)
+            snprintf(shape, sizeof shape, "%u/%u heads x %u, kv %u", cfg->heads, cfg->kv_heads, cfg->head_dim,
+                     cfg->kv_len);
+        else if (c->kind == ISO_ARGMAX)
+            snprintf(shape, sizeof shape, "%u", c->cols);
+        else
+            snprintf(shape, sizeof shape, "%ux%u f16", c->rows, c->cols);
+        double us = 0;
+        rc = bench_iso(rt, cfg, c, subgroup, &us);
+        if (rc) {
+            printf("%-16s %-22s failed: %s: %s\n", c->name, shape, loom_result_str(rc), loom_last_error());
+            continue;
+        }
+        double bytes = (double)iso_bytes(c, cfg), floor_us = bytes / (copy_gbs * 1e3);
+        printf("%-16s %-22s %10.2f %10.2f %10.2f %6.0f%%\n", c->name, shape, us, bytes / 1e6, floor_us,
+               100.0 * floor_us / us);
+    }
+    return LOOM_OK;
+}
+
+static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
 {
     loom_rt *rt;
-    loom_result rc = loom_rt_create(&(loom_rt_desc){ .device = device }, &rt);
+    loom_result rc = loom_rt_create(&(loom_rt_desc){ .device = device, .timestamps = true }, &rt);
     if (rc)
         return loom_cli_fail("bench ops", rc);
     loom_rt_info info;
@@ -175,6 +407,11 @@ static int bench_device(const char *device, const bench_cfg *cfg)
     if (rc) {
         loom_rt_destroy(rt);
         return loom_cli_fail("bench ops: copy", rc);
+    }
+    if (isolated) {
+        rc = bench_isolated(rt, cfg, copy_gbs, info.subgroup_size);
+        loom_rt_destroy(rt);
+        return rc ? loom_cli_fail("bench ops: isolated", rc) : 0;
     }
     printf("%-12s %-5s %6s %6s %10s %10s %7s\n", "shape", "dtype", "mats", "disp", "GB/s", "copy GB/s", "ratio");
     static const loom_dtype dts[] = { LOOM_F16, LOOM_F32 };
@@ -202,16 +439,18 @@ int loom_bench_ops(int argc, char **argv)
     const bench_cfg *cfg = &full_cfg;
     const char *devices[16];
     int n_dev = 0;
-    bool all = false;
+    bool all = false, isolated = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             cfg = &quick_cfg;
+        else if (!strcmp(argv[i], "--isolated"))
+            isolated = true;
         else if (!strcmp(argv[i], "--all"))
             all = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && n_dev < 16)
             devices[n_dev++] = argv[++i];
         else {
-            fprintf(stderr, "usage: loom bench ops [--quick] [--all | --device NAME ...]\n");
+            fprintf(stderr, "usage: loom bench ops [--quick] [--isolated] [--all | --device NAME ...]\n");
             return 2;
         }
     }
@@ -224,14 +463,14 @@ int loom_bench_ops(int argc, char **argv)
             if (loom_rt_create(&(loom_rt_desc){ .device = idx }, &probe))
                 break;
             loom_rt_destroy(probe);
-            rc |= bench_device(idx, cfg);
+            rc |= bench_device(idx, cfg, isolated);
         }
         return rc;
     }
     if (n_dev == 0)
-        return bench_device(NULL, cfg);
+        return bench_device(NULL, cfg, isolated);
     int rc = 0;
     for (int i = 0; i < n_dev; i++)
-        rc |= bench_device(devices[i], cfg);
+        rc |= bench_device(devices[i], cfg, isolated);
     return rc;
 }

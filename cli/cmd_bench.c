@@ -9,6 +9,7 @@ int loom_bench_micro(int argc, char **argv) WEAK;    /* runtime: dispatch, barri
 int loom_bench_ops(int argc, char **argv) WEAK;      /* op library: MATVEC GB/s vs copy */
 int loom_bench_cache(int argc, char **argv) WEAK;    /* capture + hash + lookup + submit per step */
 int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1k..100k nodes */
+int loom_bench_decode(int argc, char **argv) WEAK;   /* the example decoder's step under each plan variant */
 
 static const struct {
     const char *name;
@@ -18,12 +19,13 @@ static const struct {
     { "ops", loom_bench_ops },
     { "cache", loom_bench_cache },
     { "compile", loom_bench_compile },
+    { "decode", loom_bench_decode },
 };
 
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: loom bench micro|ops|cache|compile [options]\n");
+        fprintf(stderr, "usage: loom bench micro|ops|cache|compile|decode [options]\n");
         return 2;
     }
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)

@@ -43,11 +43,13 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is neither f32 nor f16", c->wtype);
     if (!(c->eps > 0.0f) || !(c->rope_theta > 0.0f))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: eps and rope_theta must be positive");
-    /* Every matrix must fit one binding (Vulkan guarantees 128 MiB ranges). */
+    /* Every matrix must fit one binding. Vulkan guarantees 128 MiB ranges,
+     * most desktop GPUs allow 4 GiB; the runtime checks the device's
+     * maxStorageBufferRange when the program is made and names the node. */
     uint64_t big = (uint64_t)c->vocab * c->dim;
     uint64_t mlp = (uint64_t)c->ffn * c->dim;
-    if ((big > mlp ? big : mlp) * 4 > (128u << 20))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 128 MiB");
+    if ((big > mlp ? big : mlp) * loom_dtype_size(c->wtype) > UINT32_MAX)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 4 GiB");
     return LOOM_OK;
 }
 
@@ -201,26 +203,47 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
 
 /* ---- GPU model ---------------------------------------------------------- */
 
-/* Runtime buffers: per layer, then the model-wide ones. */
+/* Runtime buffers: per layer, then the model-wide ones. TOKENS and
+ * LOGITS_LOG are the rings the decode loop reads behind the GPU. */
 enum { LB_ATTN_NORM, LB_WQ, LB_WK, LB_WV, LB_WO, LB_FFN_NORM, LB_WG, LB_WU, LB_WD, LB_KC, LB_VC, LB_COUNT };
-enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_COUNT };
+enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_COUNT };
+
+/* A dry model has no runtime: its buffer pointers point at these, cast, so
+ * the capture code (which passes loom_rt_buffer pointers around) runs
+ * unchanged; buf_id and buf_size read them back. Never dereferenced as a
+ * loom_rt_buffer. */
+typedef struct placeholder {
+    uint64_t id, size;
+} placeholder;
 
 struct loom_llama {
-    loom_rt *rt;
-    const loom_llama_weights *w;
+    loom_rt *rt;                  /* NULL: a dry model */
+    const loom_llama_weights *w;  /* NULL: a dry model */
     loom_llama_config cfg;
-    bool chain;
+    bool chain, keep_logits;
     loom_compile_options opts;
     loom_cache *cache;
     bool own_cache;
     loom_rt_buffer **lbuf;        /* n_layers * LB_COUNT */
     loom_rt_buffer *gbuf[GB_COUNT];
+    placeholder *ph;              /* dry: n_layers * LB_COUNT + GB_COUNT */
     loom_graph *graph;            /* recaptured every step */
     loom_plan *plan;              /* of the last step */
     loom_rt_program *program;     /* made from plan */
-    uint32_t step;
+    uint32_t step;                /* steps submitted */
+    uint64_t ids[LOOM_LLAMA_RING];/* runtime step id of model step s at s % RING */
     uint64_t hits, misses;
 };
+
+static uint64_t buf_id(const loom_llama *m, const loom_rt_buffer *b)
+{
+    return m->rt ? loom_rt_buffer_id(b) : ((const placeholder *)(const void *)b)->id;
+}
+
+static uint64_t buf_size(const loom_llama *m, const loom_rt_buffer *b)
+{
+    return m->rt ? loom_rt_buffer_size(b) : ((const placeholder *)(const void *)b)->size;
+}
 
 static loom_result rt_buffer(loom_llama *m, loom_rt_buffer **slot, const char *name, uint64_t size, loom_usage u,
                              const void *data)
@@ -275,9 +298,95 @@ static loom_result upload(loom_llama *m)
                         w->final_norm)) ||
         (rc = upload_matrix(m, &m->gbuf[GB_OUT], "out", &w->out)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS], "logits", (uint64_t)c->vocab * 4, LOOM_USAGE_OUTPUT, NULL)) ||
-        (rc = rt_buffer(m, &m->gbuf[GB_ARGMAX], "argmax", 4, LOOM_USAGE_OUTPUT, NULL)))
+        (rc = rt_buffer(m, &m->gbuf[GB_ARGMAX], "argmax", 4, LOOM_USAGE_OUTPUT, NULL)) ||
+        (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)))
+        return rc;
+    if (m->keep_logits &&
+        (rc = rt_buffer(m, &m->gbuf[GB_LOGITS_LOG], "logits_log", (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
+                        LOOM_USAGE_OUTPUT, NULL)))
         return rc;
     return LOOM_OK;
+}
+
+/* ---- the step rings ----------------------------------------------------- */
+
+/* Copies n words of src into slot params.step % slots of dst: the step's
+ * token (and, with keep_logits, its logits) kept where a later step does not
+ * overwrite them, so the host can read them behind the GPU. */
+static const char LOG_KERNEL[] =
+    "#version 450\n"
+    "layout(local_size_x = 64) in;\n"
+    "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step; uint user[12]; } p;\n"
+    "layout(set = 0, binding = 1) readonly buffer S { uint s[]; };\n"
+    "layout(set = 0, binding = 2) writeonly buffer D { uint d[]; };\n"
+    "layout(push_constant) uniform Pc { uint n; uint slots; } pc;\n"
+    "void main() {\n"
+    "  uint i = gl_GlobalInvocationID.x;\n"
+    "  if (i < pc.n) d[(p.step % pc.slots) * pc.n + i] = s[i];\n"
+    "}\n";
+#define LOG_KERNEL_NAME "llama_step_log"
+
+static loom_result register_log_kernel(loom_rt *rt)
+{
+    loom_result rc = loom_rt_kernel_glsl(rt, LOG_KERNEL_NAME, LOG_KERNEL);
+    /* Busy: another model on this runtime registered it (same source). */
+    if (rc == LOOM_BUSY) {
+        loom_clear_error();
+        rc = LOOM_OK;
+    }
+    return rc;
+}
+
+/* The graph buffer capture declared for runtime buffer b (LOOM_NONE if
+ * none): the log must name the same graph buffer, or the passes would not
+ * see its hazard against the producer. */
+static uint32_t graph_buffer_of(const loom_llama *m, const loom_graph *g, const loom_rt_buffer *b)
+{
+    uint64_t id = buf_id(m, b);
+    for (uint32_t i = 0; i < loom_graph_buffer_count(g); i++)
+        if (loom_graph_buffer(g, i)->external == id)
+            return i;
+    return LOOM_NONE;
+}
+
+static loom_result add_log(loom_llama *m, loom_graph *g, loom_rt_buffer *src, loom_rt_buffer *dst,
+                           const char *name, uint32_t n_words)
+{
+    uint32_t params, s = graph_buffer_of(m, g, src), d;
+    if (s == LOOM_NONE)
+        return loom_fail(LOOM_NOT_FOUND, "llama step log: the step graph does not use buffer '%s'", name);
+    loom_result rc = loom_graph_params(g, &params);
+    if (!rc) {
+        char dname[48];
+        snprintf(dname, sizeof dname, "%s_log", name);
+        rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = dname, .size = buf_size(m, dst),
+                                                           .usage = LOOM_USAGE_OUTPUT, .external = buf_id(m, dst) },
+                                   &d);
+    }
+    if (rc)
+        return rc;
+    /* The write range is the whole ring: the slot is a per-step value. */
+    loom_binding b[3] = {
+        { .buffer = params, .slot = 0, .size = sizeof(loom_step_params), .access = LOOM_ACCESS_READ },
+        { .buffer = s, .slot = 1, .size = (uint64_t)n_words * 4, .access = LOOM_ACCESS_READ },
+        { .buffer = d, .slot = 2, .size = buf_size(m, dst), .access = LOOM_ACCESS_WRITE },
+    };
+    uint32_t pc[2] = { n_words, LOOM_LLAMA_RING };
+    loom_dispatch_desc dd = { .kernel = LOG_KERNEL_NAME, .op = LOOM_OP_OTHER, .groups = { (n_words + 63) / 64, 1, 1 },
+                              .bindings = b, .n_bindings = 3, .push = pc, .push_size = sizeof pc };
+    return loom_graph_add_dispatch(g, &dd, NULL);
+}
+
+loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g)
+{
+    loom_result rc = loom_llama_capture(m, g);
+    /* After the capture, so in capture order the log reads this step's
+     * ARGMAX: one tiny dispatch behind one more barrier per token. */
+    if (!rc)
+        rc = add_log(m, g, m->gbuf[GB_ARGMAX], m->gbuf[GB_TOKENS], "tokens", 1);
+    if (!rc && m->keep_logits)
+        rc = add_log(m, g, m->gbuf[GB_LOGITS], m->gbuf[GB_LOGITS_LOG], "logits", m->cfg.vocab);
+    return rc;
 }
 
 void loom_llama_destroy(loom_llama *m)
@@ -289,13 +398,102 @@ void loom_llama_destroy(loom_llama *m)
     loom_graph_destroy(m->graph);
     if (m->own_cache)
         loom_cache_destroy(m->cache);
-    if (m->lbuf)
+    if (m->lbuf && m->rt)
         for (size_t i = 0; i < (size_t)m->cfg.n_layers * LB_COUNT; i++)
             loom_rt_buffer_release(m->lbuf[i]);
-    for (int i = 0; i < GB_COUNT; i++)
+    for (int i = 0; i < GB_COUNT && m->rt; i++)
         loom_rt_buffer_release(m->gbuf[i]);
     free(m->lbuf);
+    free(m->ph);
     free(m);
+}
+
+/* Shared by both creations: options, the buffer table, the cache, the graph. */
+static loom_result model_init(loom_llama *m, const loom_llama_desc *desc)
+{
+    if (desc) {
+        m->chain = desc->chain;
+        m->keep_logits = desc->keep_logits;
+        if (desc->compile)
+            m->opts = *desc->compile;
+        m->cache = desc->cache;
+    }
+    m->lbuf = calloc((size_t)m->cfg.n_layers * LB_COUNT, sizeof *m->lbuf);
+    if (!m->lbuf)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "llama model");
+    loom_result rc;
+    if (!m->cache) {
+        if ((rc = loom_cache_create(&(loom_cache_desc){ .capacity = 4 }, &m->cache)))
+            return rc;
+        m->own_cache = true;
+    }
+    return loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &m->graph);
+}
+
+/* The size limit on a matrix in loom_llama_config_check is a property of a
+ * device's bindings; a dry run has no device, so it checks everything else:
+ * the same config with the two widths that size the largest matrices made
+ * small (a zero stays zero and is still refused). */
+static loom_result dry_config_check(const loom_llama_config *cfg)
+{
+    if (!cfg)
+        return loom_llama_config_check(cfg);
+    loom_llama_config probe = *cfg;
+    if (probe.vocab > 0 && probe.vocab <= (1u << 20))
+        probe.vocab = 1;
+    if (probe.ffn > 0 && probe.ffn <= (1u << 20))
+        probe.ffn = 1;
+    return loom_llama_config_check(&probe);
+}
+
+loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama dry model: out is NULL");
+    *out = NULL;
+    loom_result rc = dry_config_check(cfg);
+    if (rc)
+        return rc;
+    loom_llama *m = calloc(1, sizeof *m);
+    if (!m)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "llama dry model");
+    m->cfg = *cfg;
+    size_t n_layer_bufs = (size_t)cfg->n_layers * LB_COUNT;
+    if ((rc = model_init(m, desc)))
+        goto fail;
+    if (!(m->ph = calloc(n_layer_bufs + GB_COUNT, sizeof *m->ph))) {
+        rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama dry model");
+        goto fail;
+    }
+    const loom_llama_config *c = cfg;
+    uint64_t ws = c->wtype == LOOM_F16 ? 2 : 4, qd = (uint64_t)c->n_heads * c->head_dim;
+    uint64_t kvd = (uint64_t)c->n_kv_heads * c->head_dim;
+    /* Sizes as upload() makes them, so the plan is the one a device gets. */
+    uint64_t layer_bytes[LB_COUNT] = {
+        [LB_ATTN_NORM] = c->dim * 4ull, [LB_WQ] = qd * c->dim * ws, [LB_WK] = kvd * c->dim * ws,
+        [LB_WV] = kvd * c->dim * ws, [LB_WO] = c->dim * qd * ws, [LB_FFN_NORM] = c->dim * 4ull,
+        [LB_WG] = (uint64_t)c->ffn * c->dim * ws, [LB_WU] = (uint64_t)c->ffn * c->dim * ws,
+        [LB_WD] = (uint64_t)c->dim * c->ffn * ws, [LB_KC] = c->max_seq * kvd * 4, [LB_VC] = c->max_seq * kvd * 4,
+    };
+    uint64_t global_bytes[GB_COUNT] = {
+        [GB_EMBED] = (uint64_t)c->vocab * c->dim * ws, [GB_FINAL_NORM] = c->dim * 4ull,
+        [GB_OUT] = (uint64_t)c->vocab * c->dim * ws, [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
+        [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
+    };
+    /* Placeholder ids count from 1 like runtime serials (0 means plan-owned). */
+    for (size_t i = 0; i < n_layer_bufs; i++) {
+        m->ph[i] = (placeholder){ i + 1, layer_bytes[i % LB_COUNT] };
+        m->lbuf[i] = (loom_rt_buffer *)(void *)&m->ph[i];
+    }
+    for (int i = 0; i < GB_COUNT; i++) {
+        m->ph[n_layer_bufs + i] = (placeholder){ n_layer_bufs + i + 1, global_bytes[i] };
+        m->gbuf[i] = (loom_rt_buffer *)(void *)&m->ph[n_layer_bufs + i];
+    }
+    *out = m;
+    return LOOM_OK;
+fail:
+    loom_llama_destroy(m);
+    return rc;
 }
 
 loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const loom_llama_desc *desc,
@@ -315,23 +513,12 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
     m->rt = rt;
     m->w = w;
     m->cfg = w->cfg;
-    if (desc) {
-        m->chain = desc->chain;
-        if (desc->compile)
-            m->opts = *desc->compile;
-        m->cache = desc->cache;
-    }
-    m->lbuf = calloc((size_t)m->cfg.n_layers * LB_COUNT, sizeof *m->lbuf);
-    if (!m->lbuf) {
-        rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama model");
+    if (loom_rt_in_flight(rt) >= LOOM_LLAMA_RING) {
+        rc = loom_fail(LOOM_INVALID_ARGUMENT, "llama: %u steps in flight, the token ring holds %u",
+                       loom_rt_in_flight(rt), LOOM_LLAMA_RING);
         goto fail;
     }
-    if (!m->cache) {
-        if ((rc = loom_cache_create(&(loom_cache_desc){ .capacity = 4 }, &m->cache)))
-            goto fail;
-        m->own_cache = true;
-    }
-    if ((rc = loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &m->graph)) || (rc = upload(m)))
+    if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = upload(m)))
         goto fail;
     *out = m;
     return LOOM_OK;
@@ -353,8 +540,8 @@ static uint32_t ext(cap *c, const loom_rt_buffer *b, const char *name, loom_usag
     uint32_t id = LOOM_NONE;
     if (c->rc == LOOM_OK)
         c->rc = loom_graph_add_buffer(
-            c->g, &(loom_buffer_desc){ .name = name, .size = loom_rt_buffer_size(b), .usage = u,
-                                       .external = loom_rt_buffer_id(b) },
+            c->g, &(loom_buffer_desc){ .name = name, .size = buf_size(c->m, b), .usage = u,
+                                       .external = buf_id(c->m, b) },
             &id);
     return id;
 }
@@ -478,7 +665,7 @@ loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
 /* ---- stepping ----------------------------------------------------------- */
 
 /* The plan for this step's graph; a new plan (a cache miss, or an eviction)
- * gets a new program, an unchanged one keeps its recorded command buffer. */
+ * gets a new program, an unchanged one keeps its recorded command buffers. */
 static loom_result prepare(loom_llama *m)
 {
     loom_plan *plan = NULL;
@@ -506,25 +693,67 @@ static loom_result prepare(loom_llama *m)
     return LOOM_OK;
 }
 
-loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax)
+loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
 {
     if (!m)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama step: model is NULL");
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit: model is NULL");
+    if (!m->rt)
+        return loom_fail(LOOM_UNSUPPORTED, "llama submit: a dry model has no device");
     if (pos >= m->cfg.max_seq)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama step: pos %u beyond max_seq %u", pos, m->cfg.max_seq);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit: pos %u beyond max_seq %u", pos, m->cfg.max_seq);
     if (token >= m->cfg.vocab)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama step: token %u beyond vocab %u", token, m->cfg.vocab);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit: token %u beyond vocab %u", token, m->cfg.vocab);
     loom_result rc;
     if (m->chain && m->step == 0 &&
         (rc = loom_rt_buffer_write(m->rt, m->gbuf[GB_ARGMAX], 0, &token, sizeof token)))
         return rc;
-    if ((rc = loom_llama_capture(m, m->graph)) || (rc = prepare(m)))
+    if ((rc = loom_llama_capture_step(m, m->graph)) || (rc = prepare(m)))
         return rc;
     loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step };
     uint64_t id = 0;
-    if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)) || (rc = loom_rt_wait(m->rt, id)))
+    if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)))
         return rc;
+    m->ids[m->step % LOOM_LLAMA_RING] = id;
+    if (out_index)
+        *out_index = m->step;
     m->step++;
+    return LOOM_OK;
+}
+
+loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, float *logits)
+{
+    if (!m || !m->rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama collect: NULL or dry model");
+    if (index >= m->step)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama collect: step %u was not submitted (%u so far)", index,
+                         m->step);
+    if (m->step - index > LOOM_LLAMA_RING)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama collect: step %u is more than %u steps behind the newest "
+                         "(%u); its ring slot was reused", index, LOOM_LLAMA_RING, m->step - 1);
+    if (logits && !m->keep_logits && index + 1 != m->step)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama collect: the logits of an older step need keep_logits");
+    uint32_t slot = index % LOOM_LLAMA_RING;
+    uint64_t id = m->ids[slot];
+    loom_result rc = LOOM_OK;
+    if (token)
+        rc = loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_TOKENS], id, (uint64_t)slot * 4, token, 4);
+    if (!rc && logits) {
+        uint64_t n = (uint64_t)m->cfg.vocab * 4;
+        rc = m->keep_logits ? loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_LOGITS_LOG], id, slot * n, logits, n)
+                            : loom_rt_buffer_read(m->rt, m->gbuf[GB_LOGITS], 0, logits, n);
+    }
+    return rc;
+}
+
+loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax)
+{
+    uint32_t index = 0;
+    loom_result rc = loom_llama_submit(m, token, pos, &index);
+    if (rc)
+        return rc;
+    /* Wait for this step even when nothing is read, as callers expect. */
+    if ((rc = loom_rt_wait(m->rt, m->ids[index % LOOM_LLAMA_RING])))
+        return rc;
     if (logits &&
         (rc = loom_rt_buffer_read(m->rt, m->gbuf[GB_LOGITS], 0, logits, (uint64_t)m->cfg.vocab * sizeof(float))))
         return rc;
@@ -533,6 +762,27 @@ loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *
     return LOOM_OK;
 }
 
+loom_result loom_llama_set_compile(loom_llama *m, const loom_compile_options *opts)
+{
+    if (!m)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama set_compile: model is NULL");
+    m->opts = opts ? *opts : (loom_compile_options){ 0 };
+    /* Drop the plan so the next step compiles with the new options; the
+     * program lives on until its submissions complete. */
+    loom_rt_program_release(m->program);
+    loom_plan_release(m->plan);
+    m->program = NULL;
+    m->plan = NULL;
+    return LOOM_OK;
+}
+
+uint32_t loom_llama_steps(const loom_llama *m) { return m ? m->step : 0; }
+uint64_t loom_llama_step_id(const loom_llama *m, uint32_t index)
+{
+    return m && index < m->step && m->step - index <= LOOM_LLAMA_RING ? m->ids[index % LOOM_LLAMA_RING] : 0;
+}
+
+const loom_llama_config *loom_llama_get_config(const loom_llama *m) { return m ? &m->cfg : NULL; }
 const loom_plan *loom_llama_plan(const loom_llama *m) { return m ? m->plan : NULL; }
 loom_rt_program *loom_llama_program(const loom_llama *m) { return m ? m->program : NULL; }
 

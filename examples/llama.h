@@ -90,6 +90,11 @@ loom_result loom_llama_ref_step(loom_llama_ref *r, uint32_t token, uint32_t pos,
 
 typedef struct loom_llama loom_llama;
 
+/* Slots of the rings the decode loop reads behind the GPU: a step's token
+ * (and logits, with keep_logits) can be collected until this many later
+ * steps have been submitted. Steps in flight must stay below it. */
+#define LOOM_LLAMA_RING 32u
+
 typedef struct loom_llama_desc {
     /* Take each step's token from the previous step's ARGMAX output on the
      * GPU instead of the step parameters: no host round trip between steps.
@@ -99,6 +104,10 @@ typedef struct loom_llama_desc {
     const loom_compile_options *compile;
     /* Shared plan cache; NULL: the model makes its own. */
     loom_cache *cache;
+    /* Copy every step's logits into a ring too, so loom_llama_collect can
+     * return them for steps behind the newest (a vocab-sized copy per step;
+     * for checking, not for benchmarks). */
+    bool keep_logits;
 } loom_llama_desc;
 
 /* Uploads the weights into runtime buffers and allocates the KV caches. */
@@ -106,15 +115,48 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
                               loom_llama **out);
 void loom_llama_destroy(loom_llama *m);
 
-/* Captures the step graph into g (which is reset first). Exposed so tests
+/* A model with no device and no weights: buffers are placeholders of the
+ * sizes real weights would have, so the step graph can be captured and
+ * compiled (ir, passes, compiler only) to see its plan. The config is
+ * checked except for the per-binding matrix-size limit, a device property.
+ * Capture, compile and the plan figures work on it; submit does not. */
+loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out);
+
+/* Captures the model's ops into g (which is reset first). Exposed so tests
  * and tools can compile or dump it without running it. */
 loom_result loom_llama_capture(loom_llama *m, loom_graph *g);
+/* The graph a step replays: loom_llama_capture, then a tiny dispatch that
+ * copies the step's ARGMAX (and, with keep_logits, the logits) into slot
+ * step % LOOM_LLAMA_RING of a ring the host reads behind the GPU. */
+loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g);
 
-/* One decode step: capture, compile (cache hit after the first step),
- * replay with {pos, token, kv_len = pos + 1}, wait, read back. In chain
+/* Submits one step without waiting for it: capture, compile (cache hit
+ * after the first step), replay with {pos, token, kv_len = pos + 1, step}.
+ * The replay waits only when every recorded copy of the program is in
+ * flight (loom_rt_desc.in_flight), and then for the oldest alone. In chain
+ * mode token is used only on the model's first step. *out_index (may be
+ * NULL) is the step's index, counted from 0 over the model's life. */
+loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index);
+/* Reads the token (may be NULL) and logits (may be NULL) of submitted step
+ * index, waiting for that step only: later steps may still run. Possible
+ * until LOOM_LLAMA_RING later steps were submitted; the logits of any step
+ * but the newest need keep_logits. */
+loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, float *logits);
+/* Steps submitted so far; the runtime step id of index (0 once its slot was
+ * reused), e.g. to loom_rt_wait for it. */
+uint32_t loom_llama_steps(const loom_llama *m);
+uint64_t loom_llama_step_id(const loom_llama *m, uint32_t index);
+
+/* One decode step, synchronous: submit, wait for it, read back. In chain
  * mode token is used only on the first step. logits and argmax may be NULL. */
 loom_result loom_llama_step(loom_llama *m, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax);
 
+/* Replaces the compile options (ablations between runs on one upload); the
+ * next step compiles anew. NULL: defaults. */
+loom_result loom_llama_set_compile(loom_llama *m, const loom_compile_options *opts);
+
+/* The model's shape; owned by the model. */
+const loom_llama_config *loom_llama_get_config(const loom_llama *m);
 /* The plan of the last step (NULL before the first); owned by the model. */
 const loom_plan *loom_llama_plan(const loom_llama *m);
 /* The program the last step replayed (NULL before the first step). */

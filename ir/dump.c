@@ -241,7 +241,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
 static const char *const op_colours[] = {
     "#d9d9d9", "#fdfd96", "#c7e9c0", "#9ecae1", "#fdd0a2", "#fcbba1", "#bcbddc", "#c6dbef",
     "#fee391", "#fb6a4a", "#fc9272", "#a1d99b", "#dadaeb", "#6baed6", "#fdae6b", "#74c476",
-    "#9e9ac8", "#f768a1",
+    "#9e9ac8", "#f768a1", "#4292c6", "#41ab5d", "#807dba", "#ef3b2c", "#cb181d",
 };
 _Static_assert(sizeof op_colours / sizeof op_colours[0] == LOOM_OP_COUNT, "one colour per op kind");
 

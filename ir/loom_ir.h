@@ -125,7 +125,7 @@ typedef struct loom_buffer {
 
 /* ---- nodes -------------------------------------------------------------- */
 
-#define LOOM_MAX_BINDINGS 8
+#define LOOM_MAX_BINDINGS 12
 #define LOOM_MAX_RANGES   8    /* per direction (reads, writes) */
 #define LOOM_MAX_PUSH     128  /* bytes; the Vulkan minimum maxPushConstantsSize */
 #define LOOM_NONE         UINT32_MAX

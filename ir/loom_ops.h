@@ -59,7 +59,17 @@ typedef struct loom_pc_matvec   { uint32_t rows, cols; } loom_pc_matvec; /* MATV
 typedef struct loom_pc_embed    { uint32_t dim, vocab, token_index; } loom_pc_embed;
 typedef struct loom_pc_rope     { uint32_t n_heads, head_dim; float theta; } loom_pc_rope;
 typedef struct loom_pc_kv       { uint32_t dim, max_seq; } loom_pc_kv;  /* dim = n_kv_heads * head_dim */
-typedef struct loom_pc_attn     { uint32_t n_heads, n_kv_heads, head_dim, max_seq; float scale; } loom_pc_attn;
+/* ATTENTION: splits shares of the cache rows, combined in the same dispatch. */
+typedef struct loom_pc_attn     { uint32_t n_heads, n_kv_heads, head_dim, max_seq; float scale; uint32_t splits; } loom_pc_attn;
+/* RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL, RMS_NORM_MATVEC_ARGMAX. */
+typedef struct loom_pc_norm_matvec { uint32_t rows, cols; float eps; } loom_pc_norm_matvec;
+/* RMS_NORM_QKV_ROPE_KV: q_rows = n_heads * head_dim, kv_rows = n_kv_heads * head_dim. */
+typedef struct loom_pc_qkv {
+    uint32_t q_rows, kv_rows, cols;
+    float eps;
+    uint32_t head_dim, max_seq;
+    float theta;
+} loom_pc_qkv;
 
 /* ---- builders ----------------------------------------------------------- *
  * Binding slots, in order, are listed for each; (w) marks written slots.
@@ -105,8 +115,11 @@ loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n
  * cover the whole caches: the position is a per-step value. */
 loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
                               loom_tensor vcache, uint32_t *out_node);
-/* One query, grouped-query heads, over cache rows [0, params.kv_len).
- * Kernel "attention": params, q, kcache, vcache, out(w). */
+/* One query, grouped-query heads, over cache rows [0, params.kv_len), split
+ * over the cache length so that the dispatch fills the GPU. Kernel
+ * "attention": params, q, kcache, vcache, out(w), part(rw), count(rw); part
+ * and count are workspace buffers the builder declares itself (plan-owned
+ * STATE, zeroed once by the runtime; the kernel leaves count zeroed). */
 loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
                               loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
                               uint32_t *out_node);
@@ -114,6 +127,34 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
 loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node);
 /* out[0] = argmax x (lowest index on ties), u32. Kernel "argmax": x, out(w). */
 loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
+
+/* ---- fused matvec forms (what the fuse pass makes; frontends may call them) */
+
+/* y = W (x / rms(x) * g). Kernel "rms_norm_matvec_f32"|"_f16": W, x, g, y(w). */
+loom_result loom_op_rms_norm_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw, loom_tensor y,
+                                    float eps, uint32_t *out_node);
+/* n = x / rms(x) * g; y = silu(Wg n) * (Wu n).
+ * Kernel "rms_norm_matvec_silu_mul_f32"|"_f16": Wg, Wu, x, g, y(w). */
+loom_result loom_op_rms_norm_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
+                                             loom_tensor gw, loom_tensor y, float eps, uint32_t *out_node);
+/* y = W x; out[0] = argmax y (u32, lowest index on ties). Kernel
+ * "matvec_argmax_f32"|"_f16": W, x, y(w), out(w), part(rw), count(rw); part
+ * and count are workspace buffers the builder declares (see attention). */
+loom_result loom_op_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, loom_tensor out,
+                                  uint32_t *out_node);
+/* The same over x / rms(x) * g. Kernel "rms_norm_matvec_argmax_f32"|"_f16":
+ * W, x, g, y(w), out(w), part(rw), count(rw). */
+loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
+                                           loom_tensor y, loom_tensor out, float eps, uint32_t *out_node);
+/* n = x / rms(x) * g; q = rope(Wq n); kcache[pos] = rope(Wk n); vcache[pos]
+ * = Wv n, at params.pos (nothing written to the caches past max_seq). Wq is
+ * (n_heads * head_dim) x cols, Wk and Wv (n_kv_heads * head_dim) x cols;
+ * head_dim a multiple of 4. Kernel "rms_norm_qkv_rope_f32"|"_f16": params,
+ * x, g, Wq, Wk, Wv, q(w), kcache(w), vcache(w). */
+loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                                         loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
+                                         loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                         uint32_t *out_node);
 
 #ifdef __cplusplus
 }

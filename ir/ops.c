@@ -15,7 +15,7 @@
 
 /* Local sizes and per-workgroup tiling of the kernels in shaders/. */
 #define ELEMWISE_LOCAL   256u   /* copy, mul, add, silu_mul, rope, kv_append, embed */
-#define MATVEC_ROWS_PER_WG 8u   /* matvec*.comp: ROWS_PER_WG */
+#define MATVEC_ROWS_PER_WG 4u   /* matvec.glsl: MV_ROWS */
 #define ATTN_MAX_HEAD_DIM 256u  /* attention.comp: one invocation per dim */
 #define MAX_GROUPS       65535u /* the Vulkan minimum of maxComputeWorkGroupCount */
 #define COPY_MAX_GROUPS  4096u  /* copy.comp strides over the rest */
@@ -48,13 +48,14 @@ typedef struct op_view {
     loom_tensor t;
     bool write;
     bool inplace;
+    bool rw;                  /* read and written (workspace) */
 } op_view;
 
 typedef struct op_call {
     loom_op op;
     const char *kernel;
     bool params;              /* bind the step-parameter buffer at slot 0 */
-    op_view v[6];
+    op_view v[LOOM_MAX_BINDINGS - 1];
     uint32_t n;
     const void *push;
     uint32_t push_size;
@@ -148,7 +149,7 @@ static inline bool view_ok(const loom_graph *g, const op_view *v, uint64_t *byte
 static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
 {
     uint32_t node = g->nodes.n;
-    uint64_t bytes[6];
+    uint64_t bytes[LOOM_MAX_BINDINGS];
     loom_result rc;
     for (uint32_t i = 0; i < c->n; i++)
         if (!view_ok(g, &c->v[i], &bytes[i]) && (rc = check_view(g, loom_op_name(c->op), node, &c->v[i])))
@@ -183,7 +184,10 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
     }
     for (uint32_t i = 0; i < c->n; i++, nb++)
         b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
-                                .size = bytes[i], .access = c->v[i].write ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ };
+                                .size = bytes[i],
+                                .access = c->v[i].rw      ? LOOM_ACCESS_RW
+                                          : c->v[i].write ? LOOM_ACCESS_WRITE
+                                                          : LOOM_ACCESS_READ };
     loom_dispatch_desc d = {
         .kernel = c->kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
         .bindings = b, .n_bindings = nb, .push = c->push, .push_size = c->push_size,
@@ -251,6 +255,30 @@ static float inv_sqrt(uint32_t n)
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
+
+/* Shares of the cache an ATTENTION dispatch splits into: about 16 rows each
+ * at the full cache, at most 32 (attention.comp: MAX_SPLITS), so a 512-row
+ * cache and 32 heads make 1024 workgroups, each a single short sweep. */
+static uint32_t attn_splits(uint32_t max_seq)
+{
+    uint32_t s = max_seq / 16u;
+    return s < 1u ? 1u : s > 32u ? 32u : s;
+}
+
+/* A plan-owned STATE buffer for a kernel's own bookkeeping (partial results,
+ * completion counters), named after the node it serves. The runtime zeroes
+ * it once; kernels leave their counters at zero when they finish. */
+static loom_result workspace(loom_graph *g, loom_op op, const char *what, uint64_t bytes, loom_tensor *out)
+{
+    char name[64];
+    snprintf(name, sizeof name, "n%u.%s.%s", loom_graph_node_count(g), loom_op_name(op), what);
+    uint32_t id = LOOM_NONE;
+    bytes = (bytes + 3) & ~(uint64_t)3;
+    loom_result rc = loom_graph_add_buffer(
+        g, &(loom_buffer_desc){ .name = name, .size = bytes, .usage = LOOM_USAGE_STATE }, &id);
+    *out = (loom_tensor){ id, LOOM_U32, 0, 1, (uint32_t)(bytes / 4) };
+    return rc;
+}
 
 /* ---- builders ------------------------------------------------------------- */
 
@@ -332,14 +360,14 @@ static loom_result norm_common(loom_graph *g, loom_op op, const char *kernel, co
     /* One workgroup reduces, then rescales: y may replace x, a or b in place,
      * and sum may replace a or b (each invocation writes only elements it has
      * already read). */
-    c.v[c.n++] = (op_view){ b ? "a" : "x", *a, false, true };
+    c.v[c.n++] = (op_view){ b ? "a" : "x", *a, false, true, false };
     if (b)
-        c.v[c.n++] = (op_view){ "b", *b, false, true };
+        c.v[c.n++] = (op_view){ "b", *b, false, true, false };
     if (w)
-        c.v[c.n++] = (op_view){ "w", *w, false, true };
+        c.v[c.n++] = (op_view){ "w", *w, false, true, false };
     if (sum)
-        c.v[c.n++] = (op_view){ "sum", *sum, true, false };
-    c.v[c.n++] = (op_view){ "y", *y, true, false };
+        c.v[c.n++] = (op_view){ "sum", *sum, true, false, false };
+    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
     return emit(g, &c, out_node);
 }
 
@@ -411,6 +439,12 @@ static const char *matvec_kernel(loom_op op, bool f16)
     switch (op) {
     case LOOM_OP_MATVEC_ADD: return f16 ? "matvec_add_f16" : "matvec_add_f32";
     case LOOM_OP_MATVEC_SILU_MUL: return f16 ? "matvec_silu_mul_f16" : "matvec_silu_mul_f32";
+    case LOOM_OP_RMS_NORM_MATVEC: return f16 ? "rms_norm_matvec_f16" : "rms_norm_matvec_f32";
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
+        return f16 ? "rms_norm_matvec_silu_mul_f16" : "rms_norm_matvec_silu_mul_f32";
+    case LOOM_OP_MATVEC_ARGMAX: return f16 ? "matvec_argmax_f16" : "matvec_argmax_f32";
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX: return f16 ? "rms_norm_matvec_argmax_f16" : "rms_norm_matvec_argmax_f32";
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV: return f16 ? "rms_norm_qkv_rope_f16" : "rms_norm_qkv_rope_f32";
     default: return f16 ? "matvec_f16" : "matvec_f32";
     }
 }
@@ -443,13 +477,13 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, co
     loom_pc_matvec pc = { W->rows, W->cols };
     op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc, .push_size = sizeof pc,
                   .groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG) };
-    c.v[c.n++] = (op_view){ wname, *W, false, false };
+    c.v[c.n++] = (op_view){ wname, *W, false, false, false };
     if (U)
-        c.v[c.n++] = (op_view){ "Wu", *U, false, false };
-    c.v[c.n++] = (op_view){ "x", *x, false, false };
+        c.v[c.n++] = (op_view){ "Wu", *U, false, false, false };
+    c.v[c.n++] = (op_view){ "x", *x, false, false, false };
     if (r)
-        c.v[c.n++] = (op_view){ "r", *r, false, true };
-    c.v[c.n++] = (op_view){ "y", *y, true, false };
+        c.v[c.n++] = (op_view){ "r", *r, false, true, false };
+    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
     return emit(g, &c, out_node);
 }
 
@@ -550,11 +584,17 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
         rc = need_vec(g, op, "out", &out, (uint32_t)nq);
     if (rc)
         return rc;
-    loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim) };
-    op_call c = { .op = op, .kernel = "attention", .params = true, .n = 4, .push = &pc, .push_size = sizeof pc,
-                  .groups = n_heads,
-                  .v = { { "q", q, false, true }, { "kcache", kcache, false, false },
-                         { "vcache", vcache, false, false }, { "out", out, true, false } } };
+    uint32_t splits = attn_splits(kcache.rows);
+    loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits };
+    loom_tensor part, count;
+    if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
+        (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
+        return rc;
+    op_call c = { .op = op, .kernel = "attention", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
+                  .groups = (uint64_t)n_heads * splits,
+                  .v = { { "q", q, false, true, false }, { "kcache", kcache, false, false, false },
+                         { "vcache", vcache, false, false, false }, { "out", out, true, false, false },
+                         { "part", part, true, false, true }, { "count", count, true, false, true } } };
     return emit(g, &c, out_node);
 }
 
@@ -587,5 +627,159 @@ loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32
     loom_pc_n pc = pc_n(x.cols);
     op_call c = { .op = LOOM_OP_ARGMAX, .kernel = "argmax", .n = 2, .push = &pc, .push_size = sizeof pc,
                   .groups = 1, .v = { { "x", x, false, false }, { "out", out, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+/* ---- fused matvec forms --------------------------------------------------- */
+
+/* A weight matrix the matvec kernels can stream: f32 or f16 (even cols). */
+static loom_result need_weight(loom_graph *g, loom_op op, const char *name, const loom_tensor *W)
+{
+    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)W->dtype));
+    if (W->dtype == LOOM_F16 && W->cols % 2)
+        return bad(g, op, name, ".cols (f16 needs even)", W->cols, W->cols + 1);
+    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
+        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    return LOOM_OK;
+}
+
+static loom_result need_eps(loom_graph *g, loom_op op, float eps)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): eps %g is not a finite value >= 0",
+                         loom_graph_node_count(g), loom_op_name(op), (double)eps);
+    return LOOM_OK;
+}
+
+/* The norm-folded and argmax forms: W (and Wu) rows x cols; x and g 1 x
+ * cols; y 1 x rows; out one u32. Nothing written may overlap what is read:
+ * every workgroup reads all of x. */
+static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
+                                      const loom_tensor *x, const loom_tensor *gw, const loom_tensor *y,
+                                      const loom_tensor *out, float eps, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
+    const char *wname = U ? "Wg" : "W";
+    loom_result rc = need_weight(g, op, wname, W);
+    if (!rc && U)
+        rc = need_same_shape(g, op, "Wu", U, W);
+    if (!rc)
+        rc = need_vec(g, op, "x", x, W->cols);
+    if (!rc && gw)
+        rc = need_vec(g, op, "g", gw, W->cols);
+    if (!rc && gw)
+        rc = need_eps(g, op, eps);
+    if (!rc)
+        rc = need_vec(g, op, "y", y, W->rows);
+    if (!rc && out)
+        rc = need_dtype(g, op, "out", out, LOOM_U32);
+    if (!rc && out && (uint64_t)out->rows * out->cols != 1)
+        rc = bad(g, op, "out", "elements", (uint64_t)out->rows * out->cols, 1);
+    if (rc)
+        return rc;
+    uint64_t groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG);
+    loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
+    op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc,
+                  .push_size = gw ? sizeof pc : sizeof(loom_pc_matvec), .groups = groups };
+    c.v[c.n++] = (op_view){ wname, *W, false, false, false };
+    if (U)
+        c.v[c.n++] = (op_view){ "Wu", *U, false, false, false };
+    c.v[c.n++] = (op_view){ "x", *x, false, false, false };
+    if (gw)
+        c.v[c.n++] = (op_view){ "g", *gw, false, false, false };
+    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
+    if (out) {
+        loom_tensor part, count;
+        if ((rc = workspace(g, op, "part", groups * 8, &part)) || (rc = workspace(g, op, "count", 4, &count)))
+            return rc;
+        c.v[c.n++] = (op_view){ "out", *out, true, false, false };
+        c.v[c.n++] = (op_view){ "part", part, true, false, true };
+        c.v[c.n++] = (op_view){ "count", count, true, false, true };
+    }
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_rms_norm_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw, loom_tensor y,
+                                    float eps, uint32_t *out_node)
+{
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC, &W, NULL, &x, &gw, &y, NULL, eps, out_node);
+}
+
+loom_result loom_op_rms_norm_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
+                                             loom_tensor gw, loom_tensor y, float eps, uint32_t *out_node)
+{
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, &Wg, &Wu, &x, &gw, &y, NULL, eps, out_node);
+}
+
+loom_result loom_op_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, loom_tensor out,
+                                  uint32_t *out_node)
+{
+    return norm_matvec_common(g, LOOM_OP_MATVEC_ARGMAX, &W, NULL, &x, NULL, &y, &out, 0.0f, out_node);
+}
+
+loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
+                                           loom_tensor y, loom_tensor out, float eps, uint32_t *out_node)
+{
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &W, NULL, &x, &gw, &y, &out, eps, out_node);
+}
+
+loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                                         loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
+                                         loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                         uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_qkv_rope_kv: graph is NULL");
+    const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+    /* Pairs (i, i + head_dim/2) are taken two to a workgroup (matvec.glsl),
+     * so a workgroup never straddles a head or a matrix. */
+    if (head_dim == 0 || head_dim % 4)
+        return bad(g, op, "head_dim (multiple of 4)", "", head_dim, (head_dim / 4 + 1) * 4);
+    if (!(theta > 0.0f) || isinf(theta))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): theta %g is not a finite value > 0",
+                         loom_graph_node_count(g), loom_op_name(op), (double)theta);
+    loom_result rc = need_weight(g, op, "Wq", &Wq);
+    if (!rc)
+        rc = need_weight(g, op, "Wk", &Wk);
+    if (!rc && Wk.dtype != Wq.dtype)
+        rc = need_dtype(g, op, "Wk", &Wk, (loom_dtype)Wq.dtype);
+    if (!rc && Wk.cols != Wq.cols)
+        rc = bad(g, op, "Wk", ".cols", Wk.cols, Wq.cols);
+    if (!rc)
+        rc = need_same_shape(g, op, "Wv", &Wv, &Wk);
+    if (!rc && Wq.rows % head_dim)
+        rc = bad(g, op, "Wq", ".rows (a multiple of head_dim)", Wq.rows, head_dim);
+    if (!rc && Wk.rows % head_dim)
+        rc = bad(g, op, "Wk", ".rows (a multiple of head_dim)", Wk.rows, head_dim);
+    if (!rc && (uint64_t)Wq.rows + 2ull * Wk.rows > (uint64_t)MAX_GROUPS * MATVEC_ROWS_PER_WG)
+        rc = bad(g, op, "Wq.rows + 2 Wk.rows", "", (uint64_t)Wq.rows + 2ull * Wk.rows,
+                 (uint64_t)MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    if (!rc)
+        rc = need_vec(g, op, "x", &x, Wq.cols);
+    if (!rc)
+        rc = need_vec(g, op, "g", &gw, Wq.cols);
+    if (!rc)
+        rc = need_eps(g, op, eps);
+    if (!rc)
+        rc = need_vec(g, op, "q", &q, Wq.rows);
+    if (!rc)
+        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+    if (!rc && kcache.cols != Wk.rows)
+        rc = bad(g, op, "kcache", ".cols", kcache.cols, Wk.rows);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    if (rc)
+        return rc;
+    loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
+    op_call c = { .op = op, .kernel = matvec_kernel(op, Wq.dtype == LOOM_F16), .params = true, .n = 8,
+                  .push = &pc, .push_size = sizeof pc,
+                  .groups = ((uint64_t)Wq.rows + 2ull * Wk.rows) / MATVEC_ROWS_PER_WG,
+                  .v = { { "x", x, false, false, false }, { "g", gw, false, false, false },
+                         { "Wq", Wq, false, false, false }, { "Wk", Wk, false, false, false },
+                         { "Wv", Wv, false, false, false }, { "q", q, true, false, false },
+                         { "kcache", kcache, true, false, false }, { "vcache", vcache, true, false, false } } };
     return emit(g, &c, out_node);
 }

@@ -32,17 +32,21 @@ typedef struct fuse_state {
     uint32_t *repl;
 } fuse_state;
 
+#define FUSE_MAX_CHAIN 7u
+
 typedef struct fuse_match {
-    uint32_t nodes[3], n_nodes;   /* ascending positions; the last is the anchor */
-    uint32_t elim[2], n_elim;     /* producers whose output disappears */
-    loom_tensor in[3], out[2];
+    uint32_t nodes[FUSE_MAX_CHAIN], n_nodes;   /* ascending positions; the last is the anchor */
+    uint32_t elim[FUSE_MAX_CHAIN], n_elim;     /* producers whose output disappears */
+    loom_tensor in[6], out[3];
     uint32_t n_in, n_out;
     float eps;
+    float theta;                  /* RoPE rules */
+    uint32_t head_dim;
 } fuse_match;
 
 typedef struct fuse_rule {
     const char *name;
-    loom_op chain[3];
+    loom_op chain[FUSE_MAX_CHAIN];
     uint32_t len;
     loom_op fused;
     bool (*match)(fuse_state *fs, uint32_t anchor, fuse_match *m);
@@ -52,10 +56,33 @@ typedef struct fuse_rule {
 /* ---- reading nodes back as ops ------------------------------------------ */
 
 typedef struct op_view {
-    const loom_binding *b[3];
+    const loom_binding *b[6];
     uint32_t n, rows, cols;
     float eps;
+    uint32_t heads, head_dim, max_seq;   /* ROPE, KV_APPEND */
+    float theta;
 } op_view;
+
+/* The builder layouts (ir/loom_ops.h) of the ops rules read back: binding
+ * count (the step parameters included), push bytes, written ranges. */
+typedef struct op_layout { loom_op op; uint8_t bindings, push, writes; } op_layout;
+
+static const op_layout layouts[] = {
+    { LOOM_OP_RMS_NORM, 2, 8, 1 },        { LOOM_OP_MUL, 3, 4, 1 },
+    { LOOM_OP_ADD, 3, 4, 1 },             { LOOM_OP_SILU_MUL, 3, 4, 1 },
+    { LOOM_OP_MATVEC, 3, 8, 1 },          { LOOM_OP_RMS_NORM_MUL, 3, 8, 1 },
+    { LOOM_OP_ROPE, 3, 12, 1 },           { LOOM_OP_KV_APPEND, 5, 8, 2 },
+    { LOOM_OP_MATVEC_SILU_MUL, 4, 8, 1 }, { LOOM_OP_MATVEC_ARGMAX, 6, 8, 4 },
+    { LOOM_OP_ARGMAX, 2, 4, 1 },
+};
+
+static const op_layout *layout_of(loom_op op)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].op == op)
+            return &layouts[i];
+    return NULL;
+}
 
 static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
 {
@@ -69,30 +96,41 @@ static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32
 /* Fills v when node id is a dispatch of op with the builder's layout. */
 static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
 {
-    if (id == LOOM_NONE || fs->consumed[id])
+    if (id >= fs->n || fs->consumed[id])   /* LOOM_NONE, or made this round: seen next round */
         return false;
     const loom_node *nd = loom_graph_node(fs->g, id);
-    if (nd->type != LOOM_NODE_DISPATCH || nd->op != op || nd->n_writes != 1)
+    const op_layout *lay = layout_of(op);
+    if (!lay || nd->type != LOOM_NODE_DISPATCH || nd->op != op || nd->n_writes != lay->writes)
         return false;
     const uint8_t *pc = loom_node_push(fs->g, nd);
-    uint32_t nbind = op == LOOM_OP_RMS_NORM ? 2 : 3;
-    uint32_t npush = op == LOOM_OP_RMS_NORM || op == LOOM_OP_MATVEC ? 8 : 4;
-    if (nd->n_bindings != nbind || nd->push_size != npush)
+    if (nd->n_bindings != lay->bindings || nd->push_size != lay->push)
         return false;
-    for (uint32_t s = 0; s < nbind; s++)
+    for (uint32_t s = 0; s < lay->bindings; s++)
         if (!(v->b[s] = slot(fs->g, nd, s)))
             return false;
-    if (op == LOOM_OP_MATVEC) {
+    if (op == LOOM_OP_MATVEC || op == LOOM_OP_MATVEC_SILU_MUL || op == LOOM_OP_MATVEC_ARGMAX) {
         loom_pc_matvec p;
         memcpy(&p, pc, sizeof p);
         v->rows = p.rows;
         v->cols = p.cols;
         v->n = p.rows;
-    } else if (op == LOOM_OP_RMS_NORM) {
+    } else if (op == LOOM_OP_RMS_NORM || op == LOOM_OP_RMS_NORM_MUL) {
         loom_pc_norm p;
         memcpy(&p, pc, sizeof p);
         v->n = p.n;
         v->eps = p.eps;
+    } else if (op == LOOM_OP_ROPE) {
+        loom_pc_rope p;
+        memcpy(&p, pc, sizeof p);
+        v->heads = p.n_heads;
+        v->head_dim = p.head_dim;
+        v->theta = p.theta;
+        v->n = p.n_heads * p.head_dim;
+    } else if (op == LOOM_OP_KV_APPEND) {
+        loom_pc_kv p;
+        memcpy(&p, pc, sizeof p);
+        v->n = p.dim;
+        v->max_seq = p.max_seq;
     } else {
         loom_pc_n p;
         memcpy(&p, pc, sizeof p);
@@ -266,10 +304,25 @@ static bool norm_into(fuse_state *fs, uint32_t pos, const op_view *v, int side, 
     return view(fs, *id, LOOM_OP_RMS_NORM, nv) && same_view(nv->b[1], v->b[side]) && nv->n == v->n;
 }
 
+/* An ADD one of whose inputs a MATVEC just produced is left to matvec_add:
+ * folding it into that matvec removes a barrier level, and the norm after it
+ * can then fold into the matvecs that consume the norm. */
+static bool add_after_matvec(fuse_state *fs, uint32_t pos, const op_view *av)
+{
+    for (int side = 0; side < 2; side++) {
+        op_view mv;
+        uint32_t id = producer(fs, pos, av->b[side]);
+        if (view(fs, id, LOOM_OP_MATVEC, &mv) && same_view(mv.b[2], av->b[side]) && mv.rows == av->n)
+            return true;
+    }
+    return false;
+}
+
 static bool add_into(fuse_state *fs, uint32_t pos, const op_view *nv, uint32_t *id, op_view *av)
 {
     *id = producer(fs, pos, nv->b[0]);
-    return view(fs, *id, LOOM_OP_ADD, av) && same_view(av->b[2], nv->b[0]) && av->n == nv->n;
+    return view(fs, *id, LOOM_OP_ADD, av) && same_view(av->b[2], nv->b[0]) && av->n == nv->n &&
+           !add_after_matvec(fs, *id, av);
 }
 
 static bool match_add_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
@@ -282,7 +335,8 @@ static bool match_add_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *
         if (!norm_into(fs, anchor, &mv, side, &nid, &nv) || !add_into(fs, nid, &nv, &aid, &av))
             continue;
         uint32_t n = mv.n;
-        *m = (fuse_match){ { aid, nid, anchor }, 3, { nid }, 1, { { 0 } }, { { 0 } }, 3, 2, nv.eps };
+        *m = (fuse_match){ .nodes = { aid, nid, anchor }, .n_nodes = 3, .elim = { nid }, .n_elim = 1, .n_in = 3,
+                           .n_out = 2, .eps = nv.eps };
         if (vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(mv.b[1 - side], n, &m->in[2]) &&
             vec_of(av.b[2], n, &m->out[0]) && vec_of(mv.b[2], n, &m->out[1]) && legal(fs, m))
             return true;
@@ -305,7 +359,8 @@ static bool match_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
         if (!norm_into(fs, anchor, &mv, side, &nid, &nv))
             continue;
         uint32_t n = mv.n;
-        *m = (fuse_match){ { nid, anchor }, 2, { nid }, 1, { { 0 } }, { { 0 } }, 2, 1, nv.eps };
+        *m = (fuse_match){ .nodes = { nid, anchor }, .n_nodes = 2, .elim = { nid }, .n_elim = 1, .n_in = 2,
+                           .n_out = 1, .eps = nv.eps };
         if (vec_of(nv.b[0], n, &m->in[0]) && vec_of(mv.b[1 - side], n, &m->in[1]) && vec_of(mv.b[2], n, &m->out[0]) &&
             legal(fs, m))
             return true;
@@ -326,7 +381,7 @@ static bool match_add_rms_norm(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     uint32_t n = nv.n;
     /* The sum stays written: it usually has other readers (the residual). */
-    *m = (fuse_match){ { aid, anchor }, 2, { 0 }, 0, { { 0 } }, { { 0 } }, 2, 2, nv.eps };
+    *m = (fuse_match){ .nodes = { aid, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2, .eps = nv.eps };
     return vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(av.b[2], n, &m->out[0]) &&
            vec_of(nv.b[1], n, &m->out[1]) && legal(fs, m);
 }
@@ -347,8 +402,8 @@ static bool match_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m
     if (!same_view(gv.b[2], sv.b[0]) || !same_view(uv.b[2], sv.b[1]) || !same_view(gv.b[1], uv.b[1]) ||
         gv.rows != uv.rows || gv.cols != uv.cols || gv.rows != sv.n || gv.b[0]->size != uv.b[0]->size)
         return false;
-    *m = (fuse_match){ { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, 3, { gid, uid }, 2,
-                       { { 0 } }, { { 0 } }, 3, 1, 0.0f };
+    *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
+                       .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
     return mat_of(gv.b[0], gv.rows, gv.cols, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, &m->in[1]) &&
            m->in[0].dtype == m->in[1].dtype && vec_of(gv.b[1], gv.cols, &m->in[2]) &&
            vec_of(sv.b[2], sv.n, &m->out[0]) && legal(fs, m);
@@ -368,7 +423,7 @@ static bool match_matvec_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
         uint32_t id = producer(fs, anchor, av.b[side]);
         if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[side]) || mv.rows != av.n)
             continue;
-        *m = (fuse_match){ { id, anchor }, 2, { id }, 1, { { 0 } }, { { 0 } }, 3, 1, 0.0f };
+        *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
         if (mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
             vec_of(av.b[1 - side], av.n, &m->in[2]) && vec_of(av.b[2], av.n, &m->out[0]) && legal(fs, m))
             return true;
@@ -379,6 +434,176 @@ static bool match_matvec_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
 static loom_result build_matvec_add(loom_graph *g, const fuse_match *m, uint32_t *out)
 {
     return loom_op_matvec_add(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
+}
+
+/* ---- matvec epilogues and prologues ------------------------------------ */
+
+static bool u32_of(const loom_binding *b, loom_tensor *t)
+{
+    if (b->size != 4)
+        return false;
+    *t = (loom_tensor){ b->buffer, LOOM_U32, b->offset, 1, 1 };
+    return true;
+}
+
+/* MATVEC then ARGMAX of its output: the logits stay written (they are
+ * usually read by the host); the argmax comes from the same dispatch. */
+static bool match_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view av, mv;
+    if (!view(fs, anchor, LOOM_OP_ARGMAX, &av))
+        return false;
+    uint32_t id = producer(fs, anchor, av.b[0]);
+    if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[0]) || mv.rows != av.n)
+        return false;
+    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2 };
+    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
+           vec_of(mv.b[2], mv.rows, &m->out[0]) && u32_of(av.b[1], &m->out[1]) && legal(fs, m);
+}
+
+static loom_result build_matvec_argmax(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_matvec_argmax(g, m->in[0], m->in[1], m->out[0], m->out[1], out);
+}
+
+/* RMS_NORM_MUL whose output is the x input (binding xs) of a matvec-family
+ * anchor and is read by nothing else: the matvec normalises x itself. */
+static bool norm_prologue(fuse_state *fs, uint32_t anchor, const op_view *mv, uint32_t xs, fuse_match *m)
+{
+    op_view nv;
+    uint32_t nid = producer(fs, anchor, mv->b[xs]);
+    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !same_view(nv.b[2], mv->b[xs]) || nv.n != mv->cols)
+        return false;
+    m->nodes[0] = nid;
+    m->nodes[1] = anchor;
+    m->n_nodes = 2;
+    m->elim[0] = nid;
+    m->n_elim = 1;
+    m->eps = nv.eps;
+    return vec_of(nv.b[0], nv.n, &m->in[m->n_in]) && vec_of(nv.b[1], nv.n, &m->in[m->n_in + 1]) &&
+           (m->n_in += 2, true);
+}
+
+static bool match_norm_matvec(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view mv;
+    if (!view(fs, anchor, LOOM_OP_MATVEC, &mv))
+        return false;
+    *m = (fuse_match){ .n_in = 1, .n_out = 1 };
+    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+           norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
+}
+
+static loom_result build_norm_matvec(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_rms_norm_matvec(g, m->in[0], m->in[1], m->in[2], m->out[0], m->eps, out);
+}
+
+static bool match_norm_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view mv;
+    if (!view(fs, anchor, LOOM_OP_MATVEC_SILU_MUL, &mv))
+        return false;
+    *m = (fuse_match){ .n_in = 2, .n_out = 1 };
+    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && mat_of(mv.b[1], mv.rows, mv.cols, &m->in[1]) &&
+           m->in[0].dtype == m->in[1].dtype && vec_of(mv.b[3], mv.rows, &m->out[0]) &&
+           norm_prologue(fs, anchor, &mv, 2, m) && legal(fs, m);
+}
+
+static loom_result build_norm_matvec_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_rms_norm_matvec_silu_mul(g, m->in[0], m->in[1], m->in[2], m->in[3], m->out[0], m->eps, out);
+}
+
+static bool match_norm_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view mv;
+    if (!view(fs, anchor, LOOM_OP_MATVEC_ARGMAX, &mv))
+        return false;
+    *m = (fuse_match){ .n_in = 1, .n_out = 2 };
+    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+           u32_of(mv.b[3], &m->out[1]) && norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
+}
+
+static loom_result build_norm_matvec_argmax(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_rms_norm_matvec_argmax(g, m->in[0], m->in[1], m->in[2], m->out[0], m->out[1], m->eps, out);
+}
+
+/* The first node after pos (and before end) of kind op whose binding s is
+ * exactly view b, among the readers of b's buffer. */
+static uint32_t reader_of(fuse_state *fs, const loom_binding *b, uint32_t s, loom_op op, uint32_t pos, uint32_t end,
+                          uint32_t skip0, uint32_t skip1, op_view *v)
+{
+    if (b->buffer >= fs->nb)
+        return LOOM_NONE;
+    for (uint32_t i = fs->rstart[b->buffer]; i < fs->rstart[b->buffer + 1]; i++) {
+        uint32_t id = fs->racc[i].node;
+        if (id <= pos || id >= end || id == skip0 || id == skip1)
+            continue;
+        if (view(fs, id, op, v) && same_view(v->b[s], b))
+            return id;
+    }
+    return LOOM_NONE;
+}
+
+static void sort_nodes(uint32_t *v, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint32_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+}
+
+/* RMS_NORM_MUL -> MATVEC q, k, v (one input) -> ROPE q, ROPE k ->
+ * KV_APPEND(k_rope, v): one dispatch normalises, streams the three
+ * matrices, rotates q and k in its epilogue and writes k and v into the
+ * caches. Anchored at the KV_APPEND; the q chain is found among the norm
+ * output's readers. */
+static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view kv, rk, mk, mvv, nv, mq, rq;
+    if (!view(fs, anchor, LOOM_OP_KV_APPEND, &kv))
+        return false;
+    uint32_t rk_id = producer(fs, anchor, kv.b[1]), mv_id = producer(fs, anchor, kv.b[2]);
+    if (!view(fs, rk_id, LOOM_OP_ROPE, &rk) || !same_view(rk.b[2], kv.b[1]) ||
+        !view(fs, mv_id, LOOM_OP_MATVEC, &mvv) || !same_view(mvv.b[2], kv.b[2]))
+        return false;
+    uint32_t mk_id = producer(fs, rk_id, rk.b[1]);
+    if (!view(fs, mk_id, LOOM_OP_MATVEC, &mk) || !same_view(mk.b[2], rk.b[1]) || !same_view(mk.b[1], mvv.b[1]) ||
+        mk.rows != kv.n || mvv.rows != kv.n || mk.cols != mvv.cols || mk.b[0]->size != mvv.b[0]->size)
+        return false;
+    uint32_t first = mk_id < mv_id ? mk_id : mv_id;
+    uint32_t nid = producer(fs, first, mk.b[1]);
+    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !same_view(nv.b[2], mk.b[1]) || nv.n != mk.cols)
+        return false;
+    uint32_t mq_id = reader_of(fs, nv.b[2], 1, LOOM_OP_MATVEC, nid, anchor, mk_id, mv_id, &mq);
+    if (mq_id == LOOM_NONE || mq.cols != mk.cols || mq.b[0]->size / mq.rows != mk.b[0]->size / mk.rows)
+        return false;
+    uint32_t rq_id = reader_of(fs, mq.b[2], 1, LOOM_OP_ROPE, mq_id, anchor, rk_id, LOOM_NONE, &rq);
+    if (rq_id == LOOM_NONE || rq.head_dim != rk.head_dim || rq.theta != rk.theta || rq.n != mq.rows ||
+        rk.n != mk.rows)
+        return false;
+    *m = (fuse_match){ .nodes = { nid, mq_id, mk_id, mv_id, rq_id, rk_id, anchor }, .n_nodes = 7,
+                       .elim = { nid, mq_id, mk_id, mv_id, rk_id }, .n_elim = 5, .n_in = 5, .n_out = 3,
+                       .eps = nv.eps, .theta = rk.theta, .head_dim = rk.head_dim };
+    sort_nodes(m->nodes, 6);
+    if (m->nodes[5] > anchor)
+        return false;
+    return vec_of(nv.b[0], nv.n, &m->in[0]) && vec_of(nv.b[1], nv.n, &m->in[1]) &&
+           mat_of(mq.b[0], mq.rows, mq.cols, &m->in[2]) && mat_of(mk.b[0], mk.rows, mk.cols, &m->in[3]) &&
+           mat_of(mvv.b[0], mvv.rows, mvv.cols, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
+           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.max_seq, kv.n, &m->out[1]) &&
+           m->out[1].dtype == LOOM_F32 && mat_of(kv.b[4], kv.max_seq, kv.n, &m->out[2]) &&
+           m->out[2].dtype == LOOM_F32 && legal(fs, m);
+}
+
+static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_rms_norm_qkv_rope_kv(g, m->in[0], m->in[1], m->in[2], m->in[3], m->in[4], m->out[0], m->out[1],
+                                        m->out[2], m->head_dim, m->theta, m->eps, out);
 }
 
 /* Longer chains first: an anchor takes the first rule that matches. */
@@ -392,6 +617,19 @@ static const fuse_rule rules[] = {
     { "add_rms_norm", { LOOM_OP_ADD, LOOM_OP_RMS_NORM }, 2, LOOM_OP_ADD_RMS_NORM, match_add_rms_norm,
       build_add_rms_norm },
     { "matvec_add", { LOOM_OP_MATVEC, LOOM_OP_ADD }, 2, LOOM_OP_MATVEC_ADD, match_matvec_add, build_matvec_add },
+    { "matvec_argmax", { LOOM_OP_MATVEC, LOOM_OP_ARGMAX }, 2, LOOM_OP_MATVEC_ARGMAX, match_matvec_argmax,
+      build_matvec_argmax },
+    /* These take what the rules above made, in a later round. */
+    { "qkv_rope_kv",
+      { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_ROPE, LOOM_OP_ROPE,
+        LOOM_OP_KV_APPEND },
+      7, LOOM_OP_RMS_NORM_QKV_ROPE_KV, match_qkv_rope_kv, build_qkv_rope_kv },
+    { "rms_norm_matvec", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC }, 2, LOOM_OP_RMS_NORM_MATVEC, match_norm_matvec,
+      build_norm_matvec },
+    { "rms_norm_matvec_silu_mul", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC_SILU_MUL }, 2,
+      LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, match_norm_matvec_silu_mul, build_norm_matvec_silu_mul },
+    { "rms_norm_matvec_argmax", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC_ARGMAX }, 2, LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
+      match_norm_matvec_argmax, build_norm_matvec_argmax },
 };
 
 /* ---- driver ------------------------------------------------------------- */
@@ -485,12 +723,13 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
     return LOOM_OK;
 }
 
-loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
+/* One sweep over the graph: every anchor from the end takes the first rule
+ * that matches, then all replacements are applied in one permutation. */
+static loom_result fuse_round(loom_graph *g, uint32_t *out_chains)
 {
     fuse_state fs = { .g = g, .a = loom_graph_allocator(g) };
     fs.n = loom_graph_node_count(g);
     fs.nb = loom_graph_buffer_count(g);
-    loom_graph_clear_schedule(g);
     loom_result rc = build_index(&fs);
     uint32_t chains = 0;
     for (uint32_t i = fs.n; rc == LOOM_OK && i-- > 0;) {
@@ -524,8 +763,27 @@ loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
             pass_free(fs.a, order, (size_t)fs.n * sizeof(uint32_t));
         }
     }
-    if (rc == LOOM_OK && ctx)
-        ctx->fused_chains += chains;
     state_free(&fs);
+    *out_chains = chains;
+    return rc;
+}
+
+/* Rounds until nothing fuses: a fused node can anchor or feed a rule of the
+ * next round (a norm folds into the matvec that a first round made). Each
+ * round removes nodes, so this ends; the bound only guards the budget. */
+#define FUSE_MAX_ROUNDS 8
+
+loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
+{
+    loom_graph_clear_schedule(g);
+    loom_result rc = LOOM_OK;
+    for (int round = 0; round < FUSE_MAX_ROUNDS && rc == LOOM_OK; round++) {
+        uint32_t chains = 0;
+        rc = fuse_round(g, &chains);
+        if (rc == LOOM_OK && ctx)
+            ctx->fused_chains += chains;
+        if (chains == 0)
+            break;
+    }
     return rc;
 }

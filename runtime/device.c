@@ -403,6 +403,8 @@ loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
     rt->log_user = d.log_user;
     rt->spin_polls = d.spin_polls ? d.spin_polls : LOOM_RT_DEFAULT_SPIN;
     rt->plan_cache_capacity = d.plan_cache_capacity;
+    rt->in_flight = d.in_flight;
+    rt->timestamps = d.timestamps;
     const char *prof = getenv("LOOM_PROFILE");
     rt->profile = d.profile || (prof && prof[0] == '1');
     const char *env = getenv("LOOM_VALIDATE");

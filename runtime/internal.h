@@ -11,6 +11,8 @@
 #define LOOM_RT_BLOCK_SIZE  (64ull << 20)   /* sub-allocation block */
 #define LOOM_RT_DEFAULT_SPIN 4096u          /* counter polls before blocking */
 #define LOOM_RT_MAX_SLOTS   32u             /* binding slots a layout can name */
+#define LOOM_RT_DEFAULT_IN_FLIGHT 3u        /* recorded copies per program */
+#define LOOM_RT_MAX_IN_FLIGHT 16u
 
 /* ---- memory ------------------------------------------------------------- */
 
@@ -86,15 +88,18 @@ typedef struct rt_slot {
 } rt_slot;
 
 /* One recorded command buffer with its own params buffer and descriptor
- * sets: while one copy is in flight, the other can be written and submitted
- * without waiting. */
+ * sets: while some copies are in flight, a free one can be written and
+ * submitted without waiting. */
 typedef struct rt_copy {
     bool recorded;
     VkCommandBuffer cmd;
     rt_mem params;
     VkDescriptorSet *sets;   /* per node; VK_NULL_HANDLE for barriers */
-    VkQueryPool queries;     /* profiling: a timestamp before the nodes and after each */
+    /* Timestamps: query 0 before the nodes, the last after them (profiling
+     * adds one after each node in between). */
+    VkQueryPool queries;
     uint64_t last_step;
+    uint64_t timed_step;     /* last step whose GPU time is in the counters */
 } rt_copy;
 
 struct loom_rt_program {
@@ -106,7 +111,9 @@ struct loom_rt_program {
     rt_mem arena;
     uint32_t params_buffer;  /* graph buffer id or LOOM_NONE */
     VkDescriptorPool pool;
-    rt_copy copies[2];
+    rt_copy *copies;         /* the ring of replays in flight */
+    uint32_t n_copies;
+    uint32_t n_queries;      /* per copy; 0 without timestamps */
     uint32_t n_dispatches, n_barriers;
     bool host_barrier;       /* an OUTPUT buffer is written: end with a host-read barrier */
     uint64_t last_step;
@@ -163,6 +170,8 @@ struct loom_rt {
     loom_cache *plans;       /* loom_rt_compile's cache, made on first use */
     uint32_t plan_cache_capacity;
     bool profile;
+    bool timestamps;         /* a timestamp pair around every replay */
+    uint32_t in_flight;      /* copies per program; 0: LOOM_RT_DEFAULT_IN_FLIGHT */
     volatile uint64_t validation_messages;
     loom_rt_counters counters;
 };

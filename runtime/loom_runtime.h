@@ -39,6 +39,14 @@ typedef struct loom_rt_desc {
     /* Record a GPU timestamp after every node (also $LOOM_PROFILE=1), read
      * with loom_rt_program_timings. Costs a little GPU time per node. */
     bool profile;
+    /* Replays of one program that may be in flight at once: each has its own
+     * recorded command buffer and step-parameter buffer, recorded on first
+     * need. 0: 3; at most 16. */
+    uint32_t in_flight;
+    /* A GPU timestamp pair around every replay's command buffer; their sum
+     * goes to loom_rt_counters.gpu_ns (see loom_rt_collect_timestamps).
+     * Costs two timestamp writes per replay. */
+    bool timestamps;
 } loom_rt_desc;
 
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
@@ -109,13 +117,27 @@ loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_pro
 /* Deferred like buffers: freed once no submission uses it. */
 void loom_rt_program_release(loom_rt_program *p);
 
-/* Writes the step parameters and submits the recorded command buffer; if the
- * previous replay of this program is still running, a second recorded copy
- * is used (recorded on first need). Returns the step id to wait for. */
+/* Writes the step parameters and submits the recorded command buffer. Each
+ * program keeps a ring of in_flight recorded copies: a replay takes a copy
+ * whose last submission has completed (recording it on first need) and
+ * waits, for the oldest copy only, when all are in flight. Returns the step
+ * id to wait for. */
 loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_params *params, uint64_t *out_step);
 /* Returns at once when the step is done; else spins, then blocks. */
 loom_result loom_rt_wait(loom_rt *rt, uint64_t step);
 loom_result loom_rt_wait_idle(loom_rt *rt);
+
+/* Copies of a program the runtime keeps in flight (loom_rt_desc.in_flight). */
+uint32_t loom_rt_in_flight(const loom_rt *rt);
+
+/* Reads a buffer behind the GPU: waits for submission `step` only, not for
+ * the buffer's last writer. The caller vouches that no submission after
+ * `step` writes [offset, offset + size) — a ring slot, say. Zero-copy for an
+ * OUTPUT buffer in host-visible memory (every program that writes one ends
+ * with a host-read barrier); any other buffer takes loom_rt_buffer_read's
+ * path, which waits for the last writer. */
+loom_result loom_rt_buffer_read_behind(loom_rt *rt, loom_rt_buffer *b, uint64_t step, uint64_t offset, void *data,
+                                       uint64_t size);
 
 /* Host access to plan-owned buffers (external == 0), by graph buffer id. */
 loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset, void *data,
@@ -129,6 +151,12 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
  * Needs a runtime created with .profile; waits for the last replay. n is the
  * capacity of node_us (the graph's node count); total_us may be NULL. */
 loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *node_us, uint32_t n, double *total_us);
+
+/* Adds the GPU time of every completed replay not yet counted to
+ * loom_rt_counters.gpu_ns and .timed_steps (runtime made with .timestamps
+ * or .profile). Never waits: call loom_rt_wait_idle first for a complete
+ * sum. Replays are also counted when their copy is reused or freed. */
+void loom_rt_collect_timestamps(loom_rt *rt);
 
 /* Convenience for tests and tools: program_create + replay + wait + release. */
 loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params);
@@ -165,6 +193,9 @@ typedef struct loom_rt_counters {
     uint64_t records;           /* command buffers recorded */
     uint64_t pipelines;         /* compute pipelines created */
     uint64_t programs;          /* programs created */
+    uint64_t replay_waits;      /* replays that waited: every copy of the program was in flight */
+    uint64_t timed_steps;       /* replays whose GPU time is in gpu_ns */
+    uint64_t gpu_ns;            /* GPU time of those replays, from their timestamp pairs */
 } loom_rt_counters;
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);

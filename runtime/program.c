@@ -2,11 +2,12 @@
  * graph buffer to memory (live loom_rt_buffers, the scratch arena, or
  * plan-owned allocations), gets a pipeline per kernel and set layout, and
  * records one command buffer; replay writes the step parameters and submits
- * it. A second recorded copy with its own params buffer lets the host
- * submit the next step while the previous one still runs: writing the one
- * params buffer would otherwise mean waiting for the GPU on the hot path.
- * Both copies touch the same plan-owned memory, which is safe because the
- * leading barrier orders every submission after the previous one. */
+ * it. A ring of recorded copies (loom_rt_desc.in_flight, 3 by default), each
+ * with its own params buffer, lets the host submit the next steps while
+ * earlier ones still run: writing the one params buffer would otherwise mean
+ * waiting for the GPU on the hot path. The copies touch the same plan-owned
+ * memory, which is safe because the leading barrier orders every submission
+ * after the previous one. */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -99,6 +100,37 @@ static loom_result resolve_buffers(loom_rt_program *p)
     return LOOM_OK;
 }
 
+/* Plan-owned STATE buffers (kernel workspaces: partial results and the
+ * completion counters of multi-workgroup reductions) start at zero; the
+ * kernels leave their counters at zero, so this happens once per program.
+ * Mapped memory is cleared on the host (the leading barrier of every replay
+ * makes host writes visible); the rest in one transfer submission. */
+static loom_result zero_state(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; i < p->n_slots && !rc; i++) {
+        const loom_buffer *b = loom_graph_buffer(p->g, i);
+        rt_slot *s = &p->slots[i];
+        if (b->external || b->usage != LOOM_USAGE_STATE || !s->own.buffer)
+            continue;
+        if (s->own.mapped) {
+            memset(s->own.mapped, 0, s->own.size);
+            continue;
+        }
+        if (!cmd && (rc = rt_oneshot_begin(rt, &cmd)))
+            break;
+        vkCmdFillBuffer(cmd, s->own.buffer, 0, VK_WHOLE_SIZE, 0);
+    }
+    if (cmd) {
+        loom_result end = rt_oneshot_end(rt, cmd);
+        if (!rc)
+            rc = end;
+    }
+    return rc;
+}
+
 /* Checks bindings against limits and alignment; gets each node's pipeline. */
 static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t *n_descs)
 {
@@ -145,7 +177,11 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
     }
     for (uint32_t i = 0; i < p->n_slots; i++) {
         const loom_buffer *b = loom_graph_buffer(g, i);
-        if (p->slots[i].written && (b->cls == LOOM_CLASS_OUTPUT || b->usage == LOOM_USAGE_OUTPUT))
+        /* An external buffer made as OUTPUT counts too, so that any completed
+         * write to one is host-visible (loom_rt_buffer_read_behind). */
+        bool out = b->cls == LOOM_CLASS_OUTPUT || b->usage == LOOM_USAGE_OUTPUT ||
+                   (p->slots[i].ext && p->slots[i].ext->usage == LOOM_USAGE_OUTPUT);
+        if (p->slots[i].written && out)
             p->host_barrier = true;
     }
     return LOOM_OK;
@@ -210,6 +246,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
     VkCommandBuffer cmd = c->cmd;
     bool scheduled = loom_graph_scheduled(g);
     bool labels = rt->debug_utils;
+    bool per_node = c->queries && rt->profile;
     uint32_t group = LOOM_NONE, barriers = 0, dispatches = 0;
     bool group_open = false;
     VkPipeline bound = VK_NULL_HANDLE;
@@ -232,7 +269,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
             barriers++;
         }
         if (n->type != LOOM_NODE_DISPATCH) {
-            if (c->queries)
+            if (per_node)
                 vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i + 1);
             continue;
         }
@@ -252,7 +289,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
                                loom_node_push(g, n));
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
-        if (c->queries)
+        if (per_node)
             vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i + 1);
         if (labels)
             rt->end_label(cmd);
@@ -291,17 +328,22 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
     if ((vr = vkBeginCommandBuffer(c->cmd, &bi)) != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
-    if (rt->profile) {
+    if (p->n_queries) {
         VkQueryPoolCreateInfo qi = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                     .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = n_nodes + 1 };
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = p->n_queries };
         if ((vr = vkCreateQueryPool(rt->device, &qi, NULL, &c->queries)) != VK_SUCCESS)
             return rt_vk_fail(rt, vr, "vkCreateQueryPool");
-        vkCmdResetQueryPool(c->cmd, c->queries, 0, n_nodes + 1);
+        vkCmdResetQueryPool(c->cmd, c->queries, 0, p->n_queries);
     }
     rt_cmd_leading_barrier(c->cmd);
+    /* BOTTOM_OF_PIPE after the leading barrier: written once everything
+     * submitted before has finished, so back-to-back steps do not overlap in
+     * the sum of their spans. */
     if (c->queries)
         vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
     record_nodes(p, c);
+    if (c->queries && !rt->profile)
+        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
     if (p->host_barrier) {
         VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
@@ -316,13 +358,59 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     return LOOM_OK;
 }
 
+/* ---- GPU time per replay ------------------------------------------------ */
+
+/* Adds a completed, not yet counted replay of copy c to the counters. The
+ * results are ready once the step completed, so this never waits. */
+static void harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
+{
+    if (!c->queries || !c->last_step || c->last_step <= c->timed_step || c->last_step > rt->completed)
+        return;
+    uint64_t t0 = 0, t1 = 0;
+    VkResult a = vkGetQueryPoolResults(rt->device, c->queries, 0, 1, sizeof t0, &t0, sizeof t0,
+                                       VK_QUERY_RESULT_64_BIT);
+    VkResult b = vkGetQueryPoolResults(rt->device, c->queries, p->n_queries - 1, 1, sizeof t1, &t1, sizeof t1,
+                                       VK_QUERY_RESULT_64_BIT);
+    c->timed_step = c->last_step;
+    if (a != VK_SUCCESS || b != VK_SUCCESS || t1 < t0)
+        return;
+    rt->counters.gpu_ns += (uint64_t)((double)(t1 - t0) * rt->props.limits.timestampPeriod + 0.5);
+    rt->counters.timed_steps++;
+}
+
+static void harvest_program(loom_rt *rt, loom_rt_program *p)
+{
+    for (uint32_t i = 0; i < p->n_copies; i++)
+        harvest(rt, p, &p->copies[i]);
+}
+
+void loom_rt_collect_timestamps(loom_rt *rt)
+{
+    if (!rt || rt_poll(rt))
+        return;
+    for (loom_rt_program *p = rt->live_programs; p; p = p->next_live)
+        harvest_program(rt, p);
+    for (loom_rt_program *p = rt->zombie_programs; p; p = p->next_zombie)
+        harvest_program(rt, p);
+}
+
+uint32_t loom_rt_in_flight(const loom_rt *rt)
+{
+    if (!rt)
+        return 0;
+    uint32_t k = rt->in_flight ? rt->in_flight : LOOM_RT_DEFAULT_IN_FLIGHT;
+    return k > LOOM_RT_MAX_IN_FLIGHT ? LOOM_RT_MAX_IN_FLIGHT : k;
+}
+
 /* ---- create / destroy --------------------------------------------------- */
 
 void rt_program_destroy(loom_rt_program *p)
 {
     loom_rt *rt = p->rt;
     uint32_t n_nodes = p->g ? loom_graph_node_count(p->g) : 0;
-    for (int i = 0; i < 2; i++) {
+    /* Destroyed only once its submissions completed: count their time. */
+    harvest_program(rt, p);
+    for (uint32_t i = 0; i < p->n_copies; i++) {
         rt_copy *c = &p->copies[i];
         if (c->cmd)
             vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &c->cmd);
@@ -339,6 +427,7 @@ void rt_program_destroy(loom_rt_program *p)
             rt_buffer_unref(p->slots[i].ext);
     }
     rt_mem_destroy(rt, &p->arena);
+    rt_free_bytes(rt, p->copies, p->n_copies * sizeof *p->copies);
     rt_free_bytes(rt, p->slots, p->n_slots * sizeof *p->slots);
     rt_free_bytes(rt, p->pipes, n_nodes * sizeof *p->pipes);
     loom_graph_destroy(p->g);
@@ -356,9 +445,14 @@ static loom_result program_setup(loom_rt_program *p)
         if (b->usage == LOOM_USAGE_PARAMS && !b->external)
             p->params_buffer = i;
     }
+    uint32_t k = loom_rt_in_flight(rt);
     if ((n_slots && !(p->slots = rt_alloc_bytes(rt, n_slots * sizeof *p->slots))) ||
-        (n_nodes && !(p->pipes = rt_alloc_bytes(rt, n_nodes * sizeof *p->pipes))))
+        (n_nodes && !(p->pipes = rt_alloc_bytes(rt, n_nodes * sizeof *p->pipes))) ||
+        !(p->copies = rt_alloc_bytes(rt, k * sizeof *p->copies)))
         return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    memset(p->copies, 0, k * sizeof *p->copies);
+    p->n_copies = k;
+    p->n_queries = rt->profile ? n_nodes + 1 : rt->timestamps ? 2 : 0;
     p->n_slots = n_slots;
     if (p->n_slots)
         memset(p->slots, 0, p->n_slots * sizeof *p->slots);
@@ -367,15 +461,18 @@ static loom_result program_setup(loom_rt_program *p)
     loom_result rc = resolve_buffers(p);
     uint32_t n_sets = 0, n_descs = 0;
     if (!rc)
+        rc = zero_state(p);
+    if (!rc)
         rc = resolve_nodes(p, &n_sets, &n_descs);
     if (rc)
         return rc;
     if (n_sets) {
-        /* Room for both copies' sets up front: the second is recorded on the
-         * replay path, where growing a pool would be one more failure mode. */
-        VkDescriptorPoolSize ps = { .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 2 * n_descs };
+        /* Room for every copy's sets up front: the others are recorded on
+         * the replay path, where growing a pool would be one more failure
+         * mode. */
+        VkDescriptorPoolSize ps = { .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = k * n_descs };
         VkDescriptorPoolCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                          .maxSets = 2 * n_sets, .poolSizeCount = n_descs ? 1 : 0,
+                                          .maxSets = k * n_sets, .poolSizeCount = n_descs ? 1 : 0,
                                           .pPoolSizes = &ps };
         VkResult vr = vkCreateDescriptorPool(rt->device, &ci, NULL, &p->pool);
         if (vr != VK_SUCCESS)
@@ -445,27 +542,34 @@ void loom_rt_program_release(loom_rt_program *p)
 
 /* ---- replay ------------------------------------------------------------- */
 
-/* A copy whose last submission has completed, recording the second on
- * first need; waits only when both are still in flight. */
+/* A recorded copy whose last submission has completed; else a copy not yet
+ * recorded (recorded now); else the oldest in flight, after waiting for it
+ * alone. */
 static loom_result pick_copy(loom_rt *rt, loom_rt_program *p, rt_copy **out)
 {
-    rt_copy *c0 = &p->copies[0], *c1 = &p->copies[1];
-    if (c0->last_step <= rt->completed) {
-        *out = c0;
-        return LOOM_OK;
+    rt_copy *fresh = NULL, *oldest = NULL;
+    for (uint32_t i = 0; i < p->n_copies; i++) {
+        rt_copy *c = &p->copies[i];
+        if (!c->recorded) {
+            if (!fresh)
+                fresh = c;
+        } else if (c->last_step <= rt->completed) {
+            *out = c;
+            return LOOM_OK;
+        } else if (!oldest || c->last_step < oldest->last_step) {
+            oldest = c;
+        }
     }
-    if (!c1->recorded) {
-        loom_result rc = record_copy(p, c1);
-        if (rc)
+    loom_result rc;
+    if (fresh) {
+        if ((rc = record_copy(p, fresh)))
             return rc;
-    }
-    if (c1->last_step <= rt->completed) {
-        *out = c1;
+        *out = fresh;
         return LOOM_OK;
     }
-    rt_copy *older = c0->last_step < c1->last_step ? c0 : c1;
-    loom_result rc = loom_rt_wait(rt, older->last_step);
-    *out = older;
+    rt->counters.replay_waits++;
+    rc = loom_rt_wait(rt, oldest->last_step);
+    *out = oldest;
     return rc;
 }
 
@@ -482,6 +586,7 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     rt_copy *c;
     if ((rc = pick_copy(rt, p, &c)))
         return rc;
+    harvest(rt, p, c);   /* its timestamps are about to be overwritten */
     if (params && c->params.mapped) {
         uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;
         memcpy(c->params.mapped, params, n);
@@ -570,6 +675,25 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
     return size ? rt_mem_write(rt, m, base + offset, data, size) : LOOM_OK;
 }
 
+loom_result loom_rt_buffer_read_behind(loom_rt *rt, loom_rt_buffer *b, uint64_t step, uint64_t offset, void *data,
+                                       uint64_t size)
+{
+    if (!rt || !b || !data || offset > b->mem.size || size > b->mem.size - offset)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_read_behind: NULL argument or range [%llu, +%llu) "
+                         "outside the buffer", (unsigned long long)offset, (unsigned long long)size);
+    if (step > rt->submitted)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_buffer_read_behind: step %llu was never submitted",
+                         (unsigned long long)step);
+    /* Only where the bytes are mapped and every writer ends with a host-read
+     * barrier is waiting for `step` alone enough; elsewhere, the full wait. */
+    if (b->usage != LOOM_USAGE_OUTPUT || !b->mem.mapped || step >= b->last_write)
+        return loom_rt_buffer_read(rt, b, offset, data, size);
+    loom_result rc = loom_rt_wait(rt, step);
+    if (!rc && size)
+        memcpy(data, b->mem.mapped + offset, size);
+    return rc;
+}
+
 loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params)
 {
     loom_rt_program *p;
@@ -592,8 +716,11 @@ loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *nod
     if (n < n_nodes)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_timings: room for %u nodes, the program has %u", n,
                          n_nodes);
-    rt_copy *c = p->copies[1].last_step > p->copies[0].last_step ? &p->copies[1] : &p->copies[0];
-    if (!c->queries)
+    rt_copy *c = &p->copies[0];
+    for (uint32_t i = 1; i < p->n_copies; i++)
+        if (p->copies[i].last_step > c->last_step)
+            c = &p->copies[i];
+    if (!c->queries || !rt->profile)
         return loom_fail(LOOM_UNSUPPORTED, "loom_rt_program_timings: the runtime was created without .profile");
     if (!c->last_step)
         return loom_fail(LOOM_NOT_FOUND, "loom_rt_program_timings: the program has not been replayed");

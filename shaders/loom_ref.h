@@ -50,6 +50,18 @@ void loom_ref_attention(const float *q, const float *kcache, const float *vcache
 void loom_ref_softmax(const float *x, float *y, uint32_t n);
 /* Index of the largest element, lowest index on ties. */
 uint32_t loom_ref_argmax(const float *x, uint32_t n);
+/* y = W (x / rms(x) * g). */
+void loom_ref_rms_norm_matvec(loom_dtype dtype, const void *W, const float *x, const float *g, float *y,
+                              uint32_t rows, uint32_t cols, float eps);
+/* n = x / rms(x) * g; y = silu(Wg n) * (Wu n). */
+void loom_ref_rms_norm_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x,
+                                       const float *g, float *y, uint32_t rows, uint32_t cols, float eps);
+/* n = x / rms(x) * g; q = rope(Wq n); kcache[pos] = rope(Wk n); vcache[pos]
+ * = Wv n (caches untouched when pos >= max_seq). */
+void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float *g, const void *Wq, const void *Wk,
+                                   const void *Wv, float *q, float *kcache, float *vcache, uint32_t q_rows,
+                                   uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta,
+                                   float eps, uint32_t pos);
 
 #ifdef __cplusplus
 }

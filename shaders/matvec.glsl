@@ -1,118 +1,429 @@
-// MATVEC and its fused forms: y[row] = W[row] . x, one subgroup per row,
-// ROWS_PER_WG rows per workgroup (the subgroups of a workgroup take its rows
-// in turn, so any subgroup size works and rows never straddle subgroups).
-// Weights stream in 16-byte loads (8 halves or 4 floats), four loads in
-// flight per lane, accumulated in f32 and summed with subgroupAdd — no
-// shared memory, no barriers. Rows whose length is not a multiple of the
-// vector width take the scalar path. Variants:
-//   MV_F16  weights are f16 pairs packed in u32 (no 16-bit storage needed);
-//   MV_ADD  y = W x + r, r read by the same invocation that writes y;
-//   MV_SILU y = silu(Wg x) * (Wu x), the two rows streamed side by side.
+// MATVEC and its fused forms. One workgroup of 256 invocations computes
+// MV_ROWS rows: every invocation takes 16-byte column chunks t, t + 256, ...
+// and, for each chunk, loads x once and the chunk of every one of the
+// workgroup's rows (MV_ROWS independent weight loads in flight per chunk),
+// so a short row is spread over the whole workgroup instead of one
+// subgroup, and a decode-sized matrix is read in one wave. Each row's
+// partial sums meet through subgroupAdd, then shared memory. Rows whose
+// length is not a multiple of the vector width take the scalar path.
+// Variants (defines):
+//   MV_F16    weights are f16 pairs packed in u32 (no 16-bit storage needed);
+//   MV_NORM   x is first RMS-normalised and scaled by g: each workgroup sums
+//             x^2 over the chunks it reads anyway, so no separate pass;
+//   MV_ADD    y = W x + r (residual), r read by the invocation writing y;
+//   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
+//   MV_QKV    q, k, v rows (three matrices) in one dispatch; rows are taken
+//             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
+//             k and writes k and v straight into the caches at the step's
+//             position (RoPE + KV_APPEND fused);
+//   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
+//             last workgroup to finish (an atomic counter) reduces them.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
+#define WG 256u
 layout(local_size_x = 256) in;
-const uint ROWS_PER_WG = 8u;  // ir/ops.c: MATVEC_ROWS_PER_WG
-layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
+#ifndef MV_ROWS
+#define MV_ROWS 4u   // ir/ops.c: MATVEC_ROWS_PER_WG
+#endif
 
 #ifdef MV_F16
 #define WVEC uvec4
 #define WSCALAR uint
+#define VW 8u   // elements per 16-byte load
+#define SW 2u   // elements per scalar load
 #else
 #define WVEC vec4
 #define WSCALAR float
+#define VW 4u
+#define SW 1u
 #endif
 
-layout(set = 0, binding = 0) readonly buffer Wv { WVEC w4[]; };
-layout(set = 0, binding = 0) readonly buffer Ws { WSCALAR w1[]; };
-#ifdef MV_SILU
-layout(set = 0, binding = 1) readonly buffer Uv { WVEC u4[]; };
-layout(set = 0, binding = 1) readonly buffer Us { WSCALAR u1[]; };
-#define B_X 2
-#define B_Y 3
-#elif defined(MV_ADD)
+// ---- bindings ----------------------------------------------------------
+#ifdef MV_QKV
+#include "params.glsl"
+layout(push_constant) uniform Pc {
+    uint q_rows; uint kv_rows; uint cols; float eps; uint head_dim; uint max_seq; float theta;
+} pc;
 #define B_X 1
-#define B_R 2
-#define B_Y 3
+#define B_G 2
+#define B_W0 3
+#define B_W1 4
+#define B_W2 5
+#define B_Y 6
+#define B_KC 7
+#define B_VC 8
+#else
+#ifdef MV_NORM
+layout(push_constant) uniform Pc { uint rows; uint cols; float eps; } pc;
+#else
+layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
+#endif
+#define B_W0 0
+#ifdef MV_SILU
+#define B_W1 1
+#define B_X 2
 #else
 #define B_X 1
-#define B_Y 2
+#endif
+#ifdef MV_NORM
+#define B_G (B_X + 1)
+#define B_NEXT (B_X + 2)
+#else
+#define B_NEXT (B_X + 1)
+#endif
+#ifdef MV_ADD
+#define B_R B_NEXT
+#define B_Y (B_NEXT + 1)
+#else
+#define B_Y B_NEXT
+#endif
+#ifdef MV_ARGMAX
+#define B_OUT (B_Y + 1)
+#define B_PART (B_Y + 2)
+#define B_COUNT (B_Y + 3)
+#endif
+#endif
+
+layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
+layout(set = 0, binding = B_W0) readonly buffer W0s { WSCALAR w0s[]; };
+#if defined(MV_SILU) || defined(MV_QKV)
+layout(set = 0, binding = B_W1) readonly buffer W1v { WVEC w1v[]; };
+layout(set = 0, binding = B_W1) readonly buffer W1s { WSCALAR w1s[]; };
+#endif
+#ifdef MV_QKV
+layout(set = 0, binding = B_W2) readonly buffer W2v { WVEC w2v[]; };
+layout(set = 0, binding = B_W2) readonly buffer W2s { WSCALAR w2s[]; };
 #endif
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
+#if defined(MV_NORM) || defined(MV_QKV)
+layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
+layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
+#endif
 #ifdef MV_ADD
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 #endif
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
-
-#ifdef MV_F16
-// Elements per vector load, and the dot product of one vector load with x.
-#define VW 8u
-float vdot(uvec4 w, uint i)
-{
-    return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), x4[2u * i]) +
-           dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), x4[2u * i + 1u]);
-}
-#define SW 2u
-float sdot(uint w, uint i)
-{
-    vec2 h = unpackHalf2x16(w);
-    return h.x * x1[2u * i] + h.y * x1[2u * i + 1u];
-}
-#else
-#define VW 4u
-float vdot(vec4 w, uint i) { return dot(w, x4[i]); }
-#define SW 1u
-float sdot(float w, uint i) { return w * x1[i]; }
+#ifdef MV_QKV
+layout(set = 0, binding = B_KC) writeonly buffer KC { float kcache[]; };
+layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
+#endif
+#ifdef MV_ARGMAX
+layout(set = 0, binding = B_OUT) writeonly buffer Out { uint result[]; };
+layout(set = 0, binding = B_PART) coherent buffer Part { uvec2 part[]; };
+layout(set = 0, binding = B_COUNT) coherent buffer Count { uint counter[]; };
 #endif
 
-#define AT(arr, i) arr[base + (i)]
+#if defined(MV_NORM) || defined(MV_QKV)
+#define HAS_NORM 1
+#endif
+
+// ---- which matrix and row each of the workgroup's rows is ---------------
+// NMAT matrices are streamed per row slot: MV_SILU reads Wg and Wu for the
+// same row; the others read one matrix per row.
+#ifdef MV_SILU
+#define NMAT 2u
+#else
+#define NMAT 1u
+#endif
+
+uint row_of(uint k);       // global row of the workgroup's k-th row
+uint mat_of(uint k);       // which binding (0, 1, 2) it reads
+uint local_row(uint k);    // row within that matrix
+uint total_rows();
+
+#ifdef MV_QKV
+// Rows are numbered q, then k, then v. Pair p covers rows (a, a + hd/2) of
+// one head; the workgroup's rows are pairs 2w.., laid out as
+// [a0, a1, .., a0 + hd/2, a1 + hd/2, ..].
+uint total_rows() { return pc.q_rows + 2u * pc.kv_rows; }
+uint row_of(uint k)
+{
+    uint half_hd = pc.head_dim / 2u, np = MV_ROWS / 2u;
+    uint p = gl_WorkGroupID.x * np + (k % np);
+    uint row = (p / half_hd) * pc.head_dim + p % half_hd;
+    return k < np ? row : row + half_hd;
+}
+uint mat_of(uint k)
+{
+    uint row = row_of(k);
+    return row < pc.q_rows ? 0u : row < pc.q_rows + pc.kv_rows ? 1u : 2u;
+}
+uint local_row(uint k)
+{
+    uint row = row_of(k), m = mat_of(k);
+    return m == 0u ? row : m == 1u ? row - pc.q_rows : row - pc.q_rows - pc.kv_rows;
+}
+#else
+uint total_rows() { return pc.rows; }
+uint row_of(uint k) { return gl_WorkGroupID.x * MV_ROWS + k; }
+uint mat_of(uint k) { return 0u; }
+uint local_row(uint k) { return row_of(k); }
+#endif
+
+WVEC loadv(uint m, uint idx)
+{
+#if defined(MV_QKV)
+    return m == 0u ? w0v[idx] : m == 1u ? w1v[idx] : w2v[idx];
+#elif defined(MV_SILU)
+    return m == 0u ? w0v[idx] : w1v[idx];
+#else
+    return w0v[idx];
+#endif
+}
+
+WSCALAR loads(uint m, uint idx)
+{
+#if defined(MV_QKV)
+    return m == 0u ? w0s[idx] : m == 1u ? w1s[idx] : w2s[idx];
+#elif defined(MV_SILU)
+    return m == 0u ? w0s[idx] : w1s[idx];
+#else
+    return w0s[idx];
+#endif
+}
+
+// Dot of one vector load with the (already scaled) x chunk.
+#ifdef MV_F16
+float vdot(uvec4 w, vec4 xa, vec4 xb)
+{
+    return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), xa) +
+           dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), xb);
+}
+float sdot(uint w, vec2 xs) { vec2 h = unpackHalf2x16(w); return h.x * xs.x + h.y * xs.y; }
+#else
+float vdot(vec4 w, vec4 xa, vec4 xb) { return dot(w, xa); }
+float sdot(float w, vec2 xs) { return w * xs.x; }
+#endif
+
+// ---- cross-invocation sums ---------------------------------------------
+// Room for the partial sums of every subgroup: at least 4 lanes each.
+shared float red[MV_ROWS * NMAT + 1u][WG / 4u];
+shared float total[MV_ROWS * NMAT + 1u];
+
+// Sums v over the workgroup for every accumulator slot; total[s] holds the
+// result for all invocations afterwards.
+void wg_sum(inout float v[MV_ROWS * NMAT + 1u])
+{
+    const uint NS = MV_ROWS * NMAT + 1u;
+    for (uint s = 0u; s < NS; s++) {
+        float t = subgroupAdd(v[s]);
+        if (subgroupElect())
+            red[s][gl_SubgroupID] = t;
+    }
+    memoryBarrierShared();
+    barrier();
+    uint t = gl_LocalInvocationID.x;
+    if (t < NS) {
+        float acc = 0.0;
+        for (uint i = 0u; i < gl_NumSubgroups; i++)
+            acc += red[t][i];
+        total[t] = acc;
+    }
+    memoryBarrierShared();
+    barrier();
+}
+
+#ifdef MV_ARGMAX
+const uint NONE = 0xffffffffu;
+bool better(float v, uint i, float bv, uint bi)
+{
+    return i != NONE && (bi == NONE || v > bv || (v == bv && i < bi));
+}
+shared float best_v[WG];
+shared uint best_i[WG];
+shared bool is_last;
+// Tree over the workgroup's (v, i) candidates; every invocation calls it.
+uint wg_best(float v, uint i, out float outv)
+{
+    uint t = gl_LocalInvocationID.x;
+    best_v[t] = v;
+    best_i[t] = i;
+    memoryBarrierShared();
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (t < s && better(best_v[t + s], best_i[t + s], best_v[t], best_i[t])) {
+            best_v[t] = best_v[t + s];
+            best_i[t] = best_i[t + s];
+        }
+        memoryBarrierShared();
+        barrier();
+    }
+    outv = best_v[0];
+    uint r = best_i[0];
+    barrier();
+    return r;
+}
+#endif
 
 void main()
 {
-    uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
-    for (uint sub = gl_SubgroupID; sub < ROWS_PER_WG; sub += gl_NumSubgroups) {
-        uint row = gl_WorkGroupID.x * ROWS_PER_WG + sub;
-        if (row >= pc.rows)
-            break;  // uniform across the subgroup
-        float acc = 0.0, accu = 0.0;
-        if (pc.cols % VW == 0u) {
-            uint n = pc.cols / VW, base = row * n, i = lane;
-            // Four independent loads before any use keep enough bytes in
-            // flight to cover memory latency.
-            for (; i + 3u * S < n; i += 4u * S) {
-                WVEC a0 = AT(w4, i), a1 = AT(w4, i + S), a2 = AT(w4, i + 2u * S), a3 = AT(w4, i + 3u * S);
-#ifdef MV_SILU
-                WVEC b0 = AT(u4, i), b1 = AT(u4, i + S), b2 = AT(u4, i + 2u * S), b3 = AT(u4, i + 3u * S);
-                accu += (vdot(b0, i) + vdot(b1, i + S)) + (vdot(b2, i + 2u * S) + vdot(b3, i + 3u * S));
+    const uint NS = MV_ROWS * NMAT + 1u;   // the last slot sums x^2
+    uint t = gl_LocalInvocationID.x;
+    uint cols = pc.cols, rows = total_rows();
+    bool live[MV_ROWS];
+    uint base[MV_ROWS], mat[MV_ROWS];
+    for (uint k = 0u; k < MV_ROWS; k++) {
+        live[k] = row_of(k) < rows;
+        mat[k] = mat_of(k);
+    }
+    float acc[NS];
+    for (uint s = 0u; s < NS; s++)
+        acc[s] = 0.0;
+
+    if (cols % VW == 0u) {
+        uint n = cols / VW;
+        for (uint k = 0u; k < MV_ROWS; k++)
+            base[k] = local_row(k) * n;
+        for (uint c = t; c < n; c += WG) {
+#ifdef MV_F16
+            vec4 xa = x4[2u * c], xb = x4[2u * c + 1u];
+#else
+            vec4 xa = x4[c], xb = vec4(0.0);
 #endif
-                acc += (vdot(a0, i) + vdot(a1, i + S)) + (vdot(a2, i + 2u * S) + vdot(a3, i + 3u * S));
-            }
-            for (; i < n; i += S) {
-                acc += vdot(AT(w4, i), i);
-#ifdef MV_SILU
-                accu += vdot(AT(u4, i), i);
+#ifdef HAS_NORM
+            acc[NS - 1u] += dot(xa, xa) + dot(xb, xb);
+#ifdef MV_F16
+            xa *= g4[2u * c];
+            xb *= g4[2u * c + 1u];
+#else
+            xa *= g4[c];
 #endif
-            }
-        } else {
-            uint n = pc.cols / SW, base = row * n;
-            for (uint i = lane; i < n; i += S) {
-                acc += sdot(AT(w1, i), i);
-#ifdef MV_SILU
-                accu += sdot(AT(u1, i), i);
 #endif
-            }
+            // All loads first, then the arithmetic: MV_ROWS * NMAT
+            // independent 16-byte loads in flight per invocation.
+            WVEC w[MV_ROWS * NMAT];
+            for (uint k = 0u; k < MV_ROWS; k++)
+                for (uint j = 0u; j < NMAT; j++)
+                    if (live[k])
+                        w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
+            for (uint k = 0u; k < MV_ROWS; k++)
+                for (uint j = 0u; j < NMAT; j++)
+                    if (live[k])
+                        acc[k * NMAT + j] += vdot(w[k * NMAT + j], xa, xb);
         }
-        float s = subgroupAdd(acc);
-#ifdef MV_SILU
-        float u = subgroupAdd(accu);
-        s = s / (1.0 + exp(-s)) * u;
+    } else {
+        uint n = cols / SW;
+        for (uint k = 0u; k < MV_ROWS; k++)
+            base[k] = local_row(k) * n;
+        for (uint c = t; c < n; c += WG) {
+#ifdef MV_F16
+            vec2 xs = vec2(x1[2u * c], x1[2u * c + 1u]);
+#else
+            vec2 xs = vec2(x1[c], 0.0);
 #endif
-        if (subgroupElect()) {
-#ifdef MV_ADD
-            s += r[row];
+#ifdef HAS_NORM
+            acc[NS - 1u] += dot(xs, xs);
+#ifdef MV_F16
+            xs *= vec2(g1[2u * c], g1[2u * c + 1u]);
+#else
+            xs.x *= g1[c];
 #endif
-            y[row] = s;
+#endif
+            for (uint k = 0u; k < MV_ROWS; k++)
+                for (uint j = 0u; j < NMAT; j++)
+                    if (live[k])
+                        acc[k * NMAT + j] += sdot(loads(NMAT == 1u ? mat[k] : j, base[k] + c), xs);
         }
     }
+    wg_sum(acc);
+
+    float scale = 1.0;
+#ifdef HAS_NORM
+    scale = inversesqrt(total[NS - 1u] / float(cols) + pc.eps);
+#endif
+
+#ifdef MV_QKV
+    // Invocation k < MV_ROWS/2 owns pair (k, k + MV_ROWS/2).
+    uint np = MV_ROWS / 2u;
+    if (t < np && live[t]) {
+        float va = total[t] * scale, vb = total[t + np] * scale;
+        uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
+        uint pos = step_params.pos;
+        if (m < 2u) {
+            uint i = la % pc.head_dim;   // < head_dim / 2 by construction
+            float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
+            float ang = float(pos) * freq;
+            const float TWO_PI = 6.28318530717958647692;
+            ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
+            float cs = cos(ang), sn = sin(ang);
+            float ra = va * cs - vb * sn, rb = va * sn + vb * cs;
+            va = ra;
+            vb = rb;
+        }
+        if (m == 0u) {
+            y[la] = va;
+            y[lb] = vb;
+        } else if (pos < pc.max_seq) {
+            uint off = pos * pc.kv_rows;
+            if (m == 1u) {
+                kcache[off + la] = va;
+                kcache[off + lb] = vb;
+            } else {
+                vcache[off + la] = va;
+                vcache[off + lb] = vb;
+            }
+        }
+    }
+#else
+    float val = 0.0;
+    if (t < MV_ROWS && live[t]) {
+#ifdef MV_SILU
+        float gt = total[t * 2u] * scale, up = total[t * 2u + 1u] * scale;
+        val = gt / (1.0 + exp(-gt)) * up;
+#else
+        val = total[t] * scale;
+#endif
+#ifdef MV_ADD
+        val += r[row_of(t)];
+#endif
+        y[row_of(t)] = val;
+    }
+#ifdef MV_ARGMAX
+    // This workgroup's best row (one invocation over its MV_ROWS values:
+    // a tree over the whole workgroup here would cost every workgroup a
+    // dozen barriers), then the last workgroup's best of all.
+    uint groups = gl_NumWorkGroups.x;
+    if (t == 0u) {
+        float bv = 0.0;
+        uint bi = NONE;
+        for (uint k = 0u; k < MV_ROWS; k++) {
+            float v = total[k] * scale;   // what invocation k stored in y
+            if (live[k] && better(v, row_of(k), bv, bi)) {
+                bv = v;
+                bi = row_of(k);
+            }
+        }
+        part[gl_WorkGroupID.x] = uvec2(floatBitsToUint(bv), bi);
+        memoryBarrierBuffer();
+        is_last = atomicAdd(counter[0], 1u) == groups - 1u;
+    }
+    memoryBarrierShared();
+    barrier();
+    if (is_last) {
+        memoryBarrierBuffer();
+        float cv = 0.0;
+        uint ci = NONE;
+        // Eight independent loads per round trip: this loop is the
+        // dispatch's serial tail.
+        for (uint i = t; i < groups; i += 8u * WG) {
+            uvec2 e[8];
+            for (uint k = 0u; k < 8u; k++)
+                e[k] = i + k * WG < groups ? part[i + k * WG] : uvec2(0u, NONE);
+            for (uint k = 0u; k < 8u; k++)
+                if (better(uintBitsToFloat(e[k].x), e[k].y, cv, ci)) {
+                    cv = uintBitsToFloat(e[k].x);
+                    ci = e[k].y;
+                }
+        }
+        float fv;
+        uint fi = wg_best(cv, ci, fv);
+        if (t == 0u) {
+            result[0] = fi;
+            counter[0] = 0u;   // ready for the next replay
+        }
+    }
+#endif
+#endif
 }

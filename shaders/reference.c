@@ -207,3 +207,65 @@ uint32_t loom_ref_argmax(const float *x, uint32_t n)
             best = i;
     return best;
 }
+
+/* ---- fused matvec forms: the chains they replace, without the rounding of
+ * the eliminated intermediates (the kernels keep them in registers) ---- */
+
+static double norm_row_dot(loom_dtype dtype, const void *W, const float *x, const float *g, double r, uint32_t row,
+                           uint32_t cols)
+{
+    double acc = 0;
+    for (uint32_t c = 0; c < cols; c++)
+        acc += weight(dtype, W, (uint64_t)row * cols + c) * (x[c] * r * g[c]);
+    return acc;
+}
+
+void loom_ref_rms_norm_matvec(loom_dtype dtype, const void *W, const float *x, const float *g, float *y,
+                              uint32_t rows, uint32_t cols, float eps)
+{
+    double r = inv_rms(x, cols, eps);
+    for (uint32_t i = 0; i < rows; i++)
+        y[i] = (float)norm_row_dot(dtype, W, x, g, r, i, cols);
+}
+
+void loom_ref_rms_norm_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x,
+                                       const float *g, float *y, uint32_t rows, uint32_t cols, float eps)
+{
+    double r = inv_rms(x, cols, eps);
+    for (uint32_t i = 0; i < rows; i++)
+        y[i] = (float)(silu(norm_row_dot(dtype, Wg, x, g, r, i, cols)) * norm_row_dot(dtype, Wu, x, g, r, i, cols));
+}
+
+/* RoPE of one pair at pos, in double, as loom_ref_rope does it. */
+static void rope_pair(double *a, double *b, uint32_t i, uint32_t head_dim, float theta, uint32_t pos)
+{
+    double ang = pos * pow(theta, -2.0 * i / head_dim);
+    double c = cos(ang), s = sin(ang), x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+}
+
+void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float *g, const void *Wq, const void *Wk,
+                                   const void *Wv, float *q, float *kcache, float *vcache, uint32_t q_rows,
+                                   uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta,
+                                   float eps, uint32_t pos)
+{
+    double r = inv_rms(x, cols, eps);
+    uint32_t half = head_dim / 2;
+    for (int m = 0; m < 3; m++) {
+        const void *W = m == 0 ? Wq : m == 1 ? Wk : Wv;
+        uint32_t rows = m == 0 ? q_rows : kv_rows;
+        float *out = m == 0 ? q : pos < max_seq ? (m == 1 ? kcache : vcache) + (uint64_t)pos * kv_rows : NULL;
+        if (!out)
+            continue;
+        for (uint32_t h = 0; h < rows / head_dim; h++)
+            for (uint32_t i = 0; i < half; i++) {
+                uint32_t a = h * head_dim + i, b = a + half;
+                double va = norm_row_dot(dtype, W, x, g, r, a, cols), vb = norm_row_dot(dtype, W, x, g, r, b, cols);
+                if (m < 2)
+                    rope_pair(&va, &vb, i, head_dim, theta, pos);
+                out[a] = (float)va;
+                out[b] = (float)vb;
+            }
+    }
+}

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
-#include "llama.h"
+#include "llama_run.h"
 
 #define ALL_OFF (LOOM_DISABLE_FUSE | LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS | LOOM_DISABLE_LIFETIMES)
 #define TOL 2e-3f
@@ -184,6 +184,68 @@ START_TEST(chain_matches_host_feed)
 }
 END_TEST
 
+/* Steps submitted ahead and collected behind the GPU (three in flight,
+ * tokens from the ring) decode what synchronous steps decode, with no
+ * replay ever waiting for a copy while the host keeps fewer than K queued. */
+START_TEST(in_flight_matches_sync)
+{
+    enum { N = 6 };
+    uint32_t sync[N], ahead[N];
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true }, &m), LOOM_OK);
+    uint32_t tok = 3;
+    for (uint32_t s = 0; s < N; s++)
+        ck_assert_int_eq(loom_llama_step(m, tok, s, NULL, &sync[s]), LOOM_OK);
+    loom_llama_destroy(m);
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true, .keep_logits = true }, &m),
+                     LOOM_OK);
+    uint32_t k = loom_rt_in_flight(rt);
+    ck_assert_uint_eq(k, 3);
+    loom_rt_counters c0, c1;
+    loom_rt_get_counters(rt, &c0);
+    uint32_t collected = 0;
+    for (uint32_t s = 0; s < N; s++) {
+        uint32_t index;
+        ck_assert_int_eq(loom_llama_submit(m, 3, s, &index), LOOM_OK);
+        ck_assert_uint_eq(index, s);
+        for (; s + 1 - collected >= k; collected++)
+            ck_assert_int_eq(loom_llama_collect(m, collected, &ahead[collected], NULL), LOOM_OK);
+    }
+    for (; collected < N; collected++)
+        ck_assert_int_eq(loom_llama_collect(m, collected, &ahead[collected], NULL), LOOM_OK);
+    loom_rt_get_counters(rt, &c1);
+    ck_assert_uint_eq(c1.replay_waits - c0.replay_waits, 0);
+    ck_assert_uint_eq(c1.submits - c0.submits, N);
+    for (uint32_t s = 0; s < N; s++)
+        ck_assert_uint_eq(ahead[s], sync[s]);
+    /* Out of range: not submitted yet. */
+    ck_assert_int_eq(loom_llama_collect(m, N, &tok, NULL), LOOM_INVALID_ARGUMENT);
+    loom_llama_destroy(m);
+}
+END_TEST
+
+/* The dry model needs no device: the 1b step plan compiles, and its figures
+ * match the shape (weights read once, one embedding row). */
+START_TEST(dry_figures_of_1b)
+{
+    loom_llama_config c;
+    ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
+    loom_llama_figures f, off;
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, &f), LOOM_OK);
+    uint64_t layer = (2048ull * 2048 * 2 + 512ull * 2048 * 2 + 3ull * 8192 * 2048) * 2 + 2 * 2048 * 4;
+    uint64_t expect = 16 * layer + 32000ull * 2048 * 2 + 2048 * 2 + 2048 * 4;
+    ck_assert_uint_eq(f.weight_bytes, expect);
+    ck_assert_uint_ge(f.barriers, f.barrier_lower_bound);
+    ck_assert(f.levels_per_layer >= 1.0 && f.levels_per_layer < 20.0);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, &off), LOOM_OK);
+    ck_assert_uint_gt(off.barriers, f.barriers);
+    ck_assert_uint_eq(off.barriers, off.dispatches - 1);   /* a barrier between every pair */
+    c.n_kv_heads = 5;
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, &f), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_preset("13b", &c), LOOM_NOT_FOUND);
+}
+END_TEST
+
 START_TEST(bad_input_is_rejected)
 {
     loom_llama *m = NULL;
@@ -240,9 +302,11 @@ static Suite *llama_suite(void)
     tcase_add_checked_fixture(tc, setup_f32, teardown);
     tcase_add_test(tc, steps_reuse_the_plan);
     tcase_add_test(tc, chain_matches_host_feed);
+    tcase_add_test(tc, in_flight_matches_sync);
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, config_is_checked);
+    tcase_add_test(tc, dry_figures_of_1b);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -38,7 +38,13 @@ static tol tolerance(loom_op op)
     case LOOM_OP_MATVEC:
     case LOOM_OP_MATVEC_ADD:
     case LOOM_OP_MATVEC_SILU_MUL:
+    case LOOM_OP_MATVEC_ARGMAX:
         return (tol){ 1e-4f, 1e-4f };
+    case LOOM_OP_RMS_NORM_MATVEC:
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX:
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV:
+        return (tol){ 2e-4f, 2e-4f };
     case LOOM_OP_ROPE:
         return (tol){ 2e-4f, 0 };
     case LOOM_OP_ATTENTION:
@@ -430,7 +436,11 @@ START_TEST(attention)
      * kv_len past max_seq (clamped); kv_len 0 (zeros). */
     static const uint32_t cases[][5] = { { 1, 1, 1, 4, 1 },   { 4, 2, 16, 8, 5 },       { 8, 8, 64, 32, 32 },
                                          { 6, 2, 96, 40, 33 }, { 2, 1, 128, 2100, 2050 }, { 2, 2, 8, 4, 9 },
-                                         { 3, 1, 4, 4, 0 },   { 4, 4, 256, 3, 3 } };
+                                         { 3, 1, 4, 4, 0 },   { 4, 4, 256, 3, 3 },
+                                         /* split over the cache: 16 shares, most empty; 3 shares, one
+                                          * row; 2 full shares; shares longer than a chunk (256) */
+                                         { 8, 2, 64, 512, 300 }, { 4, 1, 32, 96, 1 }, { 2, 2, 16, 64, 64 },
+                                         { 1, 1, 32, 9000, 8999 } };
     for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
         seed(800 + s);
         uint32_t nh = cases[s][0], nkv = cases[s][1], hd = cases[s][2], max_seq = cases[s][3];
@@ -505,6 +515,182 @@ START_TEST(argmax)
         end(&h);
         free(x);
     }
+}
+END_TEST
+
+
+/* ---- fused matvec forms ------------------------------------------------------ */
+
+static const uint32_t fmv_shapes[][2] = { { 1, 2 }, { 7, 6 }, { 61, 100 }, { 130, 512 }, { 3, 2056 }, { 600, 64 } };
+
+/* _i: bit 0 = f16; bits 1-2: 0 norm+matvec, 1 norm+matvec+silu*mul,
+ * 2 matvec+argmax, 3 norm+matvec+argmax. Each program is replayed twice with
+ * different inputs: the argmax's completion counter must be back at zero. */
+START_TEST(fused_matvec)
+{
+    loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
+    int form = _i >> 1;
+    static const loom_op ops[] = { LOOM_OP_RMS_NORM_MATVEC, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL,
+                                   LOOM_OP_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC_ARGMAX };
+    loom_op op = ops[form];
+    bool norm = form != 2, argmax = form >= 2;
+    uint32_t es = loom_dtype_size(dt);
+    const float eps = 1e-5f;
+    for (size_t s = 0; s < sizeof fmv_shapes / sizeof fmv_shapes[0]; s++) {
+        uint32_t rows = fmv_shapes[s][0], cols = fmv_shapes[s][1];
+        uint64_t nw = (uint64_t)rows * cols;
+        seed(1200 + s + 64 * _i);
+        void *W = dt == LOOM_F16 ? (void *)rand_f16(nw) : (void *)rand_f32(nw, 1);
+        void *U = dt == LOOM_F16 ? (void *)rand_f16(nw) : (void *)rand_f32(nw, 1);
+        /* A copy of a row far from it: the argmax may tie across
+         * workgroups, and the lower index must win. */
+        if (rows > 8)
+            memcpy((char *)W + (uint64_t)(rows - 1) * cols * es, (char *)W + (uint64_t)(rows / 3) * cols * es,
+                   (size_t)cols * es);
+        float *gw = rand_f32(cols, 1);
+        harness h = begin();
+        uint32_t bw = input(&h, "W", W, nw * es), bu = input(&h, "U", U, nw * es);
+        uint32_t bx = input(&h, "x", NULL, cols * 4), bg = input(&h, "g", gw, cols * 4);
+        uint32_t by = output(&h, "y", rows * 4), bo = output(&h, "out", 4);
+        loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
+        loom_tensor tx = loom_vec(bx, cols), tg = loom_vec(bg, cols), ty = loom_vec(by, rows);
+        loom_tensor to = { bo, LOOM_U32, 0, 1, 1 };
+        loom_result rc = form == 0   ? loom_op_rms_norm_matvec(h.g, tw, tx, tg, ty, eps, NULL)
+                         : form == 1 ? loom_op_rms_norm_matvec_silu_mul(h.g, tw, tu, tx, tg, ty, eps, NULL)
+                         : form == 2 ? loom_op_matvec_argmax(h.g, tw, tx, ty, to, NULL)
+                                     : loom_op_rms_norm_matvec_argmax(h.g, tw, tx, tg, ty, to, eps, NULL);
+        ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        loom_rt_program *p;
+        ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
+        for (int rep = 0; rep < 2; rep++) {
+            float *x = rand_f32(cols, 3), *want = alloc_f32(rows), *poison = alloc_f32(rows);
+            memset(poison, 0xff, rows * 4);
+            ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[bx], 0, x, cols * 4), LOOM_OK);
+            ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[by], 0, poison, rows * 4), LOOM_OK);
+            if (form == 1)
+                loom_ref_rms_norm_matvec_silu_mul(dt, W, U, x, gw, want, rows, cols, eps);
+            else if (norm)
+                loom_ref_rms_norm_matvec(dt, W, x, gw, want, rows, cols, eps);
+            else
+                loom_ref_matvec(dt, W, x, NULL, want, rows, cols);
+            uint64_t step;
+            ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ 0 }, &step), LOOM_OK);
+            ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
+            ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+            char what[48];
+            snprintf(what, sizeof what, "%s %ux%u rep %d", loom_dtype_name(dt), rows, cols, rep);
+            expect_buffer(&h, op, what, by, want, rows);
+            if (argmax) {
+                /* the GPU's own logits decide (rounding may order near ties) */
+                float *got = alloc_f32(rows);
+                fetch(&h, by, got, rows * 4);
+                uint32_t idx;
+                fetch(&h, bo, &idx, 4);
+                ck_assert_uint_eq(idx, loom_ref_argmax(got, rows));
+                if (rows > 8 && loom_ref_argmax(want, rows) == rows / 3)
+                    ck_assert_uint_eq(idx, rows / 3);
+                free(got);
+            }
+            free(x);
+            free(want);
+            free(poison);
+        }
+        loom_rt_program_release(p);
+        end(&h);
+        free(W);
+        free(U);
+        free(gw);
+    }
+}
+END_TEST
+
+/* n_heads, n_kv_heads, head_dim, cols, max_seq, pos: the smallest head; GQA;
+ * a position past the cache (the caches stay untouched); f16's scalar path
+ * (cols not a multiple of 8); more heads than workgroups of one matrix. */
+static const uint32_t qkv_cases[][6] = { { 1, 1, 4, 6, 4, 1 },     { 4, 2, 16, 100, 8, 7 }, { 8, 2, 64, 256, 16, 20 },
+                                         { 3, 3, 8, 2056, 5, 0 }, { 2, 1, 128, 64, 3, 2 } };
+
+START_TEST(qkv_rope_kv)
+{
+    loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
+    uint32_t es = loom_dtype_size(dt);
+    const float eps = 1e-5f, theta = 10000.0f;
+    for (size_t s = 0; s < sizeof qkv_cases / sizeof qkv_cases[0]; s++) {
+        const uint32_t *c = qkv_cases[s];
+        uint32_t nh = c[0], nkv = c[1], hd = c[2], cols = c[3], max_seq = c[4], pos = c[5];
+        uint32_t qr = nh * hd, kr = nkv * hd, cn = max_seq * kr;
+        seed(1300 + s + 16 * _i);
+        void *Wq = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)qr * cols) : (void *)rand_f32((uint64_t)qr * cols, 1);
+        void *Wk = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)kr * cols) : (void *)rand_f32((uint64_t)kr * cols, 1);
+        void *Wv = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)kr * cols) : (void *)rand_f32((uint64_t)kr * cols, 1);
+        float *x = rand_f32(cols, 2), *gw = rand_f32(cols, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
+        float *want_q = alloc_f32(qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
+        memcpy(want_kc, kc, cn * 4);
+        memcpy(want_vc, vc, cn * 4);
+        loom_ref_rms_norm_qkv_rope_kv(dt, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
+                                      theta, eps, pos);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, cols * 4), bg = input(&h, "g", gw, cols * 4);
+        uint32_t bq = input(&h, "Wq", Wq, (uint64_t)qr * cols * es), bk = input(&h, "Wk", Wk, (uint64_t)kr * cols * es);
+        uint32_t bv = input(&h, "Wv", Wv, (uint64_t)kr * cols * es), by = output(&h, "q", qr * 4);
+        uint32_t bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
+        loom_result rc = loom_op_rms_norm_qkv_rope_kv(
+            h.g, loom_vec(bx, cols), loom_vec(bg, cols), loom_mat(bq, dt, qr, cols), loom_mat(bk, dt, kr, cols),
+            loom_mat(bv, dt, kr, cols), loom_vec(by, qr), loom_mat(bkc, LOOM_F32, max_seq, kr),
+            loom_mat(bvc, LOOM_F32, max_seq, kr), hd, theta, eps, NULL);
+        ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        run(&h, &(loom_step_params){ .pos = pos, .kv_len = pos + 1 });
+        char what[48];
+        snprintf(what, sizeof what, "%s case %zu", loom_dtype_name(dt), s);
+        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, by, want_q, qr);
+        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, bkc, want_kc, cn);
+        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, bvc, want_vc, cn);
+        end(&h);
+        free(Wq);
+        free(Wk);
+        free(Wv);
+        free(x);
+        free(gw);
+        free(kc);
+        free(vc);
+        free(want_q);
+        free(want_kc);
+        free(want_vc);
+    }
+}
+END_TEST
+
+/* One attention program replayed at growing kv_len: the per-head counters of
+ * the in-dispatch combine must be back at zero after every replay. */
+START_TEST(attention_replays)
+{
+    const uint32_t nh = 4, nkv = 2, hd = 32, max_seq = 128, nq = nh * hd, cn = max_seq * nkv * hd;
+    seed(1400);
+    float *q = rand_f32(nq, 1), *kc = rand_f32(cn, 2), *vc = rand_f32(cn, 1), *want = alloc_f32(nq);
+    harness h = begin();
+    uint32_t bq = input(&h, "q", q, nq * 4), bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
+    uint32_t bo = output(&h, "out", nq * 4);
+    ck_assert_int_eq(loom_op_attention(h.g, loom_vec(bq, nq), loom_mat(bkc, LOOM_F32, max_seq, nkv * hd),
+                                       loom_mat(bvc, LOOM_F32, max_seq, nkv * hd), loom_vec(bo, nq), nh, nkv, hd,
+                                       NULL), LOOM_OK);
+    loom_rt_program *p;
+    ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
+    static const uint32_t lens[] = { 1, 37, 128, 5, 100 };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        uint64_t step;
+        loom_step_params sp = { .kv_len = lens[i], .pos = lens[i] - 1 };
+        ck_assert_int_eq(loom_rt_replay(rt, p, &sp, &step), LOOM_OK);
+        ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
+        loom_ref_attention(q, kc, vc, want, nh, nkv, hd, max_seq, lens[i], 1.0f / sqrtf((float)hd));
+        expect_buffer(&h, LOOM_OP_ATTENTION, "replay", bo, want, nq);
+    }
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+    loom_rt_program_release(p);
+    end(&h);
+    free(q);
+    free(kc);
+    free(vc);
+    free(want);
 }
 END_TEST
 
@@ -635,6 +821,8 @@ Suite *ops_suite(void)
         { "silu_mul", silu_mul, 2 }, { "norms", norms, 4 },     { "matvec", matvec, 6 },
         { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
         { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
+        { "fused_matvec", fused_matvec, 8 }, { "qkv_rope_kv", qkv_rope_kv, 2 },
+        { "attention_replays", attention_replays, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

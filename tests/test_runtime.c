@@ -11,6 +11,7 @@
 #include "loom_runtime.h"
 
 #define N 256u   /* elements per test buffer: 1 KiB */
+#define LOOM_RT_TEST_MAX_K 16u   /* the runtime's most copies in flight */
 
 /* ---- test kernels ------------------------------------------------------- */
 
@@ -479,43 +480,150 @@ END_TEST
 
 /* ---- back-to-back replays use the second copy --------------------------- */
 
+/* One replay of a ring test: a busy kernel, then params.token into
+ * o[params.pos]. Returns the replay_waits the replay added. */
+static uint64_t ring_replay(loom_rt *rt, loom_rt_program *p, uint32_t pos, uint64_t *step)
+{
+    loom_rt_counters c0, c1;
+    loom_rt_get_counters(rt, &c0);
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = pos, .token = 100 + pos * 11 }, step));
+    loom_rt_get_counters(rt, &c1);
+    return c1.replay_waits - c0.replay_waits;
+}
+
+/* K replays in flight, each with its own step parameters: every result is
+ * right, none of the first K waits, and the K+1th waits (for the oldest
+ * only) exactly when all K are still running. */
+static void ring_case(uint32_t k)
+{
+    loom_rt *rt = NULL;
+    OK(loom_rt_create(&(loom_rt_desc){ .validate = true, .log = loud_log, .in_flight = k }, &rt));
+    OK(loom_rt_kernel_glsl(rt, "t_spin", K_SPIN));
+    OK(loom_rt_kernel_glsl(rt, "t_params", K_PARAMS));
+    ck_assert_uint_eq(loom_rt_in_flight(rt), k);
+    loom_rt_buffer *o = rbuf(rt, "o", LOOM_USAGE_OUTPUT, N * 4), *busy = rbuf(rt, "busy", 0, 256);
+    bool saw_wait = false;
+    /* The host may be descheduled long enough for the GPU to catch up, so a
+     * run where nothing was busy at the K+1th replay retries, longer. */
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_wait; attempt++, iters *= 2) {
+        uint32_t zero[N] = { 0 }, out[N];
+        OK(loom_rt_buffer_write(rt, o, 0, zero, sizeof zero));
+        loom_graph *g = graph_new();
+        uint32_t params, go = gext(g, o, "o"), gbusy = gext(g, busy, "busy");
+        OK(loom_graph_params(g, &params));
+        spin(g, gbusy, iters);
+        loom_binding b[2] = { { .buffer = params, .slot = 0, .size = sizeof(loom_step_params),
+                                .access = LOOM_ACCESS_READ },
+                              { .buffer = go, .slot = 1, .size = N * 4, .access = LOOM_ACCESS_RW } };
+        dispatch(g, "t_params", b, 2, NULL, 0, 1);
+        loom_rt_program *p;
+        OK(loom_rt_program_create(rt, g, &p));
+        loom_graph_destroy(g);
+        loom_rt_counters c0, c1;
+        loom_rt_get_counters(rt, &c0);
+        uint64_t steps[LOOM_RT_TEST_MAX_K + 1];
+        for (uint32_t i = 0; i < k; i++)
+            ck_assert_uint_eq(ring_replay(rt, p, i, &steps[i]), 0);
+        uint64_t waited = ring_replay(rt, p, k, &steps[k]);
+        ck_assert_uint_le(waited, 1);
+        if (waited) {
+            /* It waited for the oldest step: that one is done now. */
+            loom_rt_counters w0, w1;
+            loom_rt_get_counters(rt, &w0);
+            OK(loom_rt_wait(rt, steps[0]));
+            loom_rt_get_counters(rt, &w1);
+            ck_assert_uint_eq(w1.waits_fast, w0.waits_fast + 1);
+            saw_wait = true;
+        }
+        OK(loom_rt_wait(rt, steps[k]));
+        loom_rt_get_counters(rt, &c1);
+        ck_assert_uint_le(c1.records - c0.records, k);   /* never more copies than K */
+        ck_assert_uint_eq(c1.submits - c0.submits, k + 1);
+        read_u32(rt, o, out);
+        for (uint32_t i = 0; i <= k; i++)
+            ck_assert_uint_eq(out[i], 100 + i * 11);
+        ck_assert_uint_eq(out[k + 1], 0);
+        loom_rt_program_release(p);
+    }
+    ck_assert_msg(saw_wait, "the K+1th replay never found all %u copies busy", k);
+    loom_rt_buffer_release(o);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+}
+
 START_TEST(test_back_to_back)
+{
+    static const uint32_t ks[] = { 1, 2, 3, LOOM_RT_TEST_MAX_K };
+    ring_case(ks[_i]);
+}
+END_TEST
+
+/* GPU time per replay from the timestamp pair: every completed replay is
+ * counted once, whether its copy was reused, collected or freed. */
+START_TEST(test_step_timestamps)
+{
+    loom_rt *rt = NULL;
+    OK(loom_rt_create(&(loom_rt_desc){ .validate = true, .log = loud_log, .timestamps = true }, &rt));
+    OK(loom_rt_kernel_glsl(rt, "t_spin", K_SPIN));
+    loom_rt_buffer *busy = rbuf(rt, "busy", 0, 256);
+    loom_graph *g = graph_new();
+    spin(g, gext(g, busy, "busy"), 20000);
+    loom_rt_program *p;
+    OK(loom_rt_program_create(rt, g, &p));
+    loom_graph_destroy(g);
+    uint64_t step;
+    for (int i = 0; i < 7; i++)
+        OK(loom_rt_replay(rt, p, NULL, &step));
+    OK(loom_rt_wait_idle(rt));
+    loom_rt_collect_timestamps(rt);
+    loom_rt_counters c;
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.timed_steps, 7);
+    ck_assert_uint_gt(c.gpu_ns, 0);
+    loom_rt_collect_timestamps(rt);   /* nothing counted twice */
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.timed_steps, 7);
+    OK(loom_rt_replay(rt, p, NULL, &step));
+    OK(loom_rt_wait(rt, step));
+    loom_rt_program_release(p);   /* freed at once: counted then */
+    loom_rt_get_counters(rt, &c);
+    ck_assert_uint_eq(c.timed_steps, 8);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+}
+END_TEST
+
+/* A read behind the GPU waits for the named step only and sees its write,
+ * while a later step writing another slot of the same buffer runs. */
+START_TEST(test_read_behind)
 {
     loom_rt *rt = rt_make(0, false, NULL);
     loom_rt_buffer *o = rbuf(rt, "o", LOOM_USAGE_OUTPUT, N * 4), *busy = rbuf(rt, "busy", 0, 256);
-    uint32_t zero[N] = { 0 }, out[N];
+    uint32_t zero[N] = { 0 };
     OK(loom_rt_buffer_write(rt, o, 0, zero, sizeof zero));
     loom_graph *g = graph_new();
     uint32_t params, go = gext(g, o, "o"), gbusy = gext(g, busy, "busy");
     OK(loom_graph_params(g, &params));
-    spin(g, gbusy, 1000000);
     loom_binding b[2] = { { .buffer = params, .slot = 0, .size = sizeof(loom_step_params), .access = LOOM_ACCESS_READ },
                           { .buffer = go, .slot = 1, .size = N * 4, .access = LOOM_ACCESS_RW } };
     dispatch(g, "t_params", b, 2, NULL, 0, 1);
+    spin(g, gbusy, 4000000);   /* after the write: the step stays busy */
     loom_rt_program *p;
     OK(loom_rt_program_create(rt, g, &p));
-    uint64_t s1, s2, s3;
-    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 0, .token = 11 }, &s1));
-    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 1, .token = 22 }, &s2));
-    ck_assert_uint_eq(s2, s1 + 1);
-    loom_rt_counters c;
-    loom_rt_get_counters(rt, &c);
-    ck_assert_uint_eq(c.records, 2);   /* the first was still running: second copy */
-    /* A third while both may run: reuses a copy (waiting for the older). */
-    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 2, .token = 33 }, &s3));
-    OK(loom_rt_wait(rt, s3));
-    read_u32(rt, o, out);
-    ck_assert_uint_eq(out[0], 11);
-    ck_assert_uint_eq(out[1], 22);
-    ck_assert_uint_eq(out[2], 33);
-    ck_assert_uint_eq(out[3], 0);
-    loom_rt_get_counters(rt, &c);
-    ck_assert_uint_eq(c.records, 2);
-    ck_assert_uint_eq(c.submits >= 3, 1);
+    loom_graph_destroy(g);
+    uint64_t s1, s2;
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 0, .token = 7 }, &s1));
+    OK(loom_rt_replay(rt, p, &(loom_step_params){ .pos = 1, .token = 9 }, &s2));
+    uint32_t v = 0;
+    OK(loom_rt_buffer_read_behind(rt, o, s1, 0, &v, 4));
+    ck_assert_uint_eq(v, 7);
+    OK(loom_rt_buffer_read_behind(rt, o, s2, 4, &v, 4));
+    ck_assert_uint_eq(v, 9);
+    ck_assert_int_eq(loom_rt_buffer_read_behind(rt, o, s2 + 5, 0, &v, 4), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_rt_buffer_read_behind(rt, o, s2, N * 4, &v, 4), LOOM_INVALID_ARGUMENT);
     loom_rt_program_release(p);
     loom_rt_buffer_release(o);
     loom_rt_buffer_release(busy);
-    loom_graph_destroy(g);
     rt_done(rt);
 }
 END_TEST
@@ -709,7 +817,8 @@ static Suite *runtime_suite(void)
         { "differential", test_differential },
         { "oracle", test_missing_barrier_caught },
         { "retention", test_retention },
-        { "back_to_back", test_back_to_back },
+        { "step_timestamps", test_step_timestamps },
+        { "read_behind", test_read_behind },
         { "waits", test_waits },
         { "glsl_error", test_glsl_error },
         { "missing_buffer", test_missing_buffer },
@@ -721,6 +830,10 @@ static Suite *runtime_suite(void)
         tcase_add_test(tc, cases[i].test);
         suite_add_tcase(s, tc);
     }
+    TCase *tc = tcase_create("in_flight_ring");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_back_to_back, 0, 4);
+    suite_add_tcase(s, tc);
     return s;
 }
 

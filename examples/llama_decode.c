@@ -1,0 +1,400 @@
+/* llama-decode: greedy decoding with the example model, the frontend loop a
+ * real one would run: each step is submitted before the previous token is
+ * read (tokens chained on the GPU, read behind it from a ring), up to
+ * --in-flight steps queued.
+ *
+ *   default      decode --steps tokens and print them with the plan figures
+ *   --check      the CPU reference on every step; exit 1 on any mismatch
+ *   --bench      1.5 s of back-to-back warm-up, then the timed steps, and the
+ *                copy bandwidth of the same device for the weight-read floor
+ *   --dry-run    capture and compile only, no Vulkan device: plan figures
+ *   --json       one JSON object on the last line of stdout
+ *   --profile    GPU time of the last step by op kind (a timestamp per node)
+ *
+ * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "llama_run.h"
+
+#define TOLERANCE 2e-3f
+#define WARMUP_S 1.5
+#define BENCH_STEPS 512u
+
+typedef struct opts {
+    loom_llama_args shape;
+    uint32_t steps, token, in_flight, disable;
+    bool check, json, bench, dry_run, quiet, steps_set, profile;
+    const char *device, *model, *prompt_ids;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: llama-decode [options]\n"
+            "%s"
+            "  --steps N             tokens to decode (default 16; --bench: %u timed)\n"
+            "  --token T             first token (default 1)\n"
+            "  --device NAME         Vulkan device index or name substring\n"
+            "  --check               CPU reference every step; fail on a mismatch\n"
+            "  --bench               warm the clock %.1f s, then time the steps back to back\n"
+            "  --dry-run             capture and compile only (no device): plan figures\n"
+            "  --json                one JSON object on the last line of stdout\n"
+            "  --in-flight K         steps in flight (default 3)\n"
+            "  --no-fuse --no-reorder --barrier-every --no-cache   ablations\n"
+            "  --model FILE.gguf --prompt-ids 1,2,3   GGUF weights (not built in yet)\n"
+            "  --profile             GPU time of the last step by op kind (a timestamp per node)\n"
+            "  --quiet               no per-step lines\n",
+            loom_llama_args_help, BENCH_STEPS, WARMUP_S);
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || *s == '-' || v > 0xffffffffull)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static int bad(const char *what, const char *value)
+{
+    fprintf(stderr, "llama-decode: %s%s%s\n", what, value ? " " : "", value ? value : "");
+    usage(stderr);
+    return 2;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->steps = 16;
+    o->token = 1;
+    if (loom_llama_args_begin(argc, argv, &o->shape))
+        return bad(loom_last_error(), NULL);
+    static const struct { const char *name; uint32_t bit; } ablations[] = {
+        { "--no-fuse", LOOM_DISABLE_FUSE }, { "--no-reorder", LOOM_DISABLE_REORDER },
+        { "--barrier-every", LOOM_DISABLE_BARRIERS }, { "--no-cache", LOOM_DISABLE_CACHE },
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int s = loom_llama_args_shape(argc, argv, &i, &o->shape);
+        if (s < 0)
+            return bad("bad value for", a);
+        if (s > 0)
+            continue;
+        bool flag = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--check")) {
+            o->check = true;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "--bench")) {
+            o->bench = true;
+        } else if (!strcmp(a, "--dry-run")) {
+            o->dry_run = true;
+        } else if (!strcmp(a, "--quiet")) {
+            o->quiet = true;
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = true;
+        } else {
+            flag = false;
+            for (size_t k = 0; k < sizeof ablations / sizeof ablations[0]; k++)
+                if (!strcmp(a, ablations[k].name)) {
+                    o->disable |= ablations[k].bit;
+                    flag = true;
+                }
+        }
+        if (flag)
+            continue;
+        if (i + 1 >= argc)
+            return bad(a, "is not an option, or needs a value");
+        const char *v = argv[++i];
+        if (!strcmp(a, "--steps")) {
+            if (!parse_u32(v, &o->steps))
+                return bad("bad --steps", v);
+            o->steps_set = true;
+        } else if (!strcmp(a, "--token")) {
+            if (!parse_u32(v, &o->token))
+                return bad("bad --token", v);
+        } else if (!strcmp(a, "--in-flight")) {
+            if (!parse_u32(v, &o->in_flight) || o->in_flight == 0 || o->in_flight >= LOOM_LLAMA_RING ||
+                o->in_flight > 16)
+                return bad("--in-flight needs 1..16, got", v);
+        } else if (!strcmp(a, "--device")) {
+            o->device = v;
+        } else if (!strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "--prompt-ids")) {
+            o->prompt_ids = v;
+        } else {
+            return bad(a, "is not an option");
+        }
+    }
+    loom_llama_args_finish(&o->shape);
+    const loom_llama_config *c = &o->shape.cfg;
+    if (o->bench && !o->steps_set)
+        o->steps = BENCH_STEPS;
+    if (o->bench && o->check)
+        return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
+    if (o->prompt_ids && !o->model)
+        return bad("--prompt-ids needs --model", NULL);
+    if (o->steps == 0 || (o->check && o->steps > c->max_seq) || o->token >= c->vocab) {
+        fprintf(stderr, "llama-decode: need steps >= 1 (<= max-seq %u with --check) and token < vocab %u\n",
+                c->max_seq, c->vocab);
+        return 2;
+    }
+    return -1;
+}
+
+static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
+
+static void print_header(const opts *o, const char *device)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
+           "%s weights; %u steps in flight%s%s%s%s\n",
+           device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
+           c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
+           o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
+           o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
+           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "");
+}
+
+static void print_figures(const loom_llama_figures *f)
+{
+    printf("plan: %u captured nodes -> %u dispatches in %u groups, %u fused chains\n", f->captured_nodes,
+           f->dispatches, f->groups, f->fused_chains);
+    printf("barriers: %u per token (lower bound %u), %.2f levels per layer\n", f->barriers, f->barrier_lower_bound,
+           f->levels_per_layer);
+    printf("weights read per token: %.1f MB; arena: %.2f MB packed of %.2f MB\n", f->weight_bytes / 1e6,
+           f->arena_bytes / 1e6, f->scratch_bytes / 1e6);
+}
+
+/* Numbers that may be unknown (no timestamps): JSON null. */
+static void json_num(loom_str *s, const char *key, double v, bool known)
+{
+    if (known && isfinite(v))
+        loom_str_printf(s, ",\"%s\":%.4f", key, v);
+    else
+        loom_str_printf(s, ",\"%s\":null", key);
+}
+
+static void print_json(const opts *o, const char *device, const loom_llama_figures *f, const loom_llama_result *r,
+                       double copy_gbps, const uint32_t *tokens)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    loom_str s;
+    loom_str_init(&s, NULL);
+    loom_str_printf(&s, "{\"config\":\"%s\",\"device\":\"", o->shape.config_name);
+    for (const char *p = device; *p; p++)
+        if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+            loom_str_append(&s, p, 1);
+    loom_str_printf(&s, "\",\"mode\":\"%s\",\"dim\":%u,\"layers\":%u,\"heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
+                    "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\"",
+                    o->dry_run ? "dry-run" : o->bench ? "bench" : o->check ? "check" : "decode", c->dim,
+                    c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq,
+                    wtype_name(c));
+    loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s",
+                    o->disable & LOOM_DISABLE_FUSE ? "true" : "false",
+                    o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
+                    o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
+                    o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
+    loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
+                    "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
+                    f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,
+                    (unsigned long long)f->weight_bytes, (unsigned long long)f->arena_bytes,
+                    (unsigned long long)f->scratch_bytes);
+    bool ran = r != NULL;
+    json_num(&s, "dispatches_per_token", ran ? r->dispatches_per_token : f->dispatches, true);
+    json_num(&s, "barriers_per_token", ran ? r->barriers_per_token : f->barriers, true);
+    bool gpu = ran && r->gpu_us_per_token > 0;
+    json_num(&s, "gpu_us_per_token", gpu ? r->gpu_us_per_token : 0, gpu);
+    json_num(&s, "wall_us_per_token", ran ? r->wall_us_per_token : 0, ran);
+    json_num(&s, "tokens_per_s", ran && r->wall_us_per_token > 0 ? 1e6 / r->wall_us_per_token : 0, ran);
+    json_num(&s, "copy_gbps", copy_gbps, copy_gbps > 0);
+    double floor_us = copy_gbps > 0 ? f->weight_bytes / (copy_gbps * 1e3) : 0;
+    json_num(&s, "floor_us", floor_us, copy_gbps > 0);
+    json_num(&s, "floor_share", gpu && floor_us > 0 ? floor_us / r->gpu_us_per_token : 0, gpu && floor_us > 0);
+    if (ran) {
+        loom_str_printf(&s, ",\"in_flight\":%u,\"steps\":%u,\"warmup_steps\":%llu,\"cache_hits\":%llu,"
+                        "\"cache_misses\":%llu", o->in_flight ? o->in_flight : 3, r->steps,
+                        (unsigned long long)r->warmup_steps, (unsigned long long)r->cache_hits,
+                        (unsigned long long)r->cache_misses);
+        json_num(&s, "host_waits_per_token", r->host_waits_per_token, true);
+        json_num(&s, "submits_per_token", r->submits_per_token, true);
+        json_num(&s, "replay_waits_per_token", r->replay_waits_per_token, true);
+        if (o->check)
+            loom_str_printf(&s, ",\"mismatches\":%u,\"max_err\":%.6g", r->mismatches, r->max_err);
+        loom_str_append(&s, ",\"tokens\":[", 11);
+        for (uint32_t i = 0; i < r->steps; i++)
+            loom_str_printf(&s, "%s%u", i ? "," : "", tokens[i]);
+        loom_str_append(&s, "]", 1);
+    } else {
+        loom_str_append(&s, ",\"tokens\":[]", 12);
+    }
+    loom_str_append(&s, "}", 1);
+    if (!s.failed)
+        printf("%s\n", s.data);
+    loom_str_free(&s);
+}
+
+/* GPU time of the last replay by op kind (timestamps after every node). */
+static loom_result print_profile(loom_rt *rt, loom_llama *m)
+{
+    const loom_graph *g = loom_plan_graph(loom_llama_plan(m));
+    uint32_t n = loom_graph_node_count(g);
+    double *us = calloc(n ? n : 1, sizeof *us), total = 0, by_op[LOOM_OP_COUNT] = { 0 };
+    uint32_t count[LOOM_OP_COUNT] = { 0 }, after_barrier[LOOM_OP_COUNT] = { 0 };
+    if (!us)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory");
+    loom_result rc = loom_rt_program_timings(rt, loom_llama_program(m), us, n, &total);
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const loom_node *node = loom_graph_node(g, i);
+        by_op[node->op] += us[i];
+        count[node->op]++;
+        after_barrier[node->op] += node->barrier != LOOM_NONE;
+    }
+    if (!rc) {
+        printf("GPU time of one step: %.1f us (a timestamp after every node; a barrier's drain is charged to the "
+               "node after it)\n%-18s %6s %9s %9s %8s\n", total, "op", "nodes", "after-bar", "us", "us/node");
+        for (int op = 0; op < LOOM_OP_COUNT; op++)
+            if (count[op])
+                printf("%-18s %6u %9u %9.1f %8.2f\n", loom_op_name((loom_op)op), count[op], after_barrier[op],
+                       by_op[op], by_op[op] / count[op]);
+    }
+    free(us);
+    return rc;
+}
+
+static int dry_run(const opts *o)
+{
+    loom_llama_figures f;
+    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE };
+    loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, &f);
+    if (rc) {
+        fprintf(stderr, "llama-decode: dry run: %s: %s\n", loom_result_str(rc), loom_last_error());
+        return 1;
+    }
+    print_header(o, "no device (dry run)");
+    print_figures(&f);
+    if (o->json)
+        print_json(o, "none", &f, NULL, 0, NULL);
+    return 0;
+}
+
+/* MERGE(gguf): examples/gguf.{h,c} (another branch) provides
+ * loom_llama_weights_from_gguf(path, wtype, &weights); wire it in here, take
+ * the shape from the loaded weights, and feed --prompt-ids before chaining. */
+static loom_result load_weights(const opts *o, loom_llama_weights **w)
+{
+    if (o->model)
+        return loom_fail(LOOM_UNSUPPORTED, "--model %s: GGUF loading is not built into this binary yet",
+                         o->model);
+    return loom_llama_weights_create(&o->shape.cfg, w);
+}
+
+static int run(opts *o, loom_rt *rt, const char *device)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    loom_llama_weights *w = NULL;
+    loom_llama *m = NULL;
+    uint32_t *tokens = calloc(o->steps, sizeof *tokens);
+    loom_compile_options co = { .disable = o->disable };
+    loom_llama_result r;
+    loom_llama_figures f;
+    double copy_gbps = 0;
+    int status = 1;
+    o->in_flight = loom_rt_in_flight(rt);
+    loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
+    if (!rc)
+        rc = load_weights(o, &w);
+    if (!rc)
+        rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check },
+                               &m);
+    if (rc)
+        goto out;
+    print_header(o, device);
+    if (o->check && !o->quiet)
+        printf("step  input -> gpu    ref      max|err|\n");
+    loom_llama_run_opts ro = { .steps = o->steps, .token = o->token, .check = o->check,
+                               .warmup_s = o->bench ? WARMUP_S : 0, .log = o->quiet ? NULL : stdout,
+                               .tokens = tokens };
+    if (!o->check)
+        ro.log = NULL;   /* the ids are printed in one line below */
+    if ((rc = loom_llama_run(rt, m, w, &ro, TOLERANCE, &r)))
+        goto out;
+    /* After the decode, so the clock is still warm. */
+    uint64_t copy_bytes = o->bench ? (1ull << 30) : (16ull << 20);
+    if ((rc = loom_llama_copy_gbps(rt, copy_bytes, o->bench ? 0.5 : 0.0, &copy_gbps)))
+        goto out;
+    if ((rc = loom_llama_figures_of(loom_llama_plan(m), c->n_layers, &f)))
+        goto out;
+    print_figures(&f);
+    printf("tokens:");
+    for (uint32_t i = 0; i < r.steps; i++)
+        printf(" %u", tokens[i]);
+    printf("\n");
+    double floor_us = copy_gbps > 0 ? f.weight_bytes / (copy_gbps * 1e3) : 0;
+    printf("%u steps%s: %.1f tokens/s, %.1f us/token wall, ", r.steps,
+           o->bench ? " (after warm-up)" : "", r.wall_us_per_token > 0 ? 1e6 / r.wall_us_per_token : 0,
+           r.wall_us_per_token);
+    if (r.gpu_us_per_token > 0)
+        printf("%.1f us/token GPU (%.0f%% of the weight-read floor %.1f us at %.0f GB/s copy)\n",
+               r.gpu_us_per_token, 100.0 * floor_us / r.gpu_us_per_token, floor_us, copy_gbps);
+    else
+        printf("GPU time n/a (no timestamps); weight-read floor %.1f us at %.0f GB/s copy\n", floor_us,
+               copy_gbps);
+    printf("per token: %.1f dispatches, %.1f barriers (plan lower bound %u), %.2f host waits, %.2f submits, "
+           "%.2f replay waits; cache %llu hits, %llu misses\n",
+           r.dispatches_per_token, r.barriers_per_token, f.barrier_lower_bound, r.host_waits_per_token,
+           r.submits_per_token, r.replay_waits_per_token, (unsigned long long)r.cache_hits,
+           (unsigned long long)r.cache_misses);
+    if (o->check)
+        printf("check: %u mismatches in %u steps, max |err| %.3g (tolerance %.g relative)\n", r.mismatches, r.steps,
+               r.max_err, TOLERANCE);
+    if (o->profile && (rc = print_profile(rt, m)))
+        goto out;
+    if (o->json)
+        print_json(o, device, &f, &r, copy_gbps, tokens);
+    status = o->check && r.mismatches ? 1 : 0;
+out:
+    if (rc)
+        fprintf(stderr, "llama-decode: %s: %s\n", loom_result_str(rc), loom_last_error());
+    loom_llama_destroy(m);
+    loom_llama_weights_destroy(w);
+    free(tokens);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    int code = parse(argc, argv, &o);
+    if (code >= 0)
+        return code;
+    if (o.dry_run)
+        return dry_run(&o);
+    loom_rt *rt = NULL;
+    loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile };
+    loom_result rc = loom_rt_create(&d, &rt);
+    if (rc) {
+        fprintf(stderr, "llama-decode: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());
+        return 1;
+    }
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    int status = run(&o, rt, info.device_name);
+    loom_rt_wait_idle(rt);
+    uint64_t vmsg = loom_rt_validation_messages(rt);
+    loom_rt_destroy(rt);
+    if (vmsg) {
+        fprintf(stderr, "llama-decode: %llu validation messages\n", (unsigned long long)vmsg);
+        status = 1;
+    }
+    return status;
+}

@@ -1,0 +1,414 @@
+/* The decode driver behind llama-decode and `loom bench decode`: named
+ * shapes, the figures of a step plan, copy bandwidth, and the decode loop
+ * that keeps steps in flight and reads tokens behind the GPU. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "llama_run.h"
+#include "loom_ops.h"
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* ---- shapes and flags ----------------------------------------------------- */
+
+loom_result loom_llama_preset(const char *name, loom_llama_config *out)
+{
+    loom_llama_default_config(out);
+    if (!name || !strcmp(name, "tiny"))
+        return LOOM_OK;
+    /* The 1b and 7b shapes of issue #9: Llama-3.2-1B-like and Llama-2-7B-
+     * like widths with grouped-query attention, f16, context 512. */
+    loom_llama_config big = { .dim = 2048, .n_layers = 16, .n_heads = 32, .n_kv_heads = 8, .head_dim = 64,
+                              .ffn = 8192, .vocab = 32000, .max_seq = 512, .eps = 1e-5f, .rope_theta = 10000.0f,
+                              .wtype = LOOM_F16, .seed = out->seed };
+    if (!strcmp(name, "1b")) {
+        *out = big;
+        return LOOM_OK;
+    }
+    if (!strcmp(name, "7b")) {
+        big.dim = 4096;
+        big.n_layers = 32;
+        big.head_dim = 128;
+        big.ffn = 14336;
+        *out = big;
+        return LOOM_OK;
+    }
+    return loom_fail(LOOM_NOT_FOUND, "llama: unknown config '%s' (tiny, 1b, 7b)", name);
+}
+
+const char loom_llama_args_help[] =
+    "  --config tiny|1b|7b   model shape (default tiny); the flags below override it\n"
+    "  --dim D --layers L --heads H --kv-heads K --head-dim E --ffn F --vocab V --max-seq S\n"
+    "  --f16 | --f32         weight type\n"
+    "  --seed N              weight seed\n";
+
+loom_result loom_llama_args_begin(int argc, char **argv, loom_llama_args *a)
+{
+    memset(a, 0, sizeof *a);
+    const char *name = "tiny";
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config"))
+            name = argv[i + 1];
+    snprintf(a->config_name, sizeof a->config_name, "%s", name);
+    return loom_llama_preset(name, &a->cfg);
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || *s == '-' || v > 0xffffffffull)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a)
+{
+    const char *f = argv[*i];
+    if (!strcmp(f, "--f16") || !strcmp(f, "--f32")) {
+        a->cfg.wtype = f[3] == '1' ? LOOM_F16 : LOOM_F32;
+        return 1;
+    }
+    static const char *const names[] = { "--dim", "--layers", "--heads", "--kv-heads", "--head-dim",
+                                         "--ffn", "--vocab", "--max-seq" };
+    uint32_t *slots[] = { &a->cfg.dim, &a->cfg.n_layers, &a->cfg.n_heads, &a->cfg.n_kv_heads,
+                          &a->cfg.head_dim, &a->cfg.ffn, &a->cfg.vocab, &a->cfg.max_seq };
+    size_t k = 0;
+    while (k < sizeof names / sizeof names[0] && strcmp(f, names[k]))
+        k++;
+    bool config = !strcmp(f, "--config"), seed = !strcmp(f, "--seed");
+    if (k == sizeof names / sizeof names[0] && !config && !seed)
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    const char *v = argv[++*i];
+    if (config)
+        return 1;   /* applied by begin */
+    if (seed) {
+        char *end;
+        a->cfg.seed = strtoull(v, &end, 10);
+        return *v && !*end ? 1 : -1;
+    }
+    if (!parse_u32(v, slots[k]))
+        return -1;
+    a->head_dim_set |= slots[k] == &a->cfg.head_dim;
+    a->dims_set |= slots[k] == &a->cfg.dim || slots[k] == &a->cfg.n_heads;
+    return 1;
+}
+
+void loom_llama_args_finish(loom_llama_args *a)
+{
+    if (a->dims_set && !a->head_dim_set && a->cfg.n_heads)
+        a->cfg.head_dim = a->cfg.dim / a->cfg.n_heads;
+}
+
+/* ---- plan figures --------------------------------------------------------- */
+
+/* Layer of a buffer named "l<k>.…", else -1. */
+static int layer_of(const char *name)
+{
+    if (!name || name[0] != 'l' || name[1] < '0' || name[1] > '9')
+        return -1;
+    char *end;
+    long k = strtol(name + 1, &end, 10);
+    return *end == '.' && k < (1L << 20) ? (int)k : -1;
+}
+
+loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom_llama_figures *out)
+{
+    if (!plan || !out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama figures: NULL plan or out");
+    memset(out, 0, sizeof *out);
+    const loom_plan_stats *st = loom_plan_get_stats(plan);
+    const loom_graph *g = loom_plan_graph(plan);
+    out->captured_nodes = st->captured_nodes;
+    out->dispatches = st->dispatches;
+    out->groups = st->groups;
+    out->barriers = st->barriers;
+    out->barrier_lower_bound = st->barrier_lower_bound;
+    out->fused_chains = st->fused_chains;
+    out->arena_bytes = st->arena_bytes;
+    out->scratch_bytes = st->scratch_bytes;
+    uint32_t nb = loom_graph_buffer_count(g), nn = loom_graph_node_count(g);
+    bool *embed_only = calloc(nb ? nb : 1, sizeof *embed_only);
+    bool *other_use = calloc(nb ? nb : 1, sizeof *other_use);
+    if (!embed_only || !other_use) {
+        free(embed_only);
+        free(other_use);
+        return loom_fail(LOOM_OUT_OF_MEMORY, "llama figures");
+    }
+    bool scheduled = loom_graph_scheduled(g);
+    uint32_t layer_barriers = 0;
+    uint64_t embed_rows = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_binding *b = loom_node_bindings(g, n);
+        int layer = -1;
+        for (uint32_t j = 0; j < n->n_bindings; j++) {
+            int l = layer_of(loom_graph_buffer_name(g, b[j].buffer));
+            if (l > layer)
+                layer = l;
+            if (n->op == LOOM_OP_EMBED && j == 0)
+                embed_only[b[j].buffer] = true;
+            else
+                other_use[b[j].buffer] = true;
+        }
+        if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size >= sizeof(loom_pc_embed)) {
+            loom_pc_embed pc;
+            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+            uint64_t table = loom_graph_buffer(g, b[0].buffer)->size;
+            embed_rows += pc.vocab ? table / pc.vocab : 0;
+        }
+        /* The same rule the runtime records by. */
+        bool barrier = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+        if (barrier && layer >= 0)
+            layer_barriers++;
+    }
+    for (uint32_t i = 0; i < nb; i++) {
+        const loom_buffer *b = loom_graph_buffer(g, i);
+        if (b->usage == LOOM_USAGE_WEIGHT && !(embed_only[i] && !other_use[i]))
+            out->weight_bytes += b->size;
+    }
+    out->weight_bytes += embed_rows;
+    out->levels_per_layer = n_layers ? (double)layer_barriers / n_layers : 0.0;
+    free(embed_only);
+    free(other_use);
+    return LOOM_OK;
+}
+
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts,
+                                   loom_llama_figures *out)
+{
+    loom_llama *m = NULL;
+    loom_graph *g = NULL;
+    loom_plan *p = NULL;
+    loom_result rc = loom_llama_create_dry(cfg, &(loom_llama_desc){ .chain = true, .compile = opts }, &m);
+    if (!rc)
+        rc = loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &g);
+    if (!rc)
+        rc = loom_llama_capture_step(m, g);
+    if (!rc)
+        rc = loom_compile(g, opts, &p);
+    if (!rc)
+        rc = loom_llama_figures_of(p, cfg->n_layers, out);
+    loom_plan_release(p);
+    loom_graph_destroy(g);
+    loom_llama_destroy(m);
+    return rc;
+}
+
+/* ---- copy bandwidth ------------------------------------------------------- */
+
+#define COPY_CHUNKS 8u
+
+loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds, double *gbps)
+{
+    *gbps = 0;
+    uint64_t chunk = bytes / COPY_CHUNKS / LOOM_BIND_ALIGN * LOOM_BIND_ALIGN;
+    if (!rt || chunk == 0)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "copy bandwidth: no runtime, or %llu bytes is too few",
+                         (unsigned long long)bytes);
+    loom_rt_buffer *src = NULL, *dst = NULL;
+    loom_graph *g = NULL;
+    loom_rt_program *p = NULL;
+    uint64_t total = chunk * COPY_CHUNKS;
+    loom_result rc = loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = "copy_src", .size = total }, &src);
+    if (!rc)
+        rc = loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = "copy_dst", .size = total }, &dst);
+    if (!rc)
+        rc = loom_graph_create(&(loom_graph_desc){ .name = "copy_bandwidth" }, &g);
+    uint32_t s = 0, d = 0;
+    if (!rc)
+        rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "src", .size = total,
+                                                           .external = loom_rt_buffer_id(src) }, &s);
+    if (!rc)
+        rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "dst", .size = total,
+                                                           .external = loom_rt_buffer_id(dst) }, &d);
+    uint32_t words = (uint32_t)(chunk / 4);
+    /* Disjoint chunks: no hazards, so the compiled plan runs them as one
+     * group with no barrier between. */
+    for (uint32_t i = 0; i < COPY_CHUNKS && !rc; i++)
+        rc = loom_op_copy(g, (loom_tensor){ s, LOOM_U32, chunk * i, 1, words },
+                          (loom_tensor){ d, LOOM_U32, chunk * i, 1, words }, NULL);
+    loom_plan *plan = NULL;
+    if (!rc)
+        rc = loom_compile(g, NULL, &plan);
+    if (!rc)
+        rc = loom_rt_program_create(rt, loom_plan_graph(plan), &p);
+    loom_plan_release(plan);
+    uint64_t step = 0;
+    if (!rc)
+        rc = loom_rt_replay(rt, p, NULL, &step);
+    if (!rc)
+        rc = loom_rt_wait(rt, step);
+    loom_rt_counters c0, c1;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c0);
+    double t0 = now_us();
+    uint32_t reps = 0;
+    while (!rc && (reps < 3 || now_us() - t0 < min_seconds * 1e6)) {
+        rc = loom_rt_replay(rt, p, NULL, &step);
+        reps++;
+    }
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    double host_us = now_us() - t0;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c1);
+    if (!rc) {
+        uint64_t timed = c1.timed_steps - c0.timed_steps;
+        double us = timed == reps ? (double)(c1.gpu_ns - c0.gpu_ns) / 1e3 : host_us;
+        *gbps = us > 0 ? 2.0 * (double)total * reps / (us * 1e-6) / 1e9 : 0;
+    }
+    loom_rt_program_release(p);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(src);
+    loom_rt_buffer_release(dst);
+    return rc;
+}
+
+/* ---- the decode loop ------------------------------------------------------ */
+
+typedef struct loop {
+    loom_rt *rt;
+    loom_llama *m;
+    const loom_llama_run_opts *o;
+    uint32_t vocab, max_seq;
+    loom_llama_ref *ref;     /* check mode */
+    float *gl, *rl;          /* check mode: logits of the GPU and the reference */
+    float tol;
+    uint32_t first;          /* model index of the run's first step */
+    uint32_t submitted, collected;
+    uint32_t input;          /* check: the token the next collected step was fed */
+    loom_llama_result *r;
+} loop;
+
+/* Reads back the oldest uncollected step of the run, waiting for it alone;
+ * in check mode runs the reference on the same input and compares. */
+static loom_result collect_one(loop *L)
+{
+    uint32_t i = L->collected, tok = 0;
+    loom_result rc = loom_llama_collect(L->m, L->first + i, &tok, L->o->check ? L->gl : NULL);
+    if (rc)
+        return rc;
+    if (L->o->tokens)
+        L->o->tokens[i] = tok;
+    if (L->o->check) {
+        uint32_t rarg = 0;
+        if ((rc = loom_llama_ref_step(L->ref, L->input, i, L->rl, &rarg)))
+            return rc;
+        loom_llama_diff d;
+        bool ok = loom_llama_compare(L->gl, tok, L->rl, rarg, L->vocab, L->tol, &d);
+        L->r->mismatches += !ok;
+        if (d.max_abs > L->r->max_err)
+            L->r->max_err = d.max_abs;
+        if (L->o->log || !ok)
+            fprintf(L->o->log ? L->o->log : stderr, "%4u %6u -> %6u ref %6u  max|err| %.3g%s\n", i, L->input, tok,
+                    rarg, d.max_abs, ok ? "" : "  MISMATCH");
+        /* Both sides go on from the GPU's token, as chain mode does, so one
+         * near tie does not derail the rest of the comparison. */
+        L->input = tok;
+    } else if (L->o->log) {
+        fprintf(L->o->log, "%4u -> %u\n", i, tok);
+    }
+    L->collected++;
+    return LOOM_OK;
+}
+
+/* Submits n steps at positions pos0, pos0+1, … (mod max_seq), collecting a
+ * step once the uncollected ones would fill the runtime's copies: with K
+ * copies, K - 1 steps stay queued behind the one the host waits for. */
+static loom_result decode(loop *L, uint32_t n, uint32_t pos0, uint32_t token, uint32_t k)
+{
+    loom_result rc = LOOM_OK;
+    for (uint32_t t = 0; t < n && !rc; t++) {
+        rc = loom_llama_submit(L->m, token, (pos0 + t) % L->max_seq, NULL);
+        if (rc)
+            break;
+        L->submitted++;
+        while (!rc && L->submitted - L->collected >= k)
+            rc = collect_one(L);
+    }
+    while (!rc && L->collected < L->submitted)
+        rc = collect_one(L);
+    return rc;
+}
+
+loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights *w, const loom_llama_run_opts *opts,
+                           float tol, loom_llama_result *out)
+{
+    if (!rt || !m || !opts || !out || !opts->steps)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: NULL argument or zero steps");
+    memset(out, 0, sizeof *out);
+    const loom_llama_config *cfg = loom_llama_get_config(m);
+    if (opts->check && (!w || opts->steps > cfg->max_seq))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: check mode needs the weights and steps <= max_seq %u",
+                         cfg->max_seq);
+    uint32_t k = loom_rt_in_flight(rt);
+    loop L = { .rt = rt, .m = m, .o = opts, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .tol = tol,
+               .input = opts->token, .r = out };
+    loom_result rc = LOOM_OK;
+    if (opts->check) {
+        L.gl = malloc((size_t)cfg->vocab * sizeof *L.gl);
+        L.rl = malloc((size_t)cfg->vocab * sizeof *L.rl);
+        if (!L.gl || !L.rl)
+            rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama run: logits");
+        if (!rc)
+            rc = loom_llama_ref_create(w, &L.ref);
+    }
+    /* Warm-up: the same loop, unchecked and unrecorded, in passes of one
+     * context's worth of positions until the time is up. */
+    double t0 = now_us();
+    uint32_t pos = 0;
+    while (!rc && opts->warmup_s > 0 && now_us() - t0 < opts->warmup_s * 1e6) {
+        loom_llama_run_opts quiet = { .token = opts->token };
+        loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq,
+                   .first = loom_llama_steps(m), .r = out };
+        uint32_t n = cfg->max_seq < 64 ? cfg->max_seq : 64;
+        rc = decode(&W, n, pos, opts->token, k);
+        pos = (pos + n) % cfg->max_seq;
+        out->warmup_steps += n;
+    }
+    /* The timed run starts from an idle queue at position 0. */
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    loom_rt_counters c0, c1;
+    uint64_t h0, m0, h1, m1;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c0);
+    loom_llama_cache_counts(m, &h0, &m0);
+    L.first = loom_llama_steps(m);
+    t0 = now_us();
+    if (!rc)
+        rc = decode(&L, opts->steps, 0, opts->token, k);
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    double wall = now_us() - t0;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c1);
+    loom_llama_cache_counts(m, &h1, &m1);
+    if (!rc) {
+        double n = opts->steps;
+        out->steps = opts->steps;
+        out->wall_us_per_token = wall / n;
+        uint64_t timed = c1.timed_steps - c0.timed_steps;
+        out->gpu_us_per_token = timed ? (double)(c1.gpu_ns - c0.gpu_ns) / 1e3 / (double)timed : 0.0;
+        out->dispatches_per_token = (double)(c1.dispatches - c0.dispatches) / n;
+        out->barriers_per_token = (double)(c1.barriers - c0.barriers) / n;
+        out->host_waits_per_token = (double)(c1.waits_spun - c0.waits_spun + c1.waits_blocked - c0.waits_blocked) / n;
+        out->submits_per_token = (double)(c1.submits - c0.submits) / n;
+        out->replay_waits_per_token = (double)(c1.replay_waits - c0.replay_waits) / n;
+        out->cache_hits = h1 - h0;
+        out->cache_misses = m1 - m0;
+    }
+    loom_llama_ref_destroy(L.ref);
+    free(L.gl);
+    free(L.rl);
+    return rc;
+}

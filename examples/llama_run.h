@@ -1,0 +1,100 @@
+/* The decode driver shared by llama-decode and `loom bench decode`: named
+ * model shapes and their command-line flags, the figures of a compiled step
+ * plan (device-free), copy bandwidth, and the decode loop itself — steps
+ * submitted ahead of the GPU, tokens read behind it, optionally checked
+ * against the CPU reference or timed after a clock warm-up.
+ *
+ * Ownership: the caller owns every object passed in. Failure: loom_result +
+ * loom_last_error(). Threading: one thread per runtime. */
+#ifndef LOOM_LLAMA_RUN_H
+#define LOOM_LLAMA_RUN_H
+
+#include <stdio.h>
+#include "llama.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- shapes and flags ----------------------------------------------------- */
+
+/* "tiny" (loom_llama_default_config), "1b", "7b"; LOOM_NOT_FOUND otherwise. */
+loom_result loom_llama_preset(const char *name, loom_llama_config *out);
+
+/* Command-line shape parsing. Begin applies --config wherever it appears
+ * (default tiny), so shape flags override it in any order; arg consumes
+ * argv[*i] (and its value) when it is a shape flag (--config --dim --layers
+ * --heads --kv-heads --head-dim --ffn --vocab --max-seq --f16 --f32 --seed)
+ * and returns 1, returns 0 for other flags, -1 for a bad value; finish
+ * derives head-dim from dim/heads when those were set and it was not. */
+typedef struct loom_llama_args {
+    loom_llama_config cfg;
+    char config_name[32];
+    bool head_dim_set, dims_set;
+} loom_llama_args;
+loom_result loom_llama_args_begin(int argc, char **argv, loom_llama_args *a);
+int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a);
+void loom_llama_args_finish(loom_llama_args *a);
+/* One line per shape flag, for usage texts. */
+extern const char loom_llama_args_help[];
+
+/* ---- plan figures (no device needed) ------------------------------------- */
+
+typedef struct loom_llama_figures {
+    uint32_t captured_nodes, dispatches, groups, barriers, barrier_lower_bound, fused_chains;
+    /* Barriers recorded before nodes that touch a layer's buffers, divided
+     * by the number of layers: the dependency levels of one layer. */
+    double levels_per_layer;
+    /* Weight bytes one step reads: every WEIGHT buffer, except that an
+     * embedding table counts one row per EMBED. */
+    uint64_t weight_bytes;
+    uint64_t arena_bytes, scratch_bytes;
+} loom_llama_figures;
+loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom_llama_figures *out);
+
+/* Device-free: capture the step graph of a dry model and compile it. */
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts,
+                                   loom_llama_figures *out);
+
+/* ---- copy bandwidth ------------------------------------------------------- */
+
+/* Device copy bandwidth in GB/s (bytes read + written) with the built-in
+ * copy kernel: `bytes` copied per replay in 8 disjoint chunks, replayed back
+ * to back for at least min_seconds (at least 3 replays) after one warm-up;
+ * timed from GPU timestamps when the runtime has them, else host-timed. */
+loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds, double *gbps);
+
+/* ---- the decode loop ------------------------------------------------------ */
+
+typedef struct loom_llama_run_opts {
+    uint32_t steps;          /* tokens decoded (timed in bench mode) */
+    uint32_t token;          /* first token */
+    bool check;              /* CPU reference every step (needs weights) */
+    double warmup_s;         /* back-to-back steps before timing; 0: none */
+    FILE *log;               /* per-step lines; NULL: none */
+    uint32_t *tokens;        /* room for steps token ids; may be NULL */
+} loom_llama_run_opts;
+
+typedef struct loom_llama_result {
+    uint32_t steps;
+    double wall_us_per_token, gpu_us_per_token;   /* gpu: 0 without timestamps */
+    double dispatches_per_token, barriers_per_token;
+    double host_waits_per_token, submits_per_token, replay_waits_per_token;
+    uint64_t cache_hits, cache_misses, warmup_steps;
+    uint32_t mismatches;     /* check mode */
+    float max_err;
+} loom_llama_result;
+
+/* Decodes opts->steps tokens chained on the GPU: each step is submitted
+ * before the previous one's token is read, and a token is read once the
+ * steps still in flight would fill the runtime's copies. Positions cycle
+ * through max_seq (a new sequence each time round); the timed run starts at
+ * 0. Check mode needs m made with keep_logits and w, steps <= max_seq, and
+ * counts mismatches (tokens or logits beyond tol) instead of failing. */
+loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights *w, const loom_llama_run_opts *opts,
+                           float tol, loom_llama_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,5 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// MATVEC_ARGMAX (fused), f32 weights: see matvec.glsl.
+#define MV_ARGMAX
+#include "matvec.glsl"

@@ -1,0 +1,6 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// RMS_NORM_MATVEC (fused), f16 weights: see matvec.glsl.
+#define MV_F16
+#define MV_NORM
+#include "matvec.glsl"

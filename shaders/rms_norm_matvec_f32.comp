@@ -1,0 +1,5 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// RMS_NORM_MATVEC (fused), f32 weights: see matvec.glsl.
+#define MV_NORM
+#include "matvec.glsl"

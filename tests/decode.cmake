@@ -1,0 +1,38 @@
+# llama-decode and `loom bench decode` end to end, as CI can run them: the
+# tiny model checked against the CPU reference on every step under the
+# validation layer (f32 and f16, one and three steps in flight, each
+# ablation), the device-free dry run of the 1b shape with its JSON checked,
+# and one quick pass of the decode benchmark. The torch peer is only
+# syntax-checked: CI has no GPU and no PyTorch.
+if(TARGET llama-decode)
+  set(decode_env "LOOM_VALIDATE=1")
+  if(LOOM_SANITIZE)
+    list(APPEND decode_env "ASAN_OPTIONS=detect_leaks=0")
+  endif()
+  function(decode_test name)
+    add_test(NAME ${name} COMMAND ${ARGN})
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${decode_env}" RESOURCE_LOCK gpu)
+  endfunction()
+  set(check $<TARGET_FILE:llama-decode> --config tiny --steps 24 --check --quiet)
+  foreach(w f32 f16)
+    foreach(k 1 3)
+      decode_test(decode_check_${w}_inflight${k} ${check} --${w} --in-flight ${k})
+    endforeach()
+  endforeach()
+  foreach(flag no-fuse no-reorder barrier-every no-cache)
+    decode_test(decode_check_${flag} ${check} --${flag})
+    decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
+  endforeach()
+  # No device needed: no validation environment, no lock.
+  add_test(NAME decode_dry_run_1b COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run.cmake)
+  if(TARGET loom)
+    decode_test(bench_decode_quick $<TARGET_FILE:loom> bench decode --config tiny --steps 4 --quick)
+  endif()
+endif()
+find_program(LOOM_PYTHON3 python3)
+if(LOOM_PYTHON3)
+  add_test(NAME torch_decode_syntax COMMAND ${LOOM_PYTHON3} -c
+           "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])"
+           ${CMAKE_SOURCE_DIR}/bench/torch_decode.py)
+endif()

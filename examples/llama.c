@@ -119,6 +119,8 @@ void loom_llama_weights_destroy(loom_llama_weights *w)
                 matrix_free(m[i]);
         }
     free(w->layers);
+    free(w->tokens);
+    free(w->token_text);
     free(w);
 }
 

@@ -66,6 +66,11 @@ typedef struct loom_llama_weights {
     loom_llama_layer *layers;  /* n_layers */
     float *final_norm;         /* dim */
     loom_llama_matrix out;     /* vocab x dim */
+    /* Token strings (gguf.h's loader; NULL and 0 otherwise): tokens[i]
+     * points into token_text; loom_llama_weights_destroy frees both. */
+    uint32_t n_tokens;
+    char **tokens;
+    char *token_text;
 } loom_llama_weights;
 
 loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_weights **out);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gguf.h"
 #include "llama_run.h"
 
 #define TOLERANCE 2e-3f
@@ -287,14 +288,13 @@ static int dry_run(const opts *o)
     return 0;
 }
 
-/* MERGE(gguf): examples/gguf.{h,c} (another branch) provides
- * loom_llama_weights_from_gguf(path, wtype, &weights); wire it in here, take
- * the shape from the loaded weights, and feed --prompt-ids before chaining. */
+/* --model: the shape comes from the file (the shape flags only set the
+ * weight type and cap the context). --prompt-ids is not fed yet: decoding
+ * starts from --token. */
 static loom_result load_weights(const opts *o, loom_llama_weights **w)
 {
     if (o->model)
-        return loom_fail(LOOM_UNSUPPORTED, "--model %s: GGUF loading is not built into this binary yet",
-                         o->model);
+        return loom_llama_weights_from_gguf(o->model, o->shape.cfg.wtype, o->shape.cfg.max_seq, w);
     return loom_llama_weights_create(&o->shape.cfg, w);
 }
 

@@ -1,0 +1,200 @@
+/* GGUF files: a strict reader, and a loader of llama-architecture models
+ * into the example decoder's weights.
+ *
+ * The reader (gguf.c) validates the whole file when it opens it: header,
+ * every metadata value (nested arrays included), every tensor info, and
+ * every tensor's bytes against the end of the file, so nothing read later
+ * can go out of bounds. Only little-endian GGUF versions 2 and 3 are read,
+ * and only F32, F16 and BF16 tensors. Every count and length in the file is
+ * checked against the bytes that are left before anything is allocated, so
+ * allocations stay a small multiple of the file size.
+ *
+ * Failure codes: LOOM_PARSE for a malformed or truncated file (the message
+ * names the field and its byte offset), LOOM_UNSUPPORTED for a version or
+ * tensor type this reader does not take, LOOM_NOT_FOUND for a missing key
+ * or tensor, LOOM_INVALID_ARGUMENT for a value of the wrong type, range or
+ * shape, LOOM_IO for a file that cannot be read, LOOM_OUT_OF_MEMORY.
+ * Out-parameters are NULL (or untouched, for getters) on failure.
+ *
+ * Ownership: a reader opened from memory borrows the bytes, which must
+ * outlive it; one opened from a path maps the file and unmaps it on close.
+ * Every pointer the reader returns (strings, tensor data) points into those
+ * bytes and lives until loom_gguf_close. Strings are NOT NUL-terminated.
+ * Threading: a reader is immutable after open; it may be read from many
+ * threads. */
+#ifndef LOOM_GGUF_H
+#define LOOM_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "loom_ir.h"
+#include "loom_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Metadata value types: X(NAME, code, element bytes (0: variable), name). */
+#define LOOM_GGUF_VALUE_TYPES(X) \
+    X(UINT8, 0, 1, "uint8")      \
+    X(INT8, 1, 1, "int8")        \
+    X(UINT16, 2, 2, "uint16")    \
+    X(INT16, 3, 2, "int16")      \
+    X(UINT32, 4, 4, "uint32")    \
+    X(INT32, 5, 4, "int32")      \
+    X(FLOAT32, 6, 4, "float32")  \
+    X(BOOL, 7, 1, "bool")        \
+    X(STRING, 8, 0, "string")    \
+    X(ARRAY, 9, 0, "array")      \
+    X(UINT64, 10, 8, "uint64")   \
+    X(INT64, 11, 8, "int64")     \
+    X(FLOAT64, 12, 8, "float64")
+
+typedef enum loom_gguf_type {
+#define X(name, code, bytes, str) LOOM_GGUF_##name = code,
+    LOOM_GGUF_VALUE_TYPES(X)
+#undef X
+} loom_gguf_type;
+
+/* Tensor types this reader takes (ggml's numbering): X(NAME, code, bytes). */
+#define LOOM_GGUF_TENSOR_TYPES(X) \
+    X(F32, 0, 4, "f32")           \
+    X(F16, 1, 2, "f16")           \
+    X(BF16, 30, 2, "bf16")
+
+typedef enum loom_gguf_tensor_type {
+#define X(name, code, bytes, str) LOOM_GGUF_TENSOR_##name = code,
+    LOOM_GGUF_TENSOR_TYPES(X)
+#undef X
+} loom_gguf_tensor_type;
+
+#define LOOM_GGUF_MAX_DIMS 4
+#define LOOM_GGUF_MAX_NAME 64          /* tensor name bytes */
+#define LOOM_GGUF_MAX_KEY 65535        /* metadata key bytes */
+#define LOOM_GGUF_MAX_DEPTH 8          /* nesting of arrays in arrays */
+#define LOOM_GGUF_DEFAULT_ALIGNMENT 32
+
+typedef struct loom_gguf_str {
+    const char *data;      /* into the file; not NUL-terminated */
+    size_t len;
+} loom_gguf_str;
+
+typedef struct loom_gguf_value {
+    loom_gguf_type type;
+    uint64_t u;            /* unsigned integers, and bool (0 or 1) */
+    int64_t i;             /* signed integers */
+    double f;              /* FLOAT32 and FLOAT64 */
+    loom_gguf_str str;     /* STRING */
+    /* ARRAY: element type, count and the raw little-endian elements. */
+    loom_gguf_type elem_type;
+    uint64_t count;
+    const uint8_t *elems;
+    size_t elems_bytes;
+} loom_gguf_value;
+
+typedef struct loom_gguf_kv {
+    loom_gguf_str key;
+    loom_gguf_value value;
+    uint64_t offset;       /* file offset of the key's record */
+} loom_gguf_kv;
+
+typedef struct loom_gguf_tensor {
+    loom_gguf_str name;
+    uint32_t n_dims;                   /* 1..LOOM_GGUF_MAX_DIMS */
+    uint64_t dims[LOOM_GGUF_MAX_DIMS]; /* fastest-varying first; unused are 1 */
+    loom_gguf_tensor_type type;
+    uint64_t offset;       /* within the data section, as stored */
+    uint64_t n_elems, bytes;
+    const void *data;      /* into the file, little-endian elements */
+    uint64_t info_offset;  /* file offset of the tensor's info record */
+} loom_gguf_tensor;
+
+typedef struct loom_gguf loom_gguf;
+
+/* Validates data[0, size) as a GGUF file; borrows it (see above). */
+loom_result loom_gguf_open_memory(const void *data, size_t size, loom_gguf **out);
+/* Maps the file at path read-only and validates it. A file truncated by
+ * another process while mapped faults (SIGBUS): open files nobody writes. */
+loom_result loom_gguf_open_file(const char *path, loom_gguf **out);
+void loom_gguf_close(loom_gguf *g);   /* NULL is fine */
+
+uint32_t loom_gguf_version(const loom_gguf *g);
+uint64_t loom_gguf_alignment(const loom_gguf *g);
+uint64_t loom_gguf_data_offset(const loom_gguf *g);   /* start of tensor data */
+
+/* Metadata in file order, and by key (NULL when absent). */
+uint64_t loom_gguf_kv_count(const loom_gguf *g);
+const loom_gguf_kv *loom_gguf_kv_at(const loom_gguf *g, uint64_t i);
+const loom_gguf_kv *loom_gguf_find_kv(const loom_gguf *g, const char *key);
+
+/* Typed getters: LOOM_NOT_FOUND naming the key when it is absent;
+ * LOOM_INVALID_ARGUMENT when its type does not convert or the value does
+ * not fit. get_u32 takes any integer type; get_f32 takes float32/float64. */
+loom_result loom_gguf_get_u32(const loom_gguf *g, const char *key, uint32_t *out);
+loom_result loom_gguf_get_f32(const loom_gguf *g, const char *key, float *out);
+loom_result loom_gguf_get_str(const loom_gguf *g, const char *key, loom_gguf_str *out);
+/* Fills items[0, v->count) from an array of strings (validated at open);
+ * LOOM_INVALID_ARGUMENT when v is not one. */
+loom_result loom_gguf_array_strings(const loom_gguf_value *v, loom_gguf_str *items);
+
+/* Tensors in file order, and by name (NULL when absent). */
+uint64_t loom_gguf_tensor_count(const loom_gguf *g);
+const loom_gguf_tensor *loom_gguf_tensor_at(const loom_gguf *g, uint64_t i);
+const loom_gguf_tensor *loom_gguf_find_tensor(const loom_gguf *g, const char *name);
+
+/* Names for messages; "?" for codes outside the tables. */
+const char *loom_gguf_type_name(uint32_t type);
+const char *loom_gguf_tensor_type_name(uint32_t type);
+
+/* ---- llama models ------------------------------------------------------- */
+
+struct loom_llama_weights;
+
+/* Largest KV cache the loader sizes by default: max_seq 0 gives
+ * min(llama.context_length, this). */
+#define LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ 4096
+
+/* Loads a llama-architecture model into the decoder's weights (llama.h).
+ *
+ * Shapes and hyper-parameters come from the metadata (llama.*: embedding
+ * length, block count, head counts, feed-forward length, RMS epsilon, RoPE
+ * base (default 10000), context length; head_dim from
+ * llama.attention.key_length, else embedding length / heads); vocab from
+ * token_embd.weight's shape. max_seq is min(context length, max_seq), or
+ * min(context length, LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ) when max_seq is 0.
+ * Every tensor must be present with its exact shape; output.weight may be
+ * absent (tied to token_embd). What the decoder would silently ignore is
+ * refused (LOOM_UNSUPPORTED): any other tensor (biases, rope_freqs), RoPE
+ * scaling, experts, a partial rotary dimension. Values convert to wtype (F32 or F16) exactly
+ * as loom_llama_weights_create stores them: f16 and bf16 widen to f32
+ * exactly; F16 keeps f16 bits as they are and rounds f32/bf16 to nearest.
+ *
+ * RoPE layout: GGUF llama files store the rows of attn_q and attn_k so that
+ * RoPE rotates adjacent pairs (2i, 2i+1) of each head (llama.cpp's
+ * converter permutes Hugging Face rows into that order), while this
+ * decoder's ROPE rotates (i, i + head_dim/2). The loader moves file row
+ * h*head_dim + 2i + j to row h*head_dim + j*head_dim/2 + i (j = 0, 1) of
+ * wq and wk. q and k get the same permutation within each head, so the
+ * attention scores, and hence the model's outputs, are the file's. A file
+ * written with the inverse permutation loads back bit for bit.
+ *
+ * tokenizer.ggml.tokens, when present, becomes the vocabulary read by
+ * loom_llama_token_str. The caller owns *out (loom_llama_weights_destroy). */
+loom_result loom_llama_weights_from_gguf(const char *path, loom_dtype wtype, uint32_t max_seq,
+                                         struct loom_llama_weights **out);
+loom_result loom_llama_weights_from_gguf_memory(const void *data, size_t size, loom_dtype wtype, uint32_t max_seq,
+                                                struct loom_llama_weights **out);
+/* The same from an open reader; the weights do not refer to it after. */
+loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, loom_dtype wtype, uint32_t max_seq,
+                                                struct loom_llama_weights **out);
+
+/* The vocabulary string of token id (NUL-terminated; a token holding a NUL
+ * byte reads as its prefix), or NULL when w has no vocabulary or id is past
+ * its end. Owned by w. */
+const char *loom_llama_token_str(const struct loom_llama_weights *w, uint32_t id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

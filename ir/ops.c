@@ -335,17 +335,45 @@ loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, 
     return emit(g, &c, out_node);
 }
 
+/* A weight matrix the matvec kernels can stream: f32 or f16 (even cols). */
+static loom_result need_weight(loom_graph *g, loom_op op, const char *name, const loom_tensor *W)
+{
+    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)W->dtype));
+    if (W->dtype == LOOM_F16 && W->cols % 2)
+        return bad(g, op, name, ".cols (f16 needs even)", W->cols, W->cols + 1);
+    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
+        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    return LOOM_OK;
+}
+
+static loom_result need_eps(loom_graph *g, loom_op op, float eps)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): eps %g is not a finite value >= 0",
+                         loom_graph_node_count(g), loom_op_name(op), (double)eps);
+    return LOOM_OK;
+}
+
+static loom_result need_theta(loom_graph *g, loom_op op, float theta)
+{
+    if (!(theta > 0.0f) || isinf(theta))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): theta %g is not a finite value > 0",
+                         loom_graph_node_count(g), loom_op_name(op), (double)theta);
+    return LOOM_OK;
+}
+
 static loom_result norm_common(loom_graph *g, loom_op op, const char *kernel, const loom_tensor *a,
                                const loom_tensor *b, const loom_tensor *w, const loom_tensor *sum,
                                const loom_tensor *y, float eps, uint32_t *out_node)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", kernel);
-    if (!(eps >= 0.0f) || isinf(eps))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): eps %g is not a finite value >= 0",
-                         loom_graph_node_count(g), loom_op_name(op), (double)eps);
     uint32_t n = a->cols;
-    loom_result rc = need_vec(g, op, b ? "a" : "x", a, 0);
+    loom_result rc = need_eps(g, op, eps);
+    if (!rc)
+        rc = need_vec(g, op, b ? "a" : "x", a, 0);
     if (!rc && b)
         rc = need_vec(g, op, "b", b, n);
     if (!rc && w)
@@ -459,14 +487,9 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, co
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", base);
     const char *wname = U ? "Wg" : "W";
-    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), loom_op_name(op), wname, loom_dtype_name((loom_dtype)W->dtype));
-    if (W->dtype == LOOM_F16 && W->cols % 2)
-        return bad(g, op, wname, ".cols (f16 needs even)", W->cols, W->cols + 1);
-    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
-        return bad(g, op, wname, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
-    loom_result rc = U ? need_same_shape(g, op, "Wu", U, W) : LOOM_OK;
+    loom_result rc = need_weight(g, op, wname, W);
+    if (!rc && U)
+        rc = need_same_shape(g, op, "Wu", U, W);
     if (!rc)
         rc = need_vec(g, op, "x", x, W->cols);
     if (!rc && r)
@@ -515,13 +538,13 @@ loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n
         return bad(g, op, "n_heads", "", 0, 1);
     if (head_dim == 0 || head_dim % 2)
         return bad(g, op, "head_dim (even, > 0)", "", head_dim, head_dim + 1);
-    if (!(theta > 0.0f) || isinf(theta))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (ROPE): theta %g is not a finite value > 0",
-                         loom_graph_node_count(g), (double)theta);
+    loom_result rc = need_theta(g, op, theta);
+    if (rc)
+        return rc;
     uint64_t n = (uint64_t)n_heads * head_dim;
     if (n > UINT32_MAX)
         return bad(g, op, "n_heads * head_dim", "", n, UINT32_MAX);
-    loom_result rc = need_vec(g, op, "x", &x, (uint32_t)n);
+    rc = need_vec(g, op, "x", &x, (uint32_t)n);
     if (!rc)
         rc = need_vec(g, op, "y", &y, (uint32_t)n);
     if (rc)
@@ -633,27 +656,6 @@ loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32
 
 /* ---- fused matvec forms --------------------------------------------------- */
 
-/* A weight matrix the matvec kernels can stream: f32 or f16 (even cols). */
-static loom_result need_weight(loom_graph *g, loom_op op, const char *name, const loom_tensor *W)
-{
-    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)W->dtype));
-    if (W->dtype == LOOM_F16 && W->cols % 2)
-        return bad(g, op, name, ".cols (f16 needs even)", W->cols, W->cols + 1);
-    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
-        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
-    return LOOM_OK;
-}
-
-static loom_result need_eps(loom_graph *g, loom_op op, float eps)
-{
-    if (!(eps >= 0.0f) || isinf(eps))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): eps %g is not a finite value >= 0",
-                         loom_graph_node_count(g), loom_op_name(op), (double)eps);
-    return LOOM_OK;
-}
-
 /* The norm-folded and argmax forms: W (and Wu) rows x cols; x and g 1 x
  * cols; y 1 x rows; out one u32. Nothing written may overlap what is read:
  * every workgroup reads all of x. */
@@ -739,10 +741,9 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
      * so a workgroup never straddles a head or a matrix. */
     if (head_dim == 0 || head_dim % 4)
         return bad(g, op, "head_dim (multiple of 4)", "", head_dim, (head_dim / 4 + 1) * 4);
-    if (!(theta > 0.0f) || isinf(theta))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): theta %g is not a finite value > 0",
-                         loom_graph_node_count(g), loom_op_name(op), (double)theta);
-    loom_result rc = need_weight(g, op, "Wq", &Wq);
+    loom_result rc = need_theta(g, op, theta);
+    if (!rc)
+        rc = need_weight(g, op, "Wq", &Wq);
     if (!rc)
         rc = need_weight(g, op, "Wk", &Wk);
     if (!rc && Wk.dtype != Wq.dtype)

@@ -9,8 +9,11 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: loom compile FILE [--passes P] [--window N] [--stats] [--format text|dot|json]\n"
-                    "  --window 0 is the default window (%u), as in the API\n", LOOM_DEFAULT_WINDOW);
+    fprintf(stderr, "usage: loom compile FILE [--passes P] [--window N] [--max-binding-range BYTES] [--stats]\n"
+                    "                    [--format text|dot|json]\n"
+                    "  --window 0 is the default window (%u), as in the API\n"
+                    "  --max-binding-range: bytes one binding may cover; larger ones are cut into row blocks\n",
+            LOOM_DEFAULT_WINDOW);
     return 2;
 }
 
@@ -21,6 +24,7 @@ static void print_stats(const loom_plan_stats *s)
     fprintf(stderr, "groups              %u\n", s->groups);
     fprintf(stderr, "barriers            %u (lower bound %u)\n", s->barriers, s->barrier_lower_bound);
     fprintf(stderr, "fused chains        %u\n", s->fused_chains);
+    fprintf(stderr, "split nodes         %u\n", s->split_nodes);
     fprintf(stderr, "scratch bytes       %" PRIu64 " unpacked, %" PRIu64 " packed, %" PRIu64 " lower bound\n",
            s->scratch_bytes, s->arena_bytes, s->arena_lower_bound);
     for (uint32_t i = 0; i < s->n_passes; i++)
@@ -42,6 +46,13 @@ int loom_cmd_compile(int argc, char **argv)
             if (!*argv[i] || *end || w > UINT32_MAX)
                 return usage();
             o.window = (uint32_t)w;   /* 0: the default window, as loom_compile_options says */
+        } else if (!strcmp(argv[i], "--max-binding-range") && i + 1 < argc) {
+            char *end;
+            const char *v = argv[++i];
+            unsigned long long r = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || r == 0)
+                return usage();
+            o.max_binding_range = r;
         } else if (!strcmp(argv[i], "--stats")) {
             stats = true;
         } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {

@@ -47,7 +47,10 @@ int loom_cmd_info(int argc, char **argv)
     printf("  unified memory:                 %s\n", info.unified_memory ? "yes (host I/O is zero-copy)" : "no (staged)");
     printf("  timestamp period:               %.3f ns\n", info.timestamp_period_ns);
     printf("  minStorageBufferOffsetAlignment %llu\n", (unsigned long long)info.min_storage_offset_alignment);
-    printf("  maxPushConstantsSize            %u\n", info.max_push_constants);
+    printf("  maxStorageBufferRange           %llu", (unsigned long long)info.max_storage_buffer_range);
+    if (info.max_binding_range < info.max_storage_buffer_range)
+        printf(" (binding limit in force: %llu)", (unsigned long long)info.max_binding_range);
+    printf("\n  maxPushConstantsSize            %u\n", info.max_push_constants);
     printf("  subgroup size                   %u\n", info.subgroup_size);
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);

@@ -24,8 +24,9 @@ static const struct {
 } commands[] = {
     { "dump", "dump FILE [--format text|dot|json]",
       "print a graph file (docs/json-format.md) as text, DOT or JSON; not verified", loom_cmd_dump },
-    { "compile", "compile FILE [--passes P] [--window N] [--stats] [--format text|dot|json]",
-      "verify and optimize a graph, print the plan; --window 0 is the default window (64)", loom_cmd_compile },
+    { "compile", "compile FILE [--passes P] [--window N] [--max-binding-range BYTES] [--stats] [--format text|dot|json]",
+      "verify and optimize a graph, print the plan; --window 0 is the default window (64); bindings above\n"
+      "      --max-binding-range are cut into row blocks (default: no limit)", loom_cmd_compile },
     { "info", "info [--device INDEX|NAME] [--validate]",
       "list Vulkan devices, then the one loom would choose and its limits", loom_cmd_info },
     { "bench", "bench micro|ops|cache|compile [OPTIONS]",
@@ -39,7 +40,9 @@ static const char ENVIRONMENT[] =
     "  LOOM_VALIDATE=1           Khronos validation layer with synchronization validation\n"
     "  LOOM_DUMP=DIR             dump the graph after every pass as NN-<pass>.{txt,dot,json}\n"
     "  LOOM_PROFILE=1            a GPU timestamp after every node\n"
-    "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n";
+    "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
+    "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"
+    "                            larger weights are split into more row blocks (tests)\n";
 
 static const char EXIT_CODES[] = "exit codes: 0 ok, 1 bad input or failure, 2 usage error\n";
 

@@ -171,19 +171,6 @@ static void insert(loom_cache *c, const loom_hash *key, const uint8_t *bytes, si
     c->count++;
 }
 
-/* The options' part of a key: the same bytes plan_key_bytes appends after
- * the graph's encoding. A mismatch would only ever cost hits — a miss stores
- * plan_key_bytes' own bytes — and the compiler tests catch it through
- * loom_plan_key. */
-static size_t opts_bytes(const plan_opts *o, uint8_t *dst)
-{
-    size_t plen = strlen(o->pipeline);
-    uint32_t words[3] = { (uint32_t)plen, o->window, o->disable };
-    memcpy(dst, words, sizeof words);
-    memcpy(dst + sizeof words, o->pipeline, plen);
-    return sizeof words + plen;
-}
-
 loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_compile_options *opts,
                                loom_plan **out, bool *hit)
 {
@@ -216,7 +203,7 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
     loom_result rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &pre, &nodes, &nlen);
     if (rc)
         return rc;
-    size_t need = pre + 12 + strlen(po.pipeline);
+    size_t need = pre + PLAN_OPTS_FIXED + strlen(po.pipeline);
     if (need > c->enc_cap) {
         uint8_t *q = ga->realloc(ga->user, c->enc, c->enc_cap, need);
         if (!q)
@@ -224,7 +211,7 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
         c->enc = q;
         c->enc_cap = need;
     }
-    size_t olen = opts_bytes(&po, c->enc + pre);
+    size_t olen = plan_opts_bytes(&po, c->enc + pre);
     size_t len = pre + nlen + olen;
     loom_hash real = loom_hash_concat(3, (const void *const[]){ c->enc, nodes, c->enc + pre },
                                       (const size_t[]){ pre, nlen, olen });

@@ -10,6 +10,17 @@ void plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     out->pipeline = o && o->pipeline ? o->pipeline : LOOM_DEFAULT_PIPELINE;
     out->window = o && o->window ? o->window : LOOM_DEFAULT_WINDOW;
     out->disable = o ? o->disable & ~(uint32_t)LOOM_DISABLE_CACHE : 0;
+    out->max_binding_range = o ? o->max_binding_range : 0;
+}
+
+size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst)
+{
+    size_t plen = strlen(o->pipeline);
+    uint32_t words[PLAN_OPTS_FIXED / 4] = { (uint32_t)plen, o->window, o->disable, (uint32_t)o->max_binding_range,
+                                            (uint32_t)(o->max_binding_range >> 32) };
+    memcpy(dst, words, sizeof words);
+    memcpy(dst + sizeof words, o->pipeline, plen);
+    return sizeof words + plen;
 }
 
 loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **buf, size_t *cap, size_t *len)
@@ -17,8 +28,7 @@ loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **bu
     loom_result rc = loom_graph_encode(g, buf, cap, len);
     if (rc)
         return rc;
-    size_t plen = strlen(o->pipeline);
-    size_t need = *len + plen + 12;
+    size_t need = *len + PLAN_OPTS_FIXED + strlen(o->pipeline);
     if (need > *cap) {
         const loom_allocator *a = loom_graph_allocator(g);
         uint8_t *q = a->realloc(a->user, *buf, *cap, need);
@@ -27,10 +37,7 @@ loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **bu
         *buf = q;
         *cap = need;
     }
-    uint32_t words[3] = { (uint32_t)plen, o->window, o->disable };
-    memcpy(*buf + *len, words, sizeof words);
-    memcpy(*buf + *len + sizeof words, o->pipeline, plen);
-    *len = need;
+    *len += plan_opts_bytes(o, *buf + *len);
     return LOOM_OK;
 }
 
@@ -51,6 +58,7 @@ static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_p
     }
     s->barrier_lower_bound = ctx->barrier_lower_bound;
     s->fused_chains = ctx->fused_chains;
+    s->split_nodes = ctx->split_nodes;
     s->scratch_bytes = ctx->scratch_bytes;
     s->arena_bytes = ctx->arena_bytes;
     s->arena_lower_bound = ctx->arena_lower_bound;
@@ -83,7 +91,7 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
         goto fail;
     loom_graph_clear_schedule(p->graph);
 
-    loom_pass_ctx ctx = { .window = po.window };
+    loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range };
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,

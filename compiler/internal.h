@@ -27,9 +27,15 @@ typedef struct plan_opts {
     const char *pipeline;
     uint32_t window;
     uint32_t disable;              /* without LOOM_DISABLE_CACHE */
+    uint64_t max_binding_range;
 } plan_opts;
 
 void plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
+
+/* The options' part of a key, appended after the graph's encoding:
+ * PLAN_OPTS_FIXED bytes, then the pipeline string; returns the length. */
+#define PLAN_OPTS_FIXED 20u
+size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst);
 
 /* Canonical bytes of (graph, options) into *buf — grown with the graph's
  * allocator, as loom_graph_encode does. */

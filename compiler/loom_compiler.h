@@ -43,6 +43,12 @@ typedef struct loom_compile_options {
     bool verify_each;         /* run the verifier after every pass */
     bool time_each;           /* fill loom_plan_stats.pass_ns */
     const char *dump_dir;     /* dump after every pass; NULL: $LOOM_DUMP, else none */
+    /* Bytes one binding may cover: a node binding more is cut into row
+     * blocks by the split pass, or refused with LOOM_LIMIT naming node and
+     * field. 0: no limit. loom_rt_compile fills in its device's
+     * maxStorageBufferRange (or the smaller loom_rt_desc.max_binding_range)
+     * where this is 0 or larger. Part of the plan's key. */
+    uint64_t max_binding_range;
 } loom_compile_options;
 
 #define LOOM_MAX_PASSES 16
@@ -55,6 +61,7 @@ typedef struct loom_plan_stats {
     uint32_t barriers;
     uint32_t barrier_lower_bound; /* sum over windows of (longest chain - 1), plus forced barriers */
     uint32_t fused_chains;
+    uint32_t split_nodes;         /* nodes cut into row blocks (the binding limit) */
     uint64_t scratch_bytes;       /* sum of SCRATCH buffer sizes, unpacked */
     uint64_t arena_bytes;         /* packed arena size */
     uint64_t arena_lower_bound;   /* peak of simultaneously live scratch bytes */

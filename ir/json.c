@@ -885,7 +885,8 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* No captured node is claimed twice (by two capture indices or members). */
+/* No captured node is claimed twice (by two capture indices or members),
+ * except by the row blocks the split pass cut one node into. */
 static bool check_captures(jp *p, const loom_graph *g, uint32_t nodes_arr)
 {
     uint32_t n = loom_graph_node_count(g), total = 0;
@@ -897,7 +898,7 @@ static bool check_captures(jp *p, const loom_graph *g, uint32_t nodes_arr)
     for (uint32_t i = 0; i < n; i++) {
         const loom_node *nd = loom_graph_node(g, i);
         const uint32_t *m = loom_node_members(g, nd);
-        for (uint32_t j = 0; j < nd->fused; j++)
+        for (uint32_t j = 0; j < nd->fused && !(nd->flags & LOOM_NODE_SPLIT); j++)
             all[k++] = m[j];
     }
     qsort(all, k, sizeof *all, cmp_u32);

@@ -193,6 +193,13 @@ typedef struct loom_barrier_info {
     uint32_t after;       /* capture index of the later node */
 } loom_barrier_info;
 
+/* loom_node.flags. */
+enum {
+    /* A row block of the captured nodes it names, made by the split pass:
+     * several nodes may stand for the same captured nodes. */
+    LOOM_NODE_SPLIT = 1u << 0,
+};
+
 /* Flat, fixed-size node. Variable parts live in the graph's side arrays:
  * bindings[first_binding ..+n_bindings), ranges[first_range ..+n_reads) are
  * the reads and the next n_writes are the writes, push[push_offset ..+push_size). */
@@ -203,7 +210,7 @@ typedef struct loom_node {
     uint8_t n_reads;
     uint8_t n_writes;
     uint8_t push_size;
-    uint16_t flags;
+    uint16_t flags;       /* LOOM_NODE_* */
     uint32_t kernel;      /* kernel id (interned name); LOOM_NONE for a barrier */
     uint32_t groups[3];
     uint32_t first_binding;

@@ -62,6 +62,11 @@ typedef struct loom_pc_n        { uint32_t n; } loom_pc_n;              /* COPY 
 typedef struct loom_pc_norm     { uint32_t n; float eps; } loom_pc_norm; /* RMS_NORM and its fused forms */
 typedef struct loom_pc_matvec   { uint32_t rows, cols; } loom_pc_matvec; /* MATVEC, MATVEC_ADD, MATVEC_SILU_MUL */
 typedef struct loom_pc_embed    { uint32_t dim, vocab, token_index; } loom_pc_embed;
+/* EMBED over row blocks: the node covers tokens [first, first + vocab) of a
+ * table of total rows, block_rows to a bound block (the last may hold fewer). */
+typedef struct loom_pc_embed_blocks {
+    uint32_t dim, vocab, token_index, block_rows, first, total;
+} loom_pc_embed_blocks;
 typedef struct loom_pc_rope     { uint32_t n_heads, head_dim; float theta; } loom_pc_rope;
 typedef struct loom_pc_kv       { uint32_t dim, max_seq; } loom_pc_kv;  /* dim = n_kv_heads * head_dim */
 /* ATTENTION: splits shares of the cache rows, combined in the same dispatch. */
@@ -87,6 +92,22 @@ loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32
  * Kernel "embed_f32"|"embed_f16": table, token_buf, out(w). */
 loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
                           loom_tensor out, uint32_t *out_node);
+/* The same over a table kept as row blocks, each bound on its own (the split
+ * pass makes these when a table exceeds one binding): tables[0..n_tables),
+ * n_tables <= LOOM_EMBED_MAX_BLOCKS, are consecutive rows of one table, all
+ * of one dtype and dim, every block but the last with the rows of the first.
+ * They stand for rows [first, first + their rows) of a table of total rows:
+ * the node writes out only for a token in that range, and zeros for a token
+ * >= total when it holds the table's last rows, so nodes over disjoint
+ * ranges (first 0 up to total) together make one EMBED. Kernel
+ * "embed_blocks_f32"|"embed_blocks_f16": table0 .. table6, token_buf,
+ * out(w); slots past n_tables bind the last block again (the kernel reads
+ * only the block the token falls in; the node's reads name each distinct
+ * block once, so a node has at most LOOM_MAX_RANGES of them). */
+#define LOOM_EMBED_MAX_BLOCKS 7u
+loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint32_t n_tables, uint32_t first,
+                                 uint32_t total, uint32_t token_buf, uint32_t token_index, loom_tensor out,
+                                 uint32_t *out_node);
 /* Kernel "rms_norm": x, y(w). */
 loom_result loom_op_rms_norm(loom_graph *g, loom_tensor x, loom_tensor y, float eps, uint32_t *out_node);
 /* Kernel "rms_norm_mul": x, w, y(w). */

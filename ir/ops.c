@@ -55,6 +55,7 @@ typedef struct op_call {
     loom_op op;
     const char *kernel;
     bool params;              /* bind the step-parameter buffer at slot 0 */
+    bool distinct_reads;      /* one read range per distinct view, not per binding */
     op_view v[LOOM_MAX_BINDINGS - 1];
     uint32_t n;
     const void *push;
@@ -192,6 +193,21 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
         .kernel = c->kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
         .bindings = b, .n_bindings = nb, .push = c->push, .push_size = c->push_size,
     };
+    loom_range rr[LOOM_MAX_BINDINGS], ww[LOOM_MAX_BINDINGS];
+    if (c->distinct_reads) {
+        for (uint32_t i = 0; i < nb; i++) {
+            loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
+            bool seen = false;
+            for (uint32_t k = 0; k < d.n_reads && !seen; k++)
+                seen = rr[k].buffer == x.buffer && rr[k].offset == x.offset && rr[k].size == x.size;
+            if ((b[i].access & LOOM_ACCESS_READ) && !seen)
+                rr[d.n_reads++] = x;
+            if (b[i].access & LOOM_ACCESS_WRITE)
+                ww[d.n_writes++] = x;
+        }
+        d.reads = rr;
+        d.writes = ww;
+    }
     /* Every kernel name here is a literal (see matvec_kernels). */
     return loom_graph_add_dispatch_lit(g, &d, out_node);
 }
@@ -300,38 +316,103 @@ loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32
     return emit(g, &c, out_node);
 }
 
+/* An embedding table: f32, or f16 with an even row length (a row starts on
+ * a packed pair). */
+static loom_result need_table(loom_graph *g, const char *name, const loom_tensor *t)
+{
+    if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), name, loom_dtype_name((loom_dtype)t->dtype));
+    if (t->dtype == LOOM_F16 && t->cols % 2)
+        return bad(g, LOOM_OP_EMBED, name, ".cols (f16 needs even)", t->cols, t->cols + 1);
+    return LOOM_OK;
+}
+
+/* The token buffer an EMBED reads. The token id is data the GPU may have
+ * just written (e.g. by ARGMAX), so the whole buffer is bound and read: a
+ * narrower range would let the plan overlap this read with a write to a
+ * neighbouring slot, which the descriptor (and the validation layer) would
+ * see. */
+static loom_result token_view(loom_graph *g, uint32_t token_buf, uint32_t token_index, loom_tensor *out)
+{
+    const loom_op op = LOOM_OP_EMBED;
+    if (token_buf >= loom_graph_buffer_count(g))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): token_buf %u does not exist",
+                         loom_graph_node_count(g), token_buf);
+    uint64_t tb = loom_graph_buffer(g, token_buf)->size;
+    if ((uint64_t)token_index * 4 + 4 > tb)
+        return bad(g, op, "token_index", "byte end", (uint64_t)token_index * 4 + 4, tb);
+    if (tb / 4 > UINT32_MAX)
+        return bad(g, op, "token_buf", "size", tb, (uint64_t)UINT32_MAX * 4);
+    *out = (loom_tensor){ token_buf, LOOM_U32, 0, 1, (uint32_t)(tb / 4) };
+    return LOOM_OK;
+}
+
 loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
                           loom_tensor out, uint32_t *out_node)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed: graph is NULL");
     const loom_op op = LOOM_OP_EMBED;
-    if (table.dtype != LOOM_F32 && table.dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): table.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), loom_dtype_name((loom_dtype)table.dtype));
-    if (table.dtype == LOOM_F16 && table.cols % 2)
-        return bad(g, op, "table", ".cols (f16 needs even)", table.cols, table.cols + 1);
-    loom_result rc = need_vec(g, op, "out", &out, table.cols);
+    loom_tensor tok;
+    loom_result rc = need_table(g, "table", &table);
+    if (!rc)
+        rc = need_vec(g, op, "out", &out, table.cols);
+    if (!rc)
+        rc = token_view(g, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    if (token_buf >= loom_graph_buffer_count(g))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): token_buf %u does not exist",
-                         loom_graph_node_count(g), token_buf);
-    /* The token id is data the GPU may have just written (e.g. by ARGMAX),
-     * so the whole token buffer is bound and read: a narrower range would
-     * let the plan overlap this read with a write to a neighbouring slot,
-     * which the descriptor (and the validation layer) would see. */
-    uint64_t tb = loom_graph_buffer(g, token_buf)->size;
-    if ((uint64_t)token_index * 4 + 4 > tb)
-        return bad(g, op, "token_index", "byte end", (uint64_t)token_index * 4 + 4, tb);
-    if (tb / 4 > UINT32_MAX)
-        return bad(g, op, "token_buf", "size", tb, (uint64_t)UINT32_MAX * 4);
-    loom_tensor tok = { token_buf, LOOM_U32, 0, 1, (uint32_t)(tb / 4) };
     loom_pc_embed pc = { table.cols, table.rows, token_index };
     op_call c = { .op = op, .kernel = table.dtype == LOOM_F16 ? "embed_f16" : "embed_f32", .n = 3,
                   .push = &pc, .push_size = sizeof pc, .groups = ceil_div(table.cols, ELEMWISE_LOCAL),
                   .v = { { "table", table, false, false }, { "token_buf", tok, false, false },
                          { "out", out, true, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint32_t n_tables, uint32_t first,
+                                 uint32_t total, uint32_t token_buf, uint32_t token_index, loom_tensor out,
+                                 uint32_t *out_node)
+{
+    static const char *const names[LOOM_EMBED_MAX_BLOCKS] = { "tables[0]", "tables[1]", "tables[2]", "tables[3]",
+                                                              "tables[4]", "tables[5]", "tables[6]" };
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed_blocks: graph is NULL");
+    const loom_op op = LOOM_OP_EMBED;
+    if (!tables || n_tables == 0 || n_tables > LOOM_EMBED_MAX_BLOCKS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): %u table blocks%s, want 1 to %u",
+                         loom_graph_node_count(g), n_tables, tables ? "" : " (NULL)", LOOM_EMBED_MAX_BLOCKS);
+    const loom_tensor *t0 = &tables[0];
+    uint64_t rows = 0;
+    loom_result rc = need_table(g, names[0], t0);
+    for (uint32_t i = 0; i < n_tables && !rc; i++) {
+        const loom_tensor *t = &tables[i];
+        bool last = i + 1 == n_tables;
+        if (t->dtype != t0->dtype)
+            rc = need_dtype(g, op, names[i], t, (loom_dtype)t0->dtype);
+        else if (t->cols != t0->cols)
+            rc = bad(g, op, names[i], ".cols", t->cols, t0->cols);
+        else if (last ? t->rows > t0->rows : t->rows != t0->rows)
+            rc = bad(g, op, names[i], ".rows", t->rows, t0->rows);
+        rows += t->rows;
+    }
+    if (!rc && (uint64_t)first + rows > total)
+        rc = bad(g, op, "first + rows", "", (uint64_t)first + rows, total);
+    if (!rc)
+        rc = need_vec(g, op, "out", &out, t0->cols);
+    loom_tensor tok;
+    if (!rc)
+        rc = token_view(g, token_buf, token_index, &tok);
+    if (rc)
+        return rc;
+    loom_pc_embed_blocks pc = { t0->cols, (uint32_t)rows, token_index, t0->rows, first, total };
+    op_call c = { .op = op, .kernel = t0->dtype == LOOM_F16 ? "embed_blocks_f16" : "embed_blocks_f32",
+                  .n = LOOM_EMBED_MAX_BLOCKS + 2, .distinct_reads = true, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div(t0->cols, ELEMWISE_LOCAL) };
+    for (uint32_t i = 0; i < LOOM_EMBED_MAX_BLOCKS; i++)
+        c.v[i] = (op_view){ names[i], tables[i < n_tables ? i : n_tables - 1], false, false, false };
+    c.v[LOOM_EMBED_MAX_BLOCKS] = (op_view){ "token_buf", tok, false, false, false };
+    c.v[LOOM_EMBED_MAX_BLOCKS + 1] = (op_view){ "out", out, true, false, false };
     return emit(g, &c, out_node);
 }
 

@@ -13,6 +13,9 @@
  * them), and moving the chain's earlier nodes down to the anchor crosses
  * no node they conflict with and no sentinel or non-reorderable node. A
  * node that reads and rewrites the intermediate is one of its readers.
+ * With a binding limit (loom_pass_ctx.max_binding_range), a chain that
+ * binds more than the limit anywhere fuses only into an op the split pass
+ * can cut into row blocks (RMS_NORM_QKV_ROPE_KV, say, stays unfused then).
  * The fused node records the capture indices of all its members. Anchors are visited from
  * the end so the longest rule claims a node first; all replacements are
  * applied at the end in one permutation, and every legality question is
@@ -34,6 +37,7 @@ typedef struct fuse_state {
     uint32_t nr, nw;
     uint8_t *consumed;
     uint32_t *repl;
+    uint64_t limit;               /* binding limit; 0: none */
 } fuse_state;
 
 #define FUSE_MAX_CHAIN 7u
@@ -800,13 +804,26 @@ static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match
     return LOOM_OK;
 }
 
+/* A member binds more than the limit, so the fused node would too. */
+static bool chain_over(const fuse_state *fs, const fuse_match *m)
+{
+    for (uint32_t i = 0; fs->limit && i < m->n_nodes; i++) {
+        const loom_node *nd = loom_graph_node(fs->g, m->nodes[i]);
+        const loom_binding *b = loom_node_bindings(fs->g, nd);
+        for (uint32_t k = 0; k < nd->n_bindings; k++)
+            if (b[k].size > fs->limit)
+                return true;
+    }
+    return false;
+}
+
 /* One sweep over the graph: every anchor from the end takes the first rule
  * that matches, then all replacements are applied in one permutation. */
-static loom_result fuse_round(loom_graph *g, uint32_t *out_chains)
+static loom_result fuse_round(loom_graph *g, uint64_t limit, uint32_t *out_chains)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_fuse: graph is NULL");
-    fuse_state fs = { .g = g, .a = loom_graph_allocator(g) };
+    fuse_state fs = { .g = g, .a = loom_graph_allocator(g), .limit = limit };
     fs.n = loom_graph_node_count(g);
     fs.nb = loom_graph_buffer_count(g);
     loom_result rc = build_index(&fs);
@@ -818,6 +835,8 @@ static loom_result fuse_round(loom_graph *g, uint32_t *out_chains)
         for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
             fuse_match m;
             if (rules[r].chain[rules[r].len - 1] != op || !rules[r].match(&fs, i, &m))
+                continue;
+            if (!pass_split_handles(rules[r].fused) && chain_over(&fs, &m))
                 continue;
             if ((rc = apply(&fs, &rules[r], &m)))
                 break;
@@ -858,7 +877,7 @@ loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
     loom_result rc = LOOM_OK;
     for (int round = 0; round < FUSE_MAX_ROUNDS && rc == LOOM_OK; round++) {
         uint32_t chains = 0;
-        rc = fuse_round(g, &chains);
+        rc = fuse_round(g, ctx ? ctx->max_binding_range : 0, &chains);
         if (rc == LOOM_OK && ctx)
             ctx->fused_chains += chains;
         if (chains == 0)

@@ -57,6 +57,10 @@ loom_hazard pass_accset_first(const pass_accset *s, const loom_graph *g, const l
 /* Largest tag among recorded accesses that conflict with n; 0 when none. */
 uint32_t pass_accset_max_tag(const pass_accset *s, const loom_graph *g, const loom_node *n);
 
+/* Whether the split pass can cut a node of this op into row blocks; the
+ * fuse pass makes no node it could not, over a binding above the limit. */
+bool pass_split_handles(loom_op op);
+
 /* Elapsed monotonic nanoseconds, for pass timing. */
 uint64_t pass_now_ns(void);
 

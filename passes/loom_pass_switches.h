@@ -5,7 +5,7 @@
 #define LOOM_PASS_SWITCHES_H
 
 /* Every registered pass, in canonical order: the pipeline when none is named. */
-#define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,reorder,barriers,lifetimes"
+#define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,split,reorder,barriers,lifetimes"
 
 /* Switches for bisection and benchmarks, one bit per pass that may be
  * skipped (the pass table names each pass's bit). Bits above

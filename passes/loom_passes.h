@@ -30,10 +30,12 @@ extern "C" {
 #define LOOM_ARENA_ALIGN 256u      /* scratch offsets inside the arena */
 
 /* Inputs every pass may read and results the passes fill in. Zero-initialise
- * and set .window; the rest is output. */
+ * and set .window and .max_binding_range; the rest is output. */
 typedef struct loom_pass_ctx {
     uint32_t window;              /* reorder lookahead in nodes; 0: 64 */
+    uint64_t max_binding_range;   /* bytes one binding may cover (split, fuse); 0: no limit */
     uint32_t fused_chains;        /* fuse: chains replaced by one node */
+    uint32_t split_nodes;         /* split: nodes cut into row blocks */
     uint32_t groups;              /* reorder/barriers: concurrency groups */
     uint32_t barriers;            /* barriers: barriers recorded */
     uint32_t barrier_lower_bound; /* reorder: sum over windows of (longest chain - 1) + forced */
@@ -62,7 +64,14 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
 /* The passes themselves; each can run alone on any verified graph.
  * - verify: loom_graph_verify, plus annotation sanity (groups ascend).
  * - fuse: replaces RMS_NORM→MUL, ADD→RMS_NORM(→MUL), MATVEC×2→SILU_MUL and
- *   MATVEC→ADD chains by fused nodes where legal; clears any schedule.
+ *   MATVEC→ADD chains by fused nodes where legal; clears any schedule. A
+ *   chain touching a binding above ctx->max_binding_range is fused only
+ *   into a node split can cut.
+ * - split: cuts nodes with a binding above ctx->max_binding_range into row
+ *   blocks (the matvec forms, their argmax forms into blocks + ARGMAX,
+ *   EMBED into loom_op_embed_blocks nodes); any other such node is
+ *   LOOM_LIMIT naming node and field. No limit or nothing above it: the
+ *   graph is left as is; else any schedule is cleared.
  * - reorder: concurrency groups within lookahead windows; the graph is left
  *   unscheduled until barriers runs (the runtime would otherwise trust it).
  * - barriers: the minimal barriers for the current groups (each node its
@@ -71,6 +80,7 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  *   usage hint the graph contradicts is LOOM_VERIFY naming buffer and node. */
 loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);

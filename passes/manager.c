@@ -13,6 +13,7 @@
 static const loom_pass pass_table[] = {
     { "verify", "check ids, ranges, counts and annotations", loom_pass_verify, 0 },
     { "fuse", "replace matching op chains by fused kernels", loom_pass_fuse, LOOM_DISABLE_FUSE },
+    { "split", "cut nodes whose bindings exceed the binding limit into row blocks", loom_pass_split, 0 },
     { "reorder", "schedule nodes into concurrency groups within a lookahead window", loom_pass_reorder,
       LOOM_DISABLE_REORDER },
     { "barriers", "place the minimal barriers the groups need", loom_pass_barriers, LOOM_DISABLE_BARRIERS },

@@ -398,6 +398,26 @@ static loom_result create_device(loom_rt *rt)
 
 /* ---- create / destroy --------------------------------------------------- */
 
+/* The binding limit in force: the device's, or less when asked (the desc,
+ * else $LOOM_MAX_BINDING_RANGE), so tests can make small devices. */
+static loom_result binding_limit(loom_rt *rt, uint64_t want)
+{
+    uint64_t dev = rt->props.limits.maxStorageBufferRange;
+    const char *env = getenv("LOOM_MAX_BINDING_RANGE");
+    if (!want && env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end || v == 0 || env[0] < '0' || env[0] > '9')
+            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_MAX_BINDING_RANGE '%s' is not a byte count above 0", env);
+        want = v;
+    }
+    rt->max_binding_range = want && want < dev ? want : dev;
+    if (rt->max_binding_range < dev)
+        rt_log(rt, LOOM_LOG_INFO, "binding limit %llu bytes (the device allows %llu)",
+               (unsigned long long)rt->max_binding_range, (unsigned long long)dev);
+    return LOOM_OK;
+}
+
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
 {
     if (!out)
@@ -429,6 +449,8 @@ loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
         rc = pick_device(rt, dev);
     if (!rc)
         rc = create_device(rt);
+    if (!rc)
+        rc = binding_limit(rt, d.max_binding_range);
     if (!rc)
         rc = rt_pipeline_cache_open(rt, cache && *cache ? cache : NULL);
     if (rc) {
@@ -516,6 +538,8 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->unified_memory = unified(&rt->mem_props);
     out->timestamp_period_ns = rt->props.limits.timestampPeriod;
     out->min_storage_offset_alignment = rt->props.limits.minStorageBufferOffsetAlignment;
+    out->max_storage_buffer_range = rt->props.limits.maxStorageBufferRange;
+    out->max_binding_range = rt->max_binding_range;
     out->max_push_constants = rt->props.limits.maxPushConstantsSize;
     out->subgroup_size = rt->subgroup_size;
     out->debug_utils = rt->debug_utils;

@@ -151,6 +151,7 @@ struct loom_rt {
     uint64_t submitted;      /* last step id signalled */
     uint64_t completed;      /* last counter value read */
     bool lost;
+    uint64_t max_binding_range;  /* bytes a binding may cover (loom_rt_desc) */
 
     VkPipelineCache pipeline_cache;
     char *pipeline_cache_path;

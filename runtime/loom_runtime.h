@@ -52,6 +52,12 @@ typedef struct loom_rt_desc {
      * goes to loom_rt_counters.gpu_ns (see loom_rt_collect_timestamps).
      * Costs two timestamp writes per replay. */
     bool timestamps;
+    /* Bytes one binding may cover: the device's maxStorageBufferRange, or
+     * less to force row-block splitting (tests); above the device's it is
+     * the device's. 0: $LOOM_MAX_BINDING_RANGE (decimal bytes), else the
+     * device's. loom_rt_compile compiles for it; programs refuse bindings
+     * above it. */
+    uint64_t max_binding_range;
 } loom_rt_desc;
 
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
@@ -68,6 +74,8 @@ typedef struct loom_rt_info {
     bool unified_memory;               /* a host-visible device-local type exists */
     float timestamp_period_ns;
     uint64_t min_storage_offset_alignment;
+    uint64_t max_storage_buffer_range;  /* the device's limit */
+    uint64_t max_binding_range;         /* the one in force (loom_rt_desc.max_binding_range) */
     uint32_t max_push_constants;
     uint32_t subgroup_size;
     bool debug_utils;
@@ -169,7 +177,9 @@ loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_
 /* ---- plans: compile through the cache, replay the recorded plan ---------- */
 
 /* The frontend's per-token call: looks g up in the runtime's plan cache
- * (XXH3-128 key, confirmed on the canonical bytes) and compiles on a miss.
+ * (XXH3-128 key, confirmed on the canonical bytes) and compiles on a miss,
+ * for this runtime's binding limit (opts->max_binding_range where that is
+ * smaller and not 0), so matrices larger than one binding are split.
  * Returns a new plan reference in *out; *hit (may be NULL) says which. A hit
  * records nothing and creates no pipeline. Release plans before destroying
  * the runtime. */

@@ -67,8 +67,12 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
         if ((rc = loom_cache_create(&d, &rt->plans)))
             return rc;
     }
+    /* Compiled for this device's bindings: what exceeds one is split. */
+    loom_compile_options o = opts ? *opts : (loom_compile_options){ 0 };
+    if (!o.max_binding_range || o.max_binding_range > rt->max_binding_range)
+        o.max_binding_range = rt->max_binding_range;
     bool h = false;
-    rc = loom_cache_compile(rt->plans, g, opts, out, &h);
+    rc = loom_cache_compile(rt->plans, g, &o, out, &h);
     if (hit)
         *hit = h;
     return rc;

@@ -136,7 +136,7 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
     loom_rt *rt = p->rt;
     const loom_graph *g = p->g;
     uint64_t align = rt->props.limits.minStorageBufferOffsetAlignment;
-    uint64_t max_range = rt->props.limits.maxStorageBufferRange;
+    uint64_t max_range = rt->max_binding_range;
     *n_sets = *n_descs = 0;
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
@@ -157,8 +157,11 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
                                  b[j].slot, b[j].buffer, buffer_name(g, b[j].buffer), (unsigned long long)off,
                                  (unsigned long long)align);
             if (b[j].size == 0 || b[j].size > max_range)
-                return loom_fail(LOOM_LIMIT, "node %u (%s): binding slot %u size %llu is 0 or above "
-                                 "maxStorageBufferRange %llu", i, op, b[j].slot, (unsigned long long)b[j].size,
+                return loom_fail(LOOM_LIMIT, "node %u (%s): binding slot %u on buffer %u '%s' is %llu bytes, 0 or "
+                                 "above the binding limit %llu (maxStorageBufferRange or loom_rt_desc."
+                                 "max_binding_range): compile with loom_rt_compile, or with loom_compile_options."
+                                 "max_binding_range, to cut it into row blocks", i, op, b[j].slot, b[j].buffer,
+                                 buffer_name(g, b[j].buffer), (unsigned long long)b[j].size,
                                  (unsigned long long)max_range);
             if (b[j].access & LOOM_ACCESS_WRITE)
                 p->slots[b[j].buffer].written = true;

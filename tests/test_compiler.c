@@ -29,7 +29,7 @@ START_TEST(test_compile_stats)
     ck_assert_uint_eq(s->dispatches, 3);
     ck_assert_uint_eq(s->barriers, 2);   /* WAW chain */
     ck_assert_uint_eq(s->barrier_lower_bound, 2);
-    ck_assert_uint_eq(s->n_passes, 5);
+    ck_assert_uint_eq(s->n_passes, 6);
     loom_plan_attachment none = { 0 };
     (void)none;
     ck_assert_ptr_null(loom_plan_get_attachment(p));

@@ -1,0 +1,402 @@
+/* split: cuts every node with a binding larger than the binding limit (the
+ * device's maxStorageBufferRange, or less: loom_pass_ctx.max_binding_range)
+ * into row blocks, so weights larger than one binding run while the capture
+ * stays as the frontend made it.
+ *
+ * - The matvec forms (MATVEC, MATVEC_ADD, MATVEC_SILU_MUL, RMS_NORM_MATVEC,
+ *   RMS_NORM_MATVEC_SILU_MUL) become one node of the same op per block of
+ *   rows: rows [r0, r1) of the matrices, of y and of r, with x and g whole.
+ *   The blocks write disjoint bytes, so reorder runs them as one group.
+ * - The argmax forms become the blocks of their form without the argmax,
+ *   then one ARGMAX over the whole of y (the logits a frontend reads anyway).
+ * - EMBED becomes loom_op_embed_blocks nodes: one dispatch binds up to
+ *   LOOM_EMBED_MAX_BLOCKS row blocks of the table and the token picks one;
+ *   a table needing more blocks takes several such nodes, each writing the
+ *   output only for its own tokens (ordered by their write-after-write).
+ *
+ * Blocks are as even as the alignment allows and start where every binding
+ * offset stays a multiple of LOOM_BIND_ALIGN (256 bytes, the largest
+ * minStorageBufferOffsetAlignment Vulkan allows, so a plan suits any
+ * device): matvec blocks at multiples of 64 rows (a row of y is 4 bytes, a
+ * matrix row a multiple of 4), EMBED blocks wherever a table row boundary
+ * is 256-aligned. A node the pass cannot cut — another op, a node not laid
+ * out as its builder makes it, a part that is not split (x, g, the logits
+ * an ARGMAX reads whole) above the limit, or a limit below one block — is
+ * LOOM_LIMIT naming the node, the field and the sizes.
+ *
+ * Every new node stands for the captured nodes of the node it replaces and
+ * carries LOOM_NODE_SPLIT. The pass runs after fuse (fusion is decided on
+ * whole matrices; fuse makes no node this pass could not cut) and before
+ * reorder; with no limit, or nothing above it, it leaves the graph as is. */
+#include <inttypes.h>
+#include <stdio.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+#define ROW_ALIGN (LOOM_BIND_ALIGN / 4u)   /* matvec block rows: y's offsets stay aligned */
+
+/* The matvec forms, read back in their builders' slot order (ir/ops.c):
+ * W [Wu] x [g] [r] y [out part count]. */
+typedef struct mv_form {
+    loom_op op, block_op;
+    uint8_t n_mat, norm, add, argmax;
+} mv_form;
+
+static const mv_form mv_forms[] = {
+    { LOOM_OP_MATVEC, LOOM_OP_MATVEC, 1, 0, 0, 0 },
+    { LOOM_OP_MATVEC_ADD, LOOM_OP_MATVEC_ADD, 1, 0, 1, 0 },
+    { LOOM_OP_MATVEC_SILU_MUL, LOOM_OP_MATVEC_SILU_MUL, 2, 0, 0, 0 },
+    { LOOM_OP_RMS_NORM_MATVEC, LOOM_OP_RMS_NORM_MATVEC, 1, 1, 0, 0 },
+    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, 2, 1, 0, 0 },
+    { LOOM_OP_MATVEC_ARGMAX, LOOM_OP_MATVEC, 1, 0, 0, 1 },
+    { LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC, 1, 1, 0, 1 },
+};
+
+static const mv_form *mv_form_of(uint32_t op)
+{
+    for (size_t i = 0; i < sizeof mv_forms / sizeof mv_forms[0]; i++)
+        if ((uint32_t)mv_forms[i].op == op)
+            return &mv_forms[i];
+    return NULL;
+}
+
+bool pass_split_handles(loom_op op) { return op == LOOM_OP_EMBED || mv_form_of(op); }
+
+/* The node being cut, copied out of the graph: the builders append to the
+ * arrays its pointers would point into. */
+typedef struct cut {
+    uint32_t pos;
+    loom_node nd;
+    const char *op;
+    loom_binding b[LOOM_MAX_BINDINGS];
+    uint8_t push[LOOM_MAX_PUSH];
+    uint32_t caps[256];          /* captured nodes it stands for (fused <= 255) */
+} cut;
+
+typedef struct split_state {
+    loom_graph *g;
+    const loom_allocator *a;
+    uint64_t limit;
+    uint32_t *made;              /* new node ids, in plan order */
+    uint32_t n_made, cap_made;
+} split_state;
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+static uint64_t gcd(uint64_t a, uint64_t b) { return b ? gcd(b, a % b) : a; }
+
+static uint32_t pc_word(const cut *c, uint32_t k)
+{
+    uint32_t v;
+    memcpy(&v, c->push + 4 * k, 4);
+    return v;
+}
+
+static const loom_binding *at_slot(const cut *c, uint32_t slot)
+{
+    for (uint32_t i = 0; i < c->nd.n_bindings; i++)
+        if (c->b[i].slot == slot)
+            return &c->b[i];
+    return NULL;
+}
+
+static bool over(const loom_graph *g, const loom_node *nd, uint64_t limit)
+{
+    const loom_binding *b = loom_node_bindings(g, nd);
+    for (uint32_t i = 0; nd->type == LOOM_NODE_DISPATCH && i < nd->n_bindings; i++)
+        if (b[i].size > limit)
+            return true;
+    return false;
+}
+
+/* The first binding above the limit, for "cannot be cut" messages. */
+static loom_result refuse(const split_state *s, const cut *c, const char *why)
+{
+    const loom_binding *big = &c->b[0];
+    for (uint32_t i = 0; i < c->nd.n_bindings; i++)
+        if (c->b[i].size > s->limit) {
+            big = &c->b[i];
+            break;
+        }
+    return loom_fail(LOOM_LIMIT,
+                     "node %u (%s): binding slot %u (buffer %u '%s') is %" PRIu64 " bytes, above the binding limit "
+                     "of %" PRIu64 " bytes, and %s",
+                     c->pos, c->op, big->slot, big->buffer, loom_graph_buffer_name(s->g, big->buffer), big->size,
+                     s->limit, why);
+}
+
+static loom_result whole_part(const split_state *s, const cut *c, const char *field, uint64_t bytes)
+{
+    if (bytes <= s->limit)
+        return LOOM_OK;
+    return loom_fail(LOOM_LIMIT,
+                     "node %u (%s): %s is %" PRIu64 " bytes, above the binding limit of %" PRIu64
+                     " bytes; only matrix and table rows are split",
+                     c->pos, c->op, field, bytes, s->limit);
+}
+
+/* A built-in kernel for weights of dtype dt: what the op's builder names. */
+static bool builder_kernel(const loom_graph *g, const loom_node *nd, loom_dtype dt)
+{
+    const char *name = loom_graph_kernel_name(g, nd->kernel);
+    size_t len = name ? strlen(name) : 0;
+    loom_kernel_layout l;
+    bool builtin = false;
+    return len > 4 && loom_kernel_find(name, &l, &builtin) == LOOM_OK && builtin &&
+           !strcmp(name + len - 4, dt == LOOM_F16 ? "_f16" : "_f32");
+}
+
+/* Rows per block: at most what fits the limit and a multiple of align
+ * (0 when not even one aligned block fits), balanced over the blocks. */
+static uint64_t block_rows(uint64_t rows, uint64_t row_bytes, uint64_t align, uint64_t limit)
+{
+    uint64_t most = limit / row_bytes / align * align;
+    if (most == 0)
+        return 0;
+    uint64_t k = ceil_div(rows, most);
+    return ceil_div(ceil_div(rows, k), align) * align;
+}
+
+/* Records a node the builders just appended as a block of c. */
+static loom_result made(split_state *s, const cut *c, uint32_t id)
+{
+    if (s->n_made == s->cap_made) {
+        uint32_t cap = s->cap_made ? 2 * s->cap_made : 64;
+        uint32_t *v = s->a->realloc(s->a->user, s->made, (size_t)s->cap_made * sizeof *v, (size_t)cap * sizeof *v);
+        if (!v)
+            return loom_fail(LOOM_OUT_OF_MEMORY, "split: out of memory");
+        s->made = v;
+        s->cap_made = cap;
+    }
+    s->made[s->n_made++] = id;
+    loom_result rc = loom_graph_set_members(s->g, id, c->caps, c->nd.fused);
+    if (!rc)
+        loom_graph_node_mut(s->g, id)->flags |= LOOM_NODE_SPLIT;
+    return rc;
+}
+
+/* ---- matvec forms ---------------------------------------------------------- */
+
+typedef struct mv_views {
+    loom_tensor w, u, x, gw, r, y, out;
+    float eps;
+} mv_views;
+
+static loom_result build_block(loom_graph *g, loom_op op, const mv_views *v, uint32_t *id)
+{
+    switch (op) {
+    case LOOM_OP_MATVEC: return loom_op_matvec(g, v->w, v->x, v->y, id);
+    case LOOM_OP_MATVEC_ADD: return loom_op_matvec_add(g, v->w, v->x, v->r, v->y, id);
+    case LOOM_OP_MATVEC_SILU_MUL: return loom_op_matvec_silu_mul(g, v->w, v->u, v->x, v->y, id);
+    case LOOM_OP_RMS_NORM_MATVEC: return loom_op_rms_norm_matvec(g, v->w, v->x, v->gw, v->y, v->eps, id);
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
+        return loom_op_rms_norm_matvec_silu_mul(g, v->w, v->u, v->x, v->gw, v->y, v->eps, id);
+    default: return loom_fail(LOOM_UNSUPPORTED, "split: no block builder for %s", loom_op_name(op));
+    }
+}
+
+/* Reads c back as the views its builder was given; false when it is not
+ * laid out the way the builder lays it out. */
+static bool mv_read(const split_state *s, const cut *c, const mv_form *f, mv_views *v)
+{
+    uint32_t n_slots = f->n_mat + 2u + f->norm + f->add + 3u * f->argmax;
+    if (c->nd.n_bindings != n_slots || c->nd.push_size != (f->norm ? 12u : 8u))
+        return false;
+    const loom_binding *b[LOOM_MAX_BINDINGS];
+    for (uint32_t k = 0; k < n_slots; k++)
+        if (!(b[k] = at_slot(c, k)))
+            return false;
+    uint32_t rows = pc_word(c, 0), cols = pc_word(c, 1), k = 0;
+    uint64_t elems = (uint64_t)rows * cols;
+    loom_dtype dt = b[0]->size == elems * 2 ? LOOM_F16 : LOOM_F32;
+    if (rows == 0 || cols == 0 || b[0]->size != elems * loom_dtype_size(dt) ||
+        !builder_kernel(s->g, &c->nd, dt))
+        return false;
+    memset(v, 0, sizeof *v);
+    if (f->norm)
+        memcpy(&v->eps, c->push + 8, 4);
+    v->w = (loom_tensor){ b[k]->buffer, dt, b[k]->offset, rows, cols };
+    k++;
+    if (f->n_mat == 2) {
+        v->u = (loom_tensor){ b[k]->buffer, dt, b[k]->offset, rows, cols };
+        if (b[k++]->size != b[0]->size)
+            return false;
+    }
+    v->x = loom_vec_at(b[k]->buffer, b[k]->offset, cols);
+    if (b[k++]->size != (uint64_t)cols * 4)
+        return false;
+    if (f->norm) {
+        v->gw = loom_vec_at(b[k]->buffer, b[k]->offset, cols);
+        if (b[k++]->size != (uint64_t)cols * 4)
+            return false;
+    }
+    if (f->add) {
+        v->r = loom_vec_at(b[k]->buffer, b[k]->offset, rows);
+        if (b[k++]->size != (uint64_t)rows * 4)
+            return false;
+    }
+    v->y = loom_vec_at(b[k]->buffer, b[k]->offset, rows);
+    if (b[k++]->size != (uint64_t)rows * 4)
+        return false;
+    if (f->argmax) {
+        v->out = (loom_tensor){ b[k]->buffer, LOOM_U32, b[k]->offset, 1, 1 };
+        if (b[k]->size != 4)
+            return false;
+    }
+    return true;
+}
+
+static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
+{
+    mv_views v;
+    if (!mv_read(s, c, f, &v))
+        return refuse(s, c, "it is not laid out as its op builder lays it out, so it cannot be cut into row blocks");
+    loom_result rc = whole_part(s, c, "x", (uint64_t)v.x.cols * 4);
+    if (!rc && f->norm)
+        rc = whole_part(s, c, "g", (uint64_t)v.gw.cols * 4);
+    if (!rc && f->argmax)
+        rc = whole_part(s, c, "y (read whole by the ARGMAX that follows the blocks)", (uint64_t)v.y.cols * 4);
+    if (rc)
+        return rc;
+    uint32_t rows = v.w.rows;
+    uint64_t row_bytes = (uint64_t)v.w.cols * loom_dtype_size((loom_dtype)v.w.dtype);
+    uint64_t block = block_rows(rows, row_bytes, ROW_ALIGN, s->limit);
+    if (block == 0)
+        return loom_fail(LOOM_LIMIT,
+                         "node %u (%s): a row block of %s is at least %u rows of %" PRIu64 " bytes (binding offsets "
+                         "stay multiples of %u), %" PRIu64 " bytes, above the binding limit of %" PRIu64 " bytes",
+                         c->pos, c->op, f->n_mat == 2 ? "Wg" : "W", ROW_ALIGN, row_bytes, LOOM_BIND_ALIGN,
+                         ROW_ALIGN * row_bytes, s->limit);
+    for (uint64_t r0 = 0; r0 < rows; r0 += block) {
+        uint32_t n = (uint32_t)(rows - r0 < block ? rows - r0 : block);
+        mv_views bv = v;
+        bv.w.offset += r0 * row_bytes;
+        bv.w.rows = n;
+        bv.u.offset += r0 * row_bytes;
+        bv.u.rows = n;
+        bv.y = loom_vec_at(v.y.buffer, v.y.offset + r0 * 4, n);
+        bv.r = loom_vec_at(v.r.buffer, v.r.offset + r0 * 4, n);
+        uint32_t id;
+        if ((rc = build_block(s->g, f->block_op, &bv, &id)))
+            return loom_fail_wrap(rc, "split node %u (%s), rows [%" PRIu64 ", %" PRIu64 ")", c->pos, c->op, r0,
+                                  r0 + n);
+        if ((rc = made(s, c, id)))
+            return rc;
+    }
+    if (!f->argmax)
+        return LOOM_OK;
+    uint32_t id;
+    if ((rc = loom_op_argmax(s->g, v.y, v.out, &id)))
+        return loom_fail_wrap(rc, "split node %u (%s), the ARGMAX after its blocks", c->pos, c->op);
+    return made(s, c, id);
+}
+
+/* ---- EMBED ----------------------------------------------------------------- */
+
+static loom_result cut_embed(split_state *s, const cut *c)
+{
+    const loom_binding *bt = at_slot(c, 0), *bk = at_slot(c, 1), *bo = at_slot(c, 2);
+    uint32_t dim = c->nd.push_size == sizeof(loom_pc_embed) ? pc_word(c, 0) : 0;
+    uint32_t vocab = dim ? pc_word(c, 1) : 0, token_index = dim ? pc_word(c, 2) : 0;
+    uint64_t elems = (uint64_t)vocab * dim;
+    loom_dtype dt = bt && bt->size == elems * 2 ? LOOM_F16 : LOOM_F32;
+    if (c->nd.n_bindings != 3 || !bt || !bk || !bo || elems == 0 || bt->size != elems * loom_dtype_size(dt) ||
+        bo->size != (uint64_t)dim * 4 || bk->offset != 0 || !builder_kernel(s->g, &c->nd, dt))
+        return refuse(s, c, "it is not laid out as loom_op_embed lays it out, so it cannot be cut into row blocks");
+    loom_result rc = whole_part(s, c, "token_buf", bk->size);
+    if (!rc)
+        rc = whole_part(s, c, "out", bo->size);
+    if (rc)
+        return rc;
+    uint64_t row_bytes = (uint64_t)dim * loom_dtype_size(dt);
+    uint64_t align = LOOM_BIND_ALIGN / gcd(row_bytes, LOOM_BIND_ALIGN);
+    uint64_t block = block_rows(vocab, row_bytes, align, s->limit);
+    if (block == 0)
+        return loom_fail(LOOM_LIMIT,
+                         "node %u (%s): a row block of table is at least %" PRIu64 " rows of %" PRIu64
+                         " bytes (binding offsets stay multiples of %u), %" PRIu64
+                         " bytes, above the binding limit of %" PRIu64 " bytes",
+                         c->pos, c->op, align, row_bytes, LOOM_BIND_ALIGN, align * row_bytes, s->limit);
+    loom_tensor out = loom_vec_at(bo->buffer, bo->offset, dim);
+    for (uint64_t first = 0; first < vocab;) {
+        loom_tensor t[LOOM_EMBED_MAX_BLOCKS];
+        uint32_t n = 0;
+        for (uint64_t r0 = first; r0 < vocab && n < LOOM_EMBED_MAX_BLOCKS; r0 += block, n++) {
+            uint32_t rows = (uint32_t)(vocab - r0 < block ? vocab - r0 : block);
+            t[n] = (loom_tensor){ bt->buffer, dt, bt->offset + r0 * row_bytes, rows, dim };
+        }
+        uint32_t id;
+        if ((rc = loom_op_embed_blocks(s->g, t, n, (uint32_t)first, vocab, bk->buffer, token_index, out, &id)))
+            return loom_fail_wrap(rc, "split node %u (%s), tokens from %" PRIu64, c->pos, c->op, first);
+        if ((rc = made(s, c, id)))
+            return rc;
+        first += (uint64_t)n * block;
+    }
+    return LOOM_OK;
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+static loom_result cut_node(split_state *s, uint32_t pos)
+{
+    cut c;
+    const loom_node *nd = loom_graph_node(s->g, pos);
+    c.pos = pos;
+    c.nd = *nd;
+    c.op = loom_op_name((loom_op)nd->op);
+    memcpy(c.b, loom_node_bindings(s->g, nd), (size_t)nd->n_bindings * sizeof c.b[0]);
+    memcpy(c.push, loom_node_push(s->g, nd), nd->push_size);
+    if (nd->fused > sizeof c.caps / sizeof c.caps[0])
+        return loom_fail(LOOM_LIMIT, "node %u (%s) stands for %u captured nodes; the split pass takes at most %zu",
+                         pos, c.op, nd->fused, sizeof c.caps / sizeof c.caps[0]);
+    memcpy(c.caps, loom_node_members(s->g, nd), (size_t)nd->fused * sizeof c.caps[0]);
+    if (c.nd.op == LOOM_OP_EMBED)
+        return cut_embed(s, &c);
+    const mv_form *f = mv_form_of(c.nd.op);
+    if (!f)
+        return refuse(s, &c, "only the matvec forms and EMBED are cut into row blocks");
+    return cut_matvec(s, &c, f);
+}
+
+loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_split: graph is NULL");
+    split_state s = { .g = g, .a = loom_graph_allocator(g), .limit = ctx ? ctx->max_binding_range : 0 };
+    uint32_t n = loom_graph_node_count(g), n_cut = 0;
+    for (uint32_t i = 0; s.limit && i < n; i++)
+        n_cut += over(g, loom_graph_node(g, i), s.limit);
+    if (n_cut == 0)
+        return LOOM_OK;
+    /* Per original node: where its blocks start in s.made, and how many. */
+    uint32_t *first = pass_alloc(s.a, (size_t)n * 2 * sizeof(uint32_t));
+    if (!first)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "split: out of memory for %u nodes", n);
+    uint32_t *count = first + n;
+    loom_graph_clear_schedule(g);
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        first[i] = s.n_made;
+        rc = over(g, loom_graph_node(g, i), s.limit) ? cut_node(&s, i) : LOOM_OK;
+        count[i] = s.n_made - first[i];
+    }
+    uint32_t total = n - n_cut + s.n_made;
+    uint32_t *order = rc ? NULL : pass_alloc(s.a, (size_t)total * sizeof(uint32_t));
+    if (!rc && !order)
+        rc = loom_fail(LOOM_OUT_OF_MEMORY, "split: out of memory for %u nodes", total);
+    if (!rc) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!count[i])
+                order[k++] = i;
+            for (uint32_t j = 0; j < count[i]; j++)
+                order[k++] = s.made[first[i] + j];
+        }
+        rc = loom_graph_permute(g, order, k);
+        pass_free(s.a, order, (size_t)total * sizeof(uint32_t));
+    }
+    pass_free(s.a, first, (size_t)n * 2 * sizeof(uint32_t));
+    pass_free(s.a, s.made, (size_t)s.cap_made * sizeof(uint32_t));
+    if (!rc && ctx)
+        ctx->split_nodes += n_cut;
+    return rc;
+}

@@ -43,9 +43,10 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is neither f32 nor f16", c->wtype);
     if (!(c->eps > 0.0f) || !(c->rope_theta > 0.0f))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: eps and rope_theta must be positive");
-    /* Every matrix must fit one binding. Vulkan guarantees 128 MiB ranges,
-     * most desktop GPUs allow 4 GiB; the runtime checks the device's
-     * maxStorageBufferRange when the program is made and names the node. */
+    /* Each matrix is one buffer of at most 4 GiB (allocations beyond are not
+     * portable). One larger than a binding (maxStorageBufferRange: 128 MiB
+     * guaranteed, 4 GiB on most desktop GPUs) is split into row blocks by
+     * the compiler's split pass. */
     uint64_t big = (uint64_t)c->vocab * c->dim;
     uint64_t mlp = (uint64_t)c->ffn * c->dim;
     if ((big > mlp ? big : mlp) * loom_dtype_size(c->wtype) > UINT32_MAX)
@@ -222,6 +223,7 @@ struct loom_llama {
     loom_llama_config cfg;
     bool chain, keep_logits;
     loom_compile_options opts;
+    uint64_t binding_limit;       /* the runtime's (loom_rt_info.max_binding_range); 0: dry */
     loom_cache *cache;
     bool own_cache;
     loom_rt_buffer **lbuf;        /* n_layers * LB_COUNT */
@@ -431,7 +433,7 @@ static loom_result model_init(loom_llama *m, const loom_llama_desc *desc)
 }
 
 /* The size limit on a matrix in loom_llama_config_check is a property of a
- * device's bindings; a dry run has no device, so it checks everything else:
+ * device's memory; a dry run has no device, so it checks everything else:
  * the same config with the two widths that size the largest matrices made
  * small (a zero stays zero and is still refused). */
 static loom_result dry_config_check(const loom_llama_config *cfg)
@@ -520,6 +522,9 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
     }
     if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = upload(m)))
         goto fail;
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    m->binding_limit = info.max_binding_range;
     *out = m;
     return LOOM_OK;
 fail:
@@ -670,7 +675,12 @@ static loom_result prepare(loom_llama *m)
 {
     loom_plan *plan = NULL;
     bool hit = false;
-    loom_result rc = loom_cache_compile(m->cache, m->graph, &m->opts, &plan, &hit);
+    /* For the device's bindings, as loom_rt_compile does: a matrix or table
+     * larger than one binding is split into row blocks. */
+    loom_compile_options o = m->opts;
+    if (m->binding_limit && (!o.max_binding_range || o.max_binding_range > m->binding_limit))
+        o.max_binding_range = m->binding_limit;
+    loom_result rc = loom_cache_compile(m->cache, m->graph, &o, &plan, &hit);
     if (rc)
         return rc;
     if (hit)

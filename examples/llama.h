@@ -100,7 +100,9 @@ typedef struct loom_llama_desc {
      * GPU instead of the step parameters: no host round trip between steps.
      * The first step's token is written into that buffer by the host. */
     bool chain;
-    /* Compile options (pipeline, window, LOOM_DISABLE_*); NULL: defaults. */
+    /* Compile options (pipeline, window, LOOM_DISABLE_*, max_binding_range);
+     * NULL: defaults. A model on a runtime compiles for the runtime's
+     * binding limit where max_binding_range is 0 or larger. */
     const loom_compile_options *compile;
     /* Shared plan cache; NULL: the model makes its own. */
     loom_cache *cache;
@@ -118,7 +120,8 @@ void loom_llama_destroy(loom_llama *m);
 /* A model with no device and no weights: buffers are placeholders of the
  * sizes real weights would have, so the step graph can be captured and
  * compiled (ir, passes, compiler only) to see its plan. The config is
- * checked except for the per-binding matrix-size limit, a device property.
+ * checked except for the matrix-size limit, a device property; the binding
+ * limit comes from desc->compile (max_binding_range; 0: none).
  * Capture, compile and the plan figures work on it; submit does not. */
 loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out);
 

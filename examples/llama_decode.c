@@ -10,6 +10,9 @@
  *   --dry-run    capture and compile only, no Vulkan device: plan figures
  *   --json       one JSON object on the last line of stdout
  *   --profile    GPU time of the last step by op kind (a timestamp per node)
+ *   --max-binding-range BYTES   compile for bindings of at most BYTES (the
+ *                device's, or smaller to force row-block splitting; dry run:
+ *                no limit unless given here or in LOOM_MAX_BINDING_RANGE)
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -26,6 +29,7 @@
 typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
+    uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
     bool check, json, bench, dry_run, quiet, steps_set, profile;
     const char *device, *model, *prompt_ids;
 } opts;
@@ -43,6 +47,9 @@ static void usage(FILE *f)
             "  --dry-run             capture and compile only (no device): plan figures\n"
             "  --json                one JSON object on the last line of stdout\n"
             "  --in-flight K         steps in flight (default 3)\n"
+            "  --max-binding-range BYTES  bytes one binding may cover (default: the device's\n"
+            "                        maxStorageBufferRange, or LOOM_MAX_BINDING_RANGE; a dry run has\n"
+            "                        no limit unless given): larger weights are split into row blocks\n"
             "  --no-fuse --no-reorder --barrier-every --no-cache   ablations\n"
             "  --model FILE.gguf --prompt-ids 1,2,3   GGUF weights (not built in yet)\n"
             "  --profile             GPU time of the last step by op kind (a timestamp per node)\n"
@@ -57,6 +64,16 @@ static bool parse_u32(const char *s, uint32_t *out)
     if (!*s || *end || *s == '-' || v > 0xffffffffull)
         return false;
     *out = (uint32_t)v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end)
+        return false;
+    *out = v;
     return true;
 }
 
@@ -126,6 +143,9 @@ static int parse(int argc, char **argv, opts *o)
             if (!parse_u32(v, &o->in_flight) || o->in_flight == 0 || o->in_flight >= LOOM_LLAMA_RING ||
                 o->in_flight > 16)
                 return bad("--in-flight needs 1..16, got", v);
+        } else if (!strcmp(a, "--max-binding-range")) {
+            if (!parse_u64(v, &o->max_binding_range) || o->max_binding_range == 0)
+                return bad("--max-binding-range needs a byte count above 0, got", v);
         } else if (!strcmp(a, "--device")) {
             o->device = v;
         } else if (!strcmp(a, "--model")) {
@@ -166,10 +186,13 @@ static void print_header(const opts *o, const char *device)
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "");
 }
 
-static void print_figures(const loom_llama_figures *f)
+static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
 {
     printf("plan: %u captured nodes -> %u dispatches in %u groups, %u fused chains\n", f->captured_nodes,
            f->dispatches, f->groups, f->fused_chains);
+    if (binding_limit)
+        printf("binding limit: %llu bytes; %u nodes split into row blocks\n", (unsigned long long)binding_limit,
+               f->split_nodes);
     printf("barriers: %u per token (lower bound %u), %.2f levels per layer\n", f->barriers, f->barrier_lower_bound,
            f->levels_per_layer);
     printf("weights read per token: %.1f MB; arena: %.2f MB packed of %.2f MB\n", f->weight_bytes / 1e6,
@@ -205,6 +228,7 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
+    loom_str_printf(&s, ",\"split_nodes\":%u", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,
@@ -272,17 +296,32 @@ static loom_result print_profile(loom_rt *rt, loom_llama *m)
     return rc;
 }
 
+/* The dry run's binding limit: --max-binding-range, else the variable a
+ * runtime would read, else none (no device to ask). */
+static bool dry_binding_limit(const opts *o, uint64_t *out)
+{
+    const char *env = getenv("LOOM_MAX_BINDING_RANGE");
+    *out = o->max_binding_range;
+    if (!*out && env && *env && !parse_u64(env, out)) {
+        fprintf(stderr, "llama-decode: LOOM_MAX_BINDING_RANGE '%s' is not a byte count\n", env);
+        return false;
+    }
+    return true;
+}
+
 static int dry_run(const opts *o)
 {
     loom_llama_figures f;
     loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE };
+    if (!dry_binding_limit(o, &co.max_binding_range))
+        return 2;
     loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, &f);
     if (rc) {
         fprintf(stderr, "llama-decode: dry run: %s: %s\n", loom_result_str(rc), loom_last_error());
         return 1;
     }
     print_header(o, "no device (dry run)");
-    print_figures(&f);
+    print_figures(&f, co.max_binding_range);
     if (o->json)
         print_json(o, "none", &f, NULL, 0, NULL);
     return 0;
@@ -334,7 +373,10 @@ static int run(opts *o, loom_rt *rt, const char *device)
         goto out;
     if ((rc = loom_llama_figures_of(loom_llama_plan(m), c->n_layers, &f)))
         goto out;
-    print_figures(&f);
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    print_figures(&f, info.max_binding_range < info.max_storage_buffer_range || f.split_nodes
+                          ? info.max_binding_range : 0);
     printf("tokens:");
     for (uint32_t i = 0; i < r.steps; i++)
         printf(" %u", tokens[i]);
@@ -380,7 +422,8 @@ int main(int argc, char **argv)
     if (o.dry_run)
         return dry_run(&o);
     loom_rt *rt = NULL;
-    loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile };
+    loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile,
+                       .max_binding_range = o.max_binding_range };
     loom_result rc = loom_rt_create(&d, &rt);
     if (rc) {
         fprintf(stderr, "llama-decode: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());

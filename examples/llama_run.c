@@ -133,6 +133,7 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
     out->barriers = st->barriers;
     out->barrier_lower_bound = st->barrier_lower_bound;
     out->fused_chains = st->fused_chains;
+    out->split_nodes = st->split_nodes;
     out->arena_bytes = st->arena_bytes;
     out->scratch_bytes = st->scratch_bytes;
     uint32_t nb = loom_graph_buffer_count(g), nn = loom_graph_node_count(g);
@@ -154,16 +155,21 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
             int l = layer_of(loom_graph_buffer_name(g, b[j].buffer));
             if (l > layer)
                 layer = l;
-            if (n->op == LOOM_OP_EMBED && j == 0)
+            if (n->op == LOOM_OP_EMBED && j + 2 < n->n_bindings)   /* table slots: all but token and out */
                 embed_only[b[j].buffer] = true;
             else
                 other_use[b[j].buffer] = true;
         }
-        if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size >= sizeof(loom_pc_embed)) {
+        /* One row a step, also when the split pass spread the table over
+         * several EMBED nodes (counted at the one holding token 0). */
+        if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size == sizeof(loom_pc_embed)) {
             loom_pc_embed pc;
             memcpy(&pc, loom_node_push(g, n), sizeof pc);
-            uint64_t table = loom_graph_buffer(g, b[0].buffer)->size;
-            embed_rows += pc.vocab ? table / pc.vocab : 0;
+            embed_rows += pc.vocab ? b[0].size / pc.vocab : 0;
+        } else if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size == sizeof(loom_pc_embed_blocks)) {
+            loom_pc_embed_blocks pc;
+            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+            embed_rows += pc.block_rows && pc.first == 0 ? b[0].size / pc.block_rows : 0;
         }
         /* The same rule the runtime records by. */
         bool barrier = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
@@ -214,10 +220,17 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
     if (!rt || chunk == 0)
         return loom_fail(LOOM_INVALID_ARGUMENT, "copy bandwidth: no runtime, or %llu bytes is too few",
                          (unsigned long long)bytes);
+    /* More, smaller chunks where a chunk would not fit one binding. */
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    uint64_t most = info.max_binding_range / LOOM_BIND_ALIGN * LOOM_BIND_ALIGN;
+    if (most && chunk > most)
+        chunk = most;
+    uint32_t n_chunks = (uint32_t)(bytes / chunk < COPY_CHUNKS ? COPY_CHUNKS : bytes / chunk);
     loom_rt_buffer *src = NULL, *dst = NULL;
     loom_graph *g = NULL;
     loom_rt_program *p = NULL;
-    uint64_t total = chunk * COPY_CHUNKS;
+    uint64_t total = chunk * n_chunks;
     loom_result rc = loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = "copy_src", .size = total }, &src);
     if (!rc)
         rc = loom_rt_buffer_create(rt, &(loom_rt_buffer_desc){ .name = "copy_dst", .size = total }, &dst);
@@ -233,7 +246,7 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
     uint32_t words = (uint32_t)(chunk / 4);
     /* Disjoint chunks: no hazards, so the compiled plan runs them as one
      * group with no barrier between. */
-    for (uint32_t i = 0; i < COPY_CHUNKS && !rc; i++)
+    for (uint32_t i = 0; i < n_chunks && !rc; i++)
         rc = loom_op_copy(g, (loom_tensor){ s, LOOM_U32, chunk * i, 1, words },
                           (loom_tensor){ d, LOOM_U32, chunk * i, 1, words }, NULL);
     loom_plan *plan = NULL;

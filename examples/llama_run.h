@@ -42,6 +42,7 @@ extern const char loom_llama_args_help[];
 
 typedef struct loom_llama_figures {
     uint32_t captured_nodes, dispatches, groups, barriers, barrier_lower_bound, fused_chains;
+    uint32_t split_nodes;    /* nodes cut into row blocks for the binding limit */
     /* Barriers recorded before nodes that touch a layer's buffers, divided
      * by the number of layers: the dependency levels of one layer. */
     double levels_per_layer;
@@ -59,7 +60,8 @@ loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_comp
 /* ---- copy bandwidth ------------------------------------------------------- */
 
 /* Device copy bandwidth in GB/s (bytes read + written) with the built-in
- * copy kernel: `bytes` copied per replay in 8 disjoint chunks, replayed back
+ * copy kernel: `bytes` copied per replay in 8 disjoint chunks (more where
+ * one would exceed the runtime's binding limit), replayed back
  * to back for at least min_seconds (at least 3 replays) after one warm-up;
  * timed from GPU timestamps when the runtime has them, else host-timed. */
 loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds, double *gbps);

@@ -399,7 +399,8 @@ static loom_result create_device(loom_rt *rt)
 /* ---- create / destroy --------------------------------------------------- */
 
 /* The binding limit in force: the device's, or less when asked (the desc,
- * else $LOOM_MAX_BINDING_RANGE), so tests can make small devices. */
+ * else $LOOM_MAX_BINDING_RANGE, where 0 means the device's), so tests can
+ * make small devices. */
 static loom_result binding_limit(loom_rt *rt, uint64_t want)
 {
     uint64_t dev = rt->props.limits.maxStorageBufferRange;
@@ -407,8 +408,8 @@ static loom_result binding_limit(loom_rt *rt, uint64_t want)
     if (!want && env && *env) {
         char *end;
         unsigned long long v = strtoull(env, &end, 10);
-        if (*end || v == 0 || env[0] < '0' || env[0] > '9')
-            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_MAX_BINDING_RANGE '%s' is not a byte count above 0", env);
+        if (*end || env[0] < '0' || env[0] > '9')
+            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_MAX_BINDING_RANGE '%s' is not a byte count", env);
         want = v;
     }
     rt->max_binding_range = want && want < dev ? want : dev;

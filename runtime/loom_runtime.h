@@ -54,8 +54,8 @@ typedef struct loom_rt_desc {
     bool timestamps;
     /* Bytes one binding may cover: the device's maxStorageBufferRange, or
      * less to force row-block splitting (tests); above the device's it is
-     * the device's. 0: $LOOM_MAX_BINDING_RANGE (decimal bytes), else the
-     * device's. loom_rt_compile compiles for it; programs refuse bindings
+     * the device's. 0: $LOOM_MAX_BINDING_RANGE (decimal bytes; 0 or unset:
+     * the device's). loom_rt_compile compiles for it; programs refuse bindings
      * above it. */
     uint64_t max_binding_range;
 } loom_rt_desc;

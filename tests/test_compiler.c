@@ -1,8 +1,9 @@
 /* Compiler and plan cache: plans, keys, hits and misses, forced collisions,
- * LRU order and eviction that skips busy plans. */
+ * LRU order and eviction that skips busy plans, the binding limit. */
 #include <check.h>
 #include <stdlib.h>
 #include "loom_compiler.h"
+#include "loom_ops.h"
 
 static loom_graph *make(uint64_t size, uint32_t n)
 {
@@ -187,12 +188,56 @@ START_TEST(test_cache_disabled)
 }
 END_TEST
 
+/* The binding limit is part of the key, changes the plan where a binding
+ * exceeds it (split nodes in the stats), and one too small for a row block
+ * fails the compile with LOOM_LIMIT and no plan. */
+START_TEST(test_binding_limit)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t w, x, y;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = 300 * 64 * 4, .usage = LOOM_USAGE_WEIGHT },
+                                           &w), LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = 64 * 4, .usage = LOOM_USAGE_INPUT }, &x),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = 300 * 4, .usage = LOOM_USAGE_OUTPUT }, &y),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(g, loom_mat(w, LOOM_F32, 300, 64), loom_vec(x, 64), loom_vec(y, 300), NULL),
+                     LOOM_OK);
+    loom_cache *c;
+    ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
+    loom_plan *whole, *split, *again;
+    bool hit;
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &whole, &hit), LOOM_OK);
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .max_binding_range = 16384 }, &split, &hit),
+                     LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(loom_plan_key(whole).lo != loom_plan_key(split).lo || loom_plan_key(whole).hi != loom_plan_key(split).hi);
+    ck_assert_uint_eq(loom_plan_get_stats(whole)->split_nodes, 0);
+    ck_assert_uint_eq(loom_plan_get_stats(whole)->dispatches, 1);
+    ck_assert_uint_eq(loom_plan_get_stats(split)->split_nodes, 1);
+    ck_assert_uint_eq(loom_plan_get_stats(split)->dispatches, 5);   /* 64-row blocks of 16 KiB */
+    ck_assert_uint_eq(loom_plan_get_stats(split)->barriers, 0);     /* disjoint rows: one group */
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .max_binding_range = 16384 }, &again, &hit),
+                     LOOM_OK);
+    ck_assert(hit);
+    ck_assert_ptr_eq(again, split);
+    loom_plan *none = (loom_plan *)1;
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .max_binding_range = 16383 }, &none), LOOM_LIMIT);
+    ck_assert_ptr_null(none);
+    loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
+    loom_cache_destroy(c);
+    loom_graph_destroy(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compiler");
     TCase *tc = tcase_create("compile");
     tcase_add_test(tc, test_compile_stats);
     tcase_add_test(tc, test_attachment);
+    tcase_add_test(tc, test_binding_limit);
     suite_add_tcase(s, tc);
     tc = tcase_create("cache");
     tcase_add_test(tc, test_cache_hit_miss);

@@ -1,6 +1,6 @@
 /* Unit tests of the passes on small hand-made graphs: the manager, reorder
- * groups, barrier placement and reasons, buffer classes and packing, and the
- * legality of every fusion rule. */
+ * groups, barrier placement and reasons, buffer classes and packing, the
+ * legality of every fusion rule, and the row blocks of the split pass. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -666,6 +666,311 @@ START_TEST(test_fuse_input_written_by_chain)
 }
 END_TEST
 
+/* ---- split ---------------------------------------------------------------- */
+
+/* The matvec forms a frontend may capture, as their builders make them. */
+static const loom_op split_forms[] = {
+    LOOM_OP_MATVEC, LOOM_OP_MATVEC_ADD, LOOM_OP_MATVEC_SILU_MUL, LOOM_OP_RMS_NORM_MATVEC,
+    LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, LOOM_OP_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
+};
+
+typedef struct mv_bufs { uint32_t w, u, x, g, r, y, out; } mv_bufs;
+
+/* Captures op over rows x cols weights of dtype dt (in-place residual for
+ * MATVEC_ADD, as a decoder layer does). W and U share one buffer, U after W
+ * at an offset that is a multiple of the binding alignment. */
+static mv_bufs capture_form(loom_op op, loom_dtype dt, uint32_t rows, uint32_t cols)
+{
+    uint64_t wb = (uint64_t)rows * cols * loom_dtype_size(dt), ub = (wb + 255) / 256 * 256;
+    mv_bufs b = { .w = buf(ub + wb, LOOM_USAGE_WEIGHT), .x = buf(cols * 4ull, LOOM_USAGE_INPUT),
+                  .g = buf(cols * 4ull, LOOM_USAGE_WEIGHT), .r = buf(rows * 4ull, LOOM_USAGE_STATE),
+                  .y = buf(rows * 4ull, LOOM_USAGE_OUTPUT), .out = buf(4, LOOM_USAGE_OUTPUT) };
+    b.u = b.w;
+    loom_tensor W = loom_mat(b.w, dt, rows, cols), U = W, x = loom_vec(b.x, cols), g = loom_vec(b.g, cols);
+    loom_tensor y = loom_vec(b.y, rows), r = loom_vec(b.r, rows), out = { b.out, LOOM_U32, 0, 1, 1 };
+    U.offset = ub;
+    loom_result rc;
+    switch (op) {
+    case LOOM_OP_MATVEC: rc = loom_op_matvec(G, W, x, y, NULL); break;
+    case LOOM_OP_MATVEC_ADD: rc = loom_op_matvec_add(G, W, x, r, r, NULL); break;
+    case LOOM_OP_MATVEC_SILU_MUL: rc = loom_op_matvec_silu_mul(G, W, U, x, y, NULL); break;
+    case LOOM_OP_RMS_NORM_MATVEC: rc = loom_op_rms_norm_matvec(G, W, x, g, y, 1e-5f, NULL); break;
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL: rc = loom_op_rms_norm_matvec_silu_mul(G, W, U, x, g, y, 1e-5f, NULL); break;
+    case LOOM_OP_MATVEC_ARGMAX: rc = loom_op_matvec_argmax(G, W, x, y, out, NULL); break;
+    default: rc = loom_op_rms_norm_matvec_argmax(G, W, x, g, y, out, 1e-5f, NULL); break;
+    }
+    ck_assert_int_eq(rc, LOOM_OK);
+    return b;
+}
+
+static loom_result run_split(uint64_t limit, uint32_t *split_nodes)
+{
+    loom_pass_ctx ctx = { .max_binding_range = limit };
+    loom_result rc = loom_pass_split(G, &ctx);
+    if (split_nodes)
+        *split_nodes = ctx.split_nodes;
+    return rc;
+}
+
+/* Bytes [lo, hi) of buffer id that the nodes in [from, to) read (dir 0) or
+ * write (dir 1) must tile it: no gap, no overlap, each range inside a
+ * binding at most limit bytes long. Returns the number of ranges. */
+static uint32_t expect_tiled(uint32_t from, uint32_t to, int dir, uint32_t id, uint64_t lo, uint64_t hi)
+{
+    uint64_t at = lo;
+    uint32_t n = 0;
+    for (bool found = true; found && at < hi;) {
+        found = false;
+        for (uint32_t i = from; i < to && !found; i++) {
+            const loom_node *nd = loom_graph_node(G, i);
+            const loom_range *r = dir ? loom_node_writes(G, nd) : loom_node_reads(G, nd);
+            for (uint32_t k = 0; k < (dir ? nd->n_writes : nd->n_reads) && !found; k++)
+                if (r[k].buffer == id && r[k].offset == at) {
+                    at += r[k].size;
+                    found = true;
+                    n++;
+                }
+        }
+    }
+    ck_assert_uint_eq(at, hi);
+    return n;
+}
+
+/* Every binding of every node fits the limit and starts on the alignment
+ * every device accepts; every split node stands for captured node cap. */
+static void expect_bindings_fit(uint64_t limit, uint32_t cap)
+{
+    for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+        const loom_node *nd = loom_graph_node(G, i);
+        const loom_binding *b = loom_node_bindings(G, nd);
+        for (uint32_t k = 0; k < nd->n_bindings; k++) {
+            ck_assert_uint_le(b[k].size, limit);
+            ck_assert_uint_eq(b[k].offset % LOOM_BIND_ALIGN, 0);
+        }
+        ck_assert(nd->flags & LOOM_NODE_SPLIT);
+        ck_assert_uint_eq(nd->capture_index, cap);
+        ck_assert_uint_eq(nd->fused, 1);
+    }
+}
+
+/* No limit, or one no binding reaches: the graph is left exactly as it was. */
+START_TEST(test_split_nothing_to_do)
+{
+    capture_form(LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_F16, 300, 64);
+    loom_hash before, after;
+    ck_assert_int_eq(loom_graph_hash(G, &before), LOOM_OK);
+    uint32_t cut = 9;
+    ck_assert_int_eq(run_split(0, &cut), LOOM_OK);
+    ck_assert_uint_eq(cut, 0);
+    ck_assert_int_eq(run_split(300 * 64 * 2, &cut), LOOM_OK);   /* W exactly at the limit */
+    ck_assert_uint_eq(cut, 0);
+    ck_assert_int_eq(loom_graph_hash(G, &after), LOOM_OK);
+    ck_assert(before.lo == after.lo && before.hi == after.hi);
+    ck_assert_uint_eq(loom_graph_node(G, 0)->flags, 0);
+}
+END_TEST
+
+/* Every matvec form, both dtypes, a vector and a scalar row length: blocks
+ * of whole 64-row multiples tile W (and Wu), y (and r) exactly, read x and g
+ * whole, fit the limit, and an argmax form ends with one ARGMAX over all
+ * of y. */
+START_TEST(test_split_matvec_forms)
+{
+    static const uint32_t cols_of[] = { 64, 40 };
+    for (size_t f = 0; f < sizeof split_forms / sizeof split_forms[0]; f++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int c = 0; c < 2; c++) {
+                loom_graph_reset(G);
+                loom_op op = split_forms[f];
+                loom_dtype t = dt ? LOOM_F16 : LOOM_F32;
+                uint32_t rows = 300, cols = cols_of[c];
+                uint64_t row_bytes = (uint64_t)cols * loom_dtype_size(t), limit = 20000;
+                mv_bufs b = capture_form(op, t, rows, cols);
+                uint32_t cut = 0;
+                loom_result rc = run_split(limit, &cut);
+                ck_assert_msg(rc == LOOM_OK, "%s: %s", loom_op_name(op), loom_last_error());
+                ck_assert_uint_eq(cut, 1);
+                ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+                expect_bindings_fit(limit, 0);
+                bool argmax = op == LOOM_OP_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX;
+                uint32_t n = loom_graph_node_count(G), blocks = n - argmax;
+                /* The most whole 64-row multiples the limit holds, balanced. */
+                uint64_t most = limit / row_bytes / 64 * 64, k = (rows + most - 1) / most;
+                ck_assert_uint_eq(blocks, k);
+                ck_assert_uint_eq(expect_tiled(0, blocks, 0, b.w, 0, rows * row_bytes), k);
+                if (op == LOOM_OP_MATVEC_SILU_MUL || op == LOOM_OP_RMS_NORM_MATVEC_SILU_MUL) {
+                    uint64_t ub = (rows * row_bytes + 255) / 256 * 256;
+                    ck_assert_uint_eq(expect_tiled(0, blocks, 0, b.w, ub, ub + rows * row_bytes), k);
+                }
+                uint32_t yb = op == LOOM_OP_MATVEC_ADD ? b.r : b.y;
+                ck_assert_uint_eq(expect_tiled(0, blocks, 1, yb, 0, rows * 4ull), k);
+                if (op == LOOM_OP_MATVEC_ADD)
+                    ck_assert_uint_eq(expect_tiled(0, blocks, 0, b.r, 0, rows * 4ull), k);
+                for (uint32_t i = 0; i < blocks; i++) {
+                    const loom_node *nd = loom_graph_node(G, i);
+                    ck_assert_uint_eq(nd->op, argmax ? (op == LOOM_OP_MATVEC_ARGMAX ? LOOM_OP_MATVEC
+                                                                                   : LOOM_OP_RMS_NORM_MATVEC)
+                                                     : op);
+                    ck_assert_uint_eq(expect_tiled(i, i + 1, 0, b.x, 0, cols * 4ull), 1);
+                }
+                if (argmax) {
+                    const loom_node *am = loom_graph_node(G, n - 1);
+                    ck_assert_uint_eq(am->op, LOOM_OP_ARGMAX);
+                    ck_assert_uint_eq(expect_tiled(n - 1, n, 0, b.y, 0, rows * 4ull), 1);
+                    ck_assert_uint_eq(expect_tiled(n - 1, n, 1, b.out, 0, 4), 1);
+                }
+            }
+}
+END_TEST
+
+/* EMBED: the table's row blocks tile it, seven at most to a node; nodes
+ * cover consecutive token ranges [first, first + vocab) of the whole table;
+ * each node reads every distinct block once. A row length that is not a
+ * divisor of 256 bytes puts block starts on multiples of several rows. */
+START_TEST(test_split_embed)
+{
+    static const struct { loom_dtype t; uint32_t vocab, dim; uint64_t limit; uint32_t nodes; } cases[] = {
+        { LOOM_F32, 1000, 64, 16384, 3 },   /* 256-byte rows: 63-row blocks, 16 of them */
+        { LOOM_F16, 300, 128, 16384, 1 },   /* 5 blocks of 64 rows */
+        { LOOM_F16, 1000, 66, 16384, 3 },   /* 132-byte rows: blocks of 64-row multiples */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        loom_graph_reset(G);
+        uint32_t vocab = cases[c].vocab, dim = cases[c].dim;
+        uint64_t bytes = (uint64_t)vocab * dim * loom_dtype_size(cases[c].t);
+        uint32_t table = buf(bytes, LOOM_USAGE_WEIGHT), tok = buf(16, LOOM_USAGE_INPUT), out = buf(dim * 4, 0);
+        ck_assert_int_eq(loom_op_embed(G, loom_mat(table, cases[c].t, vocab, dim), tok, 2, loom_vec(out, dim), NULL),
+                         LOOM_OK);
+        uint32_t cut = 0;
+        ck_assert_int_eq(run_split(cases[c].limit, &cut), LOOM_OK);
+        ck_assert_uint_eq(cut, 1);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        expect_bindings_fit(cases[c].limit, 0);
+        uint32_t n = loom_graph_node_count(G);
+        ck_assert_uint_eq(n, cases[c].nodes);
+        expect_tiled(0, n, 0, table, 0, bytes);
+        uint32_t next = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const loom_node *nd = loom_graph_node(G, i);
+            ck_assert_uint_eq(nd->op, LOOM_OP_EMBED);
+            ck_assert_uint_eq(nd->push_size, sizeof(loom_pc_embed_blocks));
+            loom_pc_embed_blocks pc;
+            memcpy(&pc, loom_node_push(G, nd), sizeof pc);
+            ck_assert_uint_eq(pc.first, next);
+            ck_assert_uint_eq(pc.total, vocab);
+            ck_assert_uint_eq(pc.dim, dim);
+            ck_assert_uint_eq(pc.token_index, 2);
+            ck_assert_uint_le(nd->n_reads, LOOM_MAX_RANGES);
+            next += pc.vocab;
+            expect_tiled(i, i + 1, 1, out, 0, dim * 4ull);
+            expect_tiled(i, i + 1, 0, tok, 0, 16);
+        }
+        ck_assert_uint_eq(next, vocab);
+    }
+}
+END_TEST
+
+/* What cannot be cut is LOOM_LIMIT, never a plan with an oversized binding:
+ * a limit below one aligned row block, x or the logits above the limit, an
+ * op the pass does not cut, an EMBED output above the limit. */
+START_TEST(test_split_refused)
+{
+    /* 64 rows of 256 bytes is the smallest block: 16 KiB. */
+    capture_form(LOOM_OP_MATVEC, LOOM_F32, 300, 64);
+    ck_assert_int_eq(run_split(16383, NULL), LOOM_LIMIT);
+    loom_graph_reset(G);
+    capture_form(LOOM_OP_MATVEC, LOOM_F32, 300, 64);
+    ck_assert_int_eq(run_split(16384, NULL), LOOM_OK);
+
+    loom_graph_reset(G);   /* x is 4 KiB, W's row block 2 KiB */
+    capture_form(LOOM_OP_MATVEC, LOOM_F16, 64, 1024);
+    ck_assert_int_eq(run_split(4095, NULL), LOOM_LIMIT);
+
+    loom_graph_reset(G);   /* the logits the ARGMAX reads whole */
+    capture_form(LOOM_OP_MATVEC_ARGMAX, LOOM_F16, 8192, 2);
+    ck_assert_int_eq(run_split(32767, NULL), LOOM_LIMIT);
+
+    loom_graph_reset(G);
+    uint32_t a = buf(65536, LOOM_USAGE_INPUT), y = buf(65536, LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_add(G, loom_vec(a, 16384), loom_vec(a, 16384), loom_vec(y, 16384), NULL), LOOM_OK);
+    ck_assert_int_eq(run_split(32768, NULL), LOOM_LIMIT);
+
+    loom_graph_reset(G);
+    uint32_t t = buf(1000 * 2048 * 4ull, LOOM_USAGE_WEIGHT), k = buf(4, LOOM_USAGE_INPUT), o = buf(8192, 0);
+    ck_assert_int_eq(loom_op_embed(G, loom_mat(t, LOOM_F32, 1000, 2048), k, 0, loom_vec(o, 2048), NULL), LOOM_OK);
+    ck_assert_int_eq(run_split(8191, NULL), LOOM_LIMIT);   /* out is 8 KiB */
+    ck_assert_int_eq(run_split(8192, NULL), LOOM_OK);      /* one 8 KiB row a block, 143 nodes of 7 */
+    ck_assert_uint_eq(loom_graph_node_count(G), 143);
+}
+END_TEST
+
+/* With a weight above the limit, the q/k/v chain is not fused into the one
+ * node split could not cut; its matvecs are split instead. */
+START_TEST(test_split_fuse_guard)
+{
+    for (int limited = 0; limited < 2; limited++) {
+        loom_graph_reset(G);
+        const uint32_t dim = 64, hd = 32, nh = 4, nkv = 2, qd = nh * hd, kvd = nkv * hd, seq = 4;
+        uint32_t x = buf(dim * 4, LOOM_USAGE_INPUT), gw = buf(dim * 4, LOOM_USAGE_WEIGHT);
+        uint32_t t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
+        uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
+        uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
+        uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
+        uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wk, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(k, kvd),
+                                        NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wv, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(v, kvd),
+                                        NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
+                                           loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+        /* Wq is 16 KiB, Wk and Wv 8 KiB: an 8 KiB limit cuts Wq in two. */
+        loom_pass_ctx ctx = { .max_binding_range = limited ? 8192 : 0 };
+        ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+        bool qkv = false;
+        for (uint32_t i = 0; i < loom_graph_node_count(G); i++)
+            qkv |= loom_graph_node(G, i)->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+        ck_assert(qkv == !limited);
+        ck_assert_uint_eq(ctx.split_nodes, limited ? 1 : 0);
+    }
+}
+END_TEST
+
+/* A split plan's JSON reads back: several nodes standing for one captured
+ * node are allowed only when they carry LOOM_NODE_SPLIT. */
+START_TEST(test_split_json_round_trip)
+{
+    capture_form(LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_F16, 300, 64);
+    ck_assert_int_eq(run_split(16384, NULL), LOOM_OK);
+    loom_str s;
+    loom_str_init(&s, NULL);
+    ck_assert_int_eq(loom_graph_dump(G, LOOM_FORMAT_JSON, &s), LOOM_OK);
+    loom_graph *back = NULL;
+    loom_result rc = loom_graph_parse_json(s.data, s.len, NULL, &back);
+    ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    ck_assert_uint_eq(loom_graph_node_count(back), loom_graph_node_count(G));
+    loom_hash a, b;
+    ck_assert_int_eq(loom_graph_hash(G, &a), LOOM_OK);
+    ck_assert_int_eq(loom_graph_hash(back, &b), LOOM_OK);
+    ck_assert(a.lo == b.lo && a.hi == b.hi);
+    loom_graph_destroy(back);
+    /* The same text without the flags claims captured node 0 six times. */
+    uint32_t flags = 0;
+    for (char *f = strstr(s.data, "\"flags\": 1"); f; f = strstr(f + 1, "\"flags\": 1"), flags++)
+        f[9] = '0';
+    ck_assert_uint_eq(flags, loom_graph_node_count(G));
+    ck_assert_int_eq(loom_graph_parse_json(s.data, s.len, NULL, &back), LOOM_PARSE);
+    loom_str_free(&s);
+}
+END_TEST
+
 Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
@@ -681,6 +986,8 @@ Suite *passes_suite(void)
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
+        { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
+                     test_split_fuse_guard, test_split_json_round_trip } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -23,6 +23,15 @@ if(TARGET llama-decode)
     decode_test(decode_check_${flag} ${check} --${flag})
     decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
   endforeach()
+  # Weights larger than one binding: a forced small limit splits the LM
+  # head, the embedding and the projections into row blocks; the reference
+  # still agrees on every step, and the tokens are those of the unsplit run.
+  decode_test(decode_check_split ${check} --ffn 256)
+  decode_test(decode_check_split_f16 ${check} --f16 --in-flight 1)
+  set_tests_properties(decode_check_split PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=65536")
+  set_tests_properties(decode_check_split_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  decode_test(decode_split_tokens ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_split.cmake)
   # No device needed: no validation environment, no lock.
   add_test(NAME decode_dry_run_1b COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run.cmake)

@@ -879,34 +879,38 @@ static bool parse_members(jp *p, loom_graph *g, uint32_t id, uint32_t obj, uint3
     return graph_call(p, arr, loom_graph_set_members(g, id, caps, k));
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
 /* No captured node is claimed twice (by two capture indices or members),
- * except by the row blocks the split pass cut one node into. */
+ * except by the row blocks the split pass cut one node into: every claim is
+ * (capture index << 1 | split flag), so after sorting a repeat is allowed
+ * only between two split nodes. */
 static bool check_captures(jp *p, const loom_graph *g, uint32_t nodes_arr)
 {
     uint32_t n = loom_graph_node_count(g), total = 0;
     for (uint32_t i = 0; i < n; i++)
         total += loom_graph_node(g, i)->fused;
-    uint32_t *all = p->al->realloc(p->al->user, NULL, 0, (size_t)total * sizeof(uint32_t) + 1), k = 0;
+    size_t bytes = (size_t)total * sizeof(uint64_t) + 1;
+    uint64_t *all = p->al->realloc(p->al->user, NULL, 0, bytes);
+    uint32_t k = 0;
     if (!all)
         return jfail(p, LOOM_OUT_OF_MEMORY, J(p, nodes_arr)->line, J(p, nodes_arr)->col, "out of memory"), false;
     for (uint32_t i = 0; i < n; i++) {
         const loom_node *nd = loom_graph_node(g, i);
         const uint32_t *m = loom_node_members(g, nd);
-        for (uint32_t j = 0; j < nd->fused && !(nd->flags & LOOM_NODE_SPLIT); j++)
-            all[k++] = m[j];
+        for (uint32_t j = 0; j < nd->fused; j++)
+            all[k++] = (uint64_t)m[j] << 1 | ((nd->flags & LOOM_NODE_SPLIT) != 0);
     }
-    qsort(all, k, sizeof *all, cmp_u32);
+    qsort(all, k, sizeof *all, cmp_u64);
     uint32_t dup = LOOM_NONE;
     for (uint32_t i = 1; i < k && dup == LOOM_NONE; i++)
-        if (all[i] == all[i - 1])
-            dup = all[i];
-    p->al->realloc(p->al->user, all, (size_t)total * sizeof(uint32_t) + 1, 0);
+        if (all[i] >> 1 == all[i - 1] >> 1 && !(all[i] & all[i - 1] & 1))
+            dup = (uint32_t)(all[i] >> 1);
+    p->al->realloc(p->al->user, all, bytes, 0);
     if (dup != LOOM_NONE)
         return AT(p, J(p, nodes_arr), "captured node %u is claimed by two nodes (capture_index or members)", dup),
                false;

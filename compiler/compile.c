@@ -41,6 +41,25 @@ loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **bu
     return LOOM_OK;
 }
 
+/* With a binding limit, no binding of the plan may exceed it: a pipeline
+ * without the split pass says so here rather than at program creation. */
+static loom_result check_limit(const loom_graph *g, uint64_t limit)
+{
+    for (uint32_t i = 0; limit && i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_binding *b = loom_node_bindings(g, n);
+        for (uint32_t k = 0; k < n->n_bindings; k++)
+            if (b[k].size > limit)
+                return loom_fail(LOOM_LIMIT,
+                                 "node %u (%s): binding slot %u on buffer %u '%s' is %llu bytes, above "
+                                 "max_binding_range %llu, and the pipeline has no 'split' pass to cut it",
+                                 i, loom_op_name((loom_op)n->op), b[k].slot, b[k].buffer,
+                                 loom_graph_buffer_name(g, b[k].buffer), (unsigned long long)b[k].size,
+                                 (unsigned long long)limit);
+    }
+    return LOOM_OK;
+}
+
 static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_pass_ctx *ctx,
                        const loom_pipeline_report *rep, loom_plan_stats *s)
 {
@@ -103,6 +122,8 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
     if ((rc = loom_pipeline_run(p->graph, &d, &ctx, &rep)))
         goto fail;
     if (!loom_graph_scheduled(p->graph) && (rc = loom_schedule_serial(p->graph, &ctx)))
+        goto fail;
+    if ((rc = check_limit(p->graph, po.max_binding_range)))
         goto fail;
     fill_stats(g, p->graph, &ctx, &rep, &p->stats);
     *out = p;

@@ -45,7 +45,8 @@ typedef struct loom_compile_options {
     const char *dump_dir;     /* dump after every pass; NULL: $LOOM_DUMP, else none */
     /* Bytes one binding may cover: a node binding more is cut into row
      * blocks by the split pass, or refused with LOOM_LIMIT naming node and
-     * field. 0: no limit. loom_rt_compile fills in its device's
+     * field (so is a plan still binding more, from a pipeline without
+     * 'split'). 0: no limit. loom_rt_compile fills in its device's
      * maxStorageBufferRange (or the smaller loom_rt_desc.max_binding_range)
      * where this is 0 or larger. Part of the plan's key. */
     uint64_t max_binding_range;

@@ -225,6 +225,11 @@ START_TEST(test_binding_limit)
     loom_plan *none = (loom_plan *)1;
     ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .max_binding_range = 16383 }, &none), LOOM_LIMIT);
     ck_assert_ptr_null(none);
+    /* A pipeline without the split pass cannot meet a limit: refused too. */
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .max_binding_range = 16384,
+                                                              .pipeline = "verify,fuse,reorder,barriers" }, &none),
+                     LOOM_LIMIT);
+    ck_assert_ptr_null(none);
     loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
     loom_cache_destroy(c);
     loom_graph_destroy(g);

@@ -24,7 +24,8 @@ static const struct {
 } commands[] = {
     { "dump", "dump FILE [--format text|dot|json]",
       "print a graph file (docs/json-format.md) as text, DOT or JSON; not verified", loom_cmd_dump },
-    { "compile", "compile FILE [--passes P] [--window N] [--max-binding-range BYTES] [--stats] [--format text|dot|json]",
+    { "compile", "compile FILE [--passes P] [--window N] [--max-binding-range BYTES] [--stats]\n"
+                 "                    [--format text|dot|json]",
       "verify and optimize a graph, print the plan; --window 0 is the default window (64); bindings above\n"
       "      --max-binding-range are cut into row blocks (default: no limit)", loom_cmd_compile },
     { "info", "info [--device INDEX|NAME] [--validate]",

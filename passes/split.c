@@ -118,10 +118,10 @@ static loom_result refuse(const split_state *s, const cut *c, const char *why)
             break;
         }
     return loom_fail(LOOM_LIMIT,
-                     "node %u (%s): binding slot %u (buffer %u '%s') is %" PRIu64 " bytes, above the binding limit "
-                     "of %" PRIu64 " bytes, and %s",
-                     c->pos, c->op, big->slot, big->buffer, loom_graph_buffer_name(s->g, big->buffer), big->size,
-                     s->limit, why);
+                     "node %u (%s, capture %u): binding slot %u (buffer %u '%s') is %" PRIu64
+                     " bytes, above the binding limit of %" PRIu64 " bytes, and %s",
+                     c->pos, c->op, c->nd.capture_index, big->slot, big->buffer,
+                     loom_graph_buffer_name(s->g, big->buffer), big->size, s->limit, why);
 }
 
 static loom_result whole_part(const split_state *s, const cut *c, const char *field, uint64_t bytes)
@@ -129,9 +129,9 @@ static loom_result whole_part(const split_state *s, const cut *c, const char *fi
     if (bytes <= s->limit)
         return LOOM_OK;
     return loom_fail(LOOM_LIMIT,
-                     "node %u (%s): %s is %" PRIu64 " bytes, above the binding limit of %" PRIu64
+                     "node %u (%s, capture %u): %s is %" PRIu64 " bytes, above the binding limit of %" PRIu64
                      " bytes; only matrix and table rows are split",
-                     c->pos, c->op, field, bytes, s->limit);
+                     c->pos, c->op, c->nd.capture_index, field, bytes, s->limit);
 }
 
 /* A built-in kernel for weights of dtype dt: what the op's builder names. */
@@ -262,10 +262,11 @@ static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
     uint64_t block = block_rows(rows, row_bytes, ROW_ALIGN, s->limit);
     if (block == 0)
         return loom_fail(LOOM_LIMIT,
-                         "node %u (%s): a row block of %s is at least %u rows of %" PRIu64 " bytes (binding offsets "
-                         "stay multiples of %u), %" PRIu64 " bytes, above the binding limit of %" PRIu64 " bytes",
-                         c->pos, c->op, f->n_mat == 2 ? "Wg" : "W", ROW_ALIGN, row_bytes, LOOM_BIND_ALIGN,
-                         ROW_ALIGN * row_bytes, s->limit);
+                         "node %u (%s, capture %u): a row block of %s is at least %u rows of %" PRIu64
+                         " bytes (binding offsets stay multiples of %u), %" PRIu64
+                         " bytes, above the binding limit of %" PRIu64 " bytes",
+                         c->pos, c->op, c->nd.capture_index, f->n_mat == 2 ? "Wg" : "W", ROW_ALIGN, row_bytes,
+                         LOOM_BIND_ALIGN, ROW_ALIGN * row_bytes, s->limit);
     for (uint64_t r0 = 0; r0 < rows; r0 += block) {
         uint32_t n = (uint32_t)(rows - r0 < block ? rows - r0 : block);
         mv_views bv = v;
@@ -312,10 +313,11 @@ static loom_result cut_embed(split_state *s, const cut *c)
     uint64_t block = block_rows(vocab, row_bytes, align, s->limit);
     if (block == 0)
         return loom_fail(LOOM_LIMIT,
-                         "node %u (%s): a row block of table is at least %" PRIu64 " rows of %" PRIu64
+                         "node %u (%s, capture %u): a row block of table is at least %" PRIu64 " rows of %" PRIu64
                          " bytes (binding offsets stay multiples of %u), %" PRIu64
                          " bytes, above the binding limit of %" PRIu64 " bytes",
-                         c->pos, c->op, align, row_bytes, LOOM_BIND_ALIGN, align * row_bytes, s->limit);
+                         c->pos, c->op, c->nd.capture_index, align, row_bytes, LOOM_BIND_ALIGN, align * row_bytes,
+                         s->limit);
     loom_tensor out = loom_vec_at(bo->buffer, bo->offset, dim);
     for (uint64_t first = 0; first < vocab;) {
         loom_tensor t[LOOM_EMBED_MAX_BLOCKS];
@@ -347,7 +349,7 @@ static loom_result cut_node(split_state *s, uint32_t pos)
     memcpy(c.push, loom_node_push(s->g, nd), nd->push_size);
     if (nd->fused > sizeof c.caps / sizeof c.caps[0])
         return loom_fail(LOOM_LIMIT, "node %u (%s) stands for %u captured nodes; the split pass takes at most %zu",
-                         pos, c.op, nd->fused, sizeof c.caps / sizeof c.caps[0]);
+                         pos, c.op, (unsigned)nd->fused, sizeof c.caps / sizeof c.caps[0]);
     memcpy(c.caps, loom_node_members(s->g, nd), (size_t)nd->fused * sizeof c.caps[0]);
     if (c.nd.op == LOOM_OP_EMBED)
         return cut_embed(s, &c);

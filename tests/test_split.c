@@ -177,7 +177,9 @@ static mv_result run_form(loom_rt *rt, const mv_case *c)
     case LOOM_OP_MATVEC_ADD: rc = loom_op_matvec_add(r.g, W, X, R, R, NULL); break;
     case LOOM_OP_MATVEC_SILU_MUL: rc = loom_op_matvec_silu_mul(r.g, W, U, X, Y, NULL); break;
     case LOOM_OP_RMS_NORM_MATVEC: rc = loom_op_rms_norm_matvec(r.g, W, X, Gw, Y, 1e-5f, NULL); break;
-    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL: rc = loom_op_rms_norm_matvec_silu_mul(r.g, W, U, X, Gw, Y, 1e-5f, NULL); break;
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
+        rc = loom_op_rms_norm_matvec_silu_mul(r.g, W, U, X, Gw, Y, 1e-5f, NULL);
+        break;
     case LOOM_OP_MATVEC_ARGMAX: rc = loom_op_matvec_argmax(r.g, W, X, Y, O, NULL); break;
     default: rc = loom_op_rms_norm_matvec_argmax(r.g, W, X, Gw, Y, O, 1e-5f, NULL); break;
     }

@@ -325,6 +325,20 @@ static loom_result pick_device(loom_rt *rt, const char *want)
     return LOOM_OK;
 }
 
+static bool device_has_extension(VkPhysicalDevice pd, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || !n)
+        return false;
+    VkExtensionProperties *e = malloc(n * sizeof *e);
+    bool found = false;
+    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = !strcmp(e[i].extensionName, name);
+    free(e);
+    return found;
+}
+
 static loom_result create_device(loom_rt *rt)
 {
     VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
@@ -365,11 +379,27 @@ static loom_result create_device(loom_rt *rt)
         .queueCount = 1,
         .pQueuePriorities = &prio,
     };
+    /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
+     * (registers, spills, ...) on stderr, where the device reports them. */
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE,
+    };
+    const char *dev_exts[1];
+    uint32_t n_dev_exts = 0;
+    const char *stats = getenv("LOOM_KERNEL_STATS");
+    if (stats && *stats && strcmp(stats, "0") && device_has_extension(rt->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        dev_exts[n_dev_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+        want11.pNext = &pep;
+        rt->kernel_stats = true;
+    }
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &want,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = n_dev_exts,
+        .ppEnabledExtensionNames = n_dev_exts ? dev_exts : NULL,
     };
     VkResult vr = vkCreateDevice(rt->phys, &dci, NULL, &rt->device);
     if (vr != VK_SUCCESS)

@@ -143,6 +143,7 @@ struct loom_rt {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem_props;
     uint32_t subgroup_size;
+    bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     VkDevice device;
     uint32_t queue_family;
     VkQueue queue;

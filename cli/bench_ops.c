@@ -221,7 +221,7 @@ static const char BARE_MATVEC[] =
     "}\n";
 
 typedef enum iso_kind {
-    ISO_MATVEC, ISO_MATVEC_SILU_MUL, ISO_MATVEC_ADD, ISO_ATTENTION, ISO_ARGMAX, ISO_BARE, ISO_NORM_MATVEC, ISO_NORM_SILU_MUL
+    ISO_MATVEC, ISO_MATVEC_SILU_MUL, ISO_MATVEC_ADD, ISO_ATTENTION, ISO_ARGMAX, ISO_BARE, ISO_NORM_MATVEC, ISO_NORM_SILU_MUL, ISO_NORM_ARGMAX
 } iso_kind;
 
 typedef struct iso_case {
@@ -241,7 +241,8 @@ static uint64_t iso_bytes(const iso_case *c, const bench_cfg *cfg)
     switch (c->kind) {
     case ISO_MATVEC:
     case ISO_BARE: return w + x + y;
-    case ISO_NORM_MATVEC: return w + 2 * x + y;
+    case ISO_NORM_MATVEC:
+    case ISO_NORM_ARGMAX: return w + 2 * x + y;
     case ISO_NORM_SILU_MUL: return 2 * w + 2 * x + y;
     case ISO_MATVEC_SILU_MUL: return 2 * w + x + y;
     case ISO_MATVEC_ADD: return w + x + 2 * y;
@@ -264,6 +265,9 @@ static loom_result iso_append(loom_graph *g, const iso_case *c, const bench_cfg 
         return loom_op_matvec_silu_mul(g, W, loom_mat(set[1], LOOM_F16, c->rows, c->cols), xv, yv, NULL);
     case ISO_MATVEC_ADD: return loom_op_matvec_add(g, W, xv, loom_vec(set[1], c->rows), yv, NULL);
     case ISO_NORM_MATVEC: return loom_op_rms_norm_matvec(g, W, xv, xv, yv, 1e-5f, NULL);
+    case ISO_NORM_ARGMAX:
+        return loom_op_rms_norm_matvec_argmax(g, W, xv, xv, yv, (loom_tensor){ set[1], LOOM_U32, 0, 1, 1 }, 1e-5f,
+                                              NULL);
     case ISO_NORM_SILU_MUL:
         return loom_op_rms_norm_matvec_silu_mul(g, W, loom_mat(set[1], LOOM_F16, c->rows, c->cols), xv, xv, yv, 1e-5f,
                                                 NULL);
@@ -298,7 +302,7 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
                       : c->kind == ISO_ARGMAX  ? 0
                                                : (uint64_t)c->rows * c->cols * 2;
     uint32_t per_set = c->kind == ISO_MATVEC_SILU_MUL || c->kind == ISO_NORM_SILU_MUL || c->kind == ISO_ATTENTION ? 2
-                       : c->kind == ISO_MATVEC_ADD                                ? 2
+                       : c->kind == ISO_MATVEC_ADD || c->kind == ISO_NORM_ARGMAX ? 2
                        : c->kind == ISO_ARGMAX                                    ? 0
                                                                                   : 1;
     uint32_t n_set = wbytes ? clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64) : 1;
@@ -313,7 +317,8 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
     uint32_t sets[64][2] = { { 0 } }, x = 0, y = 0;
     for (uint32_t i = 0; i < n_set && !rc; i++)
         for (uint32_t k = 0; k < per_set && !rc; k++) {
-            uint64_t size = c->kind == ISO_MATVEC_ADD && k == 1 ? (uint64_t)c->rows * 4 : wbytes;
+            uint64_t size = c->kind == ISO_MATVEC_ADD && k == 1 ? (uint64_t)c->rows * 4
+                            : c->kind == ISO_NORM_ARGMAX && k == 1 ? 256 : wbytes;
             rc = pool_add(rt, &p, g, k ? "W2" : "W", size, &sets[i][k]);
         }
     if (!rc)
@@ -394,6 +399,7 @@ static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy
         { "MATVEC", ISO_MATVEC, d, f },         { "MATVEC", ISO_MATVEC, cfg->vocab, d },
         { "MATVEC_SILU_MUL", ISO_MATVEC_SILU_MUL, f, d }, { "MATVEC_ADD", ISO_MATVEC_ADD, d, d },
         { "NORM_MATVEC", ISO_NORM_MATVEC, d, d },  { "NORM_SILU_MUL", ISO_NORM_SILU_MUL, f, d },
+        { "NORM_MATVEC", ISO_NORM_MATVEC, cfg->vocab, d }, { "NORM_ARGMAX", ISO_NORM_ARGMAX, cfg->vocab, d },
         { "ATTENTION", ISO_ATTENTION, 0, 0 },   { "ARGMAX", ISO_ARGMAX, 1, cfg->vocab },
         { "bare harness", ISO_BARE, d, d },     { "near-empty", ISO_BARE, 4096, 8 },
     };

@@ -792,9 +792,12 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     if (rc)
         return rc;
     loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
-    op_call c = { .op = op, .kernel = matvec_kernel(op, Wq.dtype == LOOM_F16), .params = true, .n = 8,
-                  .push = &pc, .push_size = sizeof pc,
-                  .groups = ((uint64_t)Wq.rows + 2ull * Wk.rows) / MATVEC_ROWS_PER_WG,
+    bool x8 = getenv("LOOM_QKV8") != NULL;   /* experiment */
+    op_call c = { .op = op,
+                  .kernel = x8 ? (Wq.dtype == LOOM_F16 ? "rms_norm_qkv_rope8_f16" : "rms_norm_qkv_rope8_f32")
+                               : matvec_kernel(op, Wq.dtype == LOOM_F16),
+                  .params = true, .n = 8, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div((uint64_t)Wq.rows + 2ull * Wk.rows, x8 ? 8u : MATVEC_ROWS_PER_WG),
                   .v = { { "x", x, false, false, false }, { "g", gw, false, false, false },
                          { "Wq", Wq, false, false, false }, { "Wk", Wk, false, false, false },
                          { "Wv", Wv, false, false, false }, { "q", q, true, false, false },

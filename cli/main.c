@@ -39,7 +39,9 @@ static const char ENVIRONMENT[] =
     "  LOOM_VALIDATE=1           Khronos validation layer with synchronization validation\n"
     "  LOOM_DUMP=DIR             dump the graph after every pass as NN-<pass>.{txt,dot,json}\n"
     "  LOOM_PROFILE=1            a GPU timestamp after every node\n"
-    "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n";
+    "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
+    "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,reorder,barriers,lifetimes,cache\n"
+    "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n";
 
 static const char EXIT_CODES[] = "exit codes: 0 ok, 1 bad input or failure, 2 usage error\n";
 

@@ -222,6 +222,7 @@ struct loom_llama {
     const loom_llama_weights *w;  /* NULL: a dry model */
     loom_llama_config cfg;
     bool chain, keep_logits;
+    bool feeding;                 /* the step being captured takes its token from the host */
     loom_compile_options opts;
     loom_cache *cache;
     bool own_cache;
@@ -736,7 +737,7 @@ loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
     /* The argmax buffer is declared first so chain mode can read it. */
     uint32_t argmax = ext(&c, m->gbuf[GB_ARGMAX], "argmax", LOOM_USAGE_OUTPUT);
     uint32_t token_buf = argmax, token_index = 0;
-    if (!m->chain) {
+    if (!m->chain || m->feeding) {
         OP(&c, loom_graph_params(g, &token_buf));
         token_index = 1;   /* loom_step_params.token */
     }
@@ -784,7 +785,9 @@ static loom_result prepare(loom_llama *m)
     return LOOM_OK;
 }
 
-loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
+/* A fed step's graph reads the token from the step parameters, so it is a
+ * plan of its own: a prompt costs one more compile and program, once. */
+static loom_result submit(loom_llama *m, uint32_t token, uint32_t pos, bool feed, uint32_t *out_index)
 {
     if (!m)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit: model is NULL");
@@ -795,10 +798,13 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
     if (token >= m->cfg.vocab)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit: token %u beyond vocab %u", token, m->cfg.vocab);
     loom_result rc;
-    if (m->chain && m->step == 0 &&
+    if (m->chain && !feed && m->step == 0 &&
         (rc = loom_rt_buffer_write(m->rt, m->gbuf[GB_ARGMAX], 0, &token, sizeof token)))
         return rc;
-    if ((rc = loom_llama_capture_step(m, m->graph)) || (rc = prepare(m)))
+    m->feeding = feed;
+    rc = loom_llama_capture_step(m, m->graph);
+    m->feeding = false;
+    if (rc || (rc = prepare(m)))
         return rc;
     loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step };
     uint64_t id = 0;
@@ -809,6 +815,16 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
         *out_index = m->step;
     m->step++;
     return LOOM_OK;
+}
+
+loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
+{
+    return submit(m, token, pos, false, out_index);
+}
+
+loom_result loom_llama_feed(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
+{
+    return submit(m, token, pos, true, out_index);
 }
 
 loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, float *logits)

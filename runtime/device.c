@@ -519,17 +519,6 @@ void loom_rt_destroy(loom_rt *rt)
 
 uint64_t loom_rt_validation_messages(const loom_rt *rt) { return rt ? rt->validation_messages : 0; }
 
-static bool unified(const VkPhysicalDeviceMemoryProperties *mp)
-{
-    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
-        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-            mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size >= (1ull << 30))
-            return true;
-    }
-    return false;
-}
-
 void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
 {
     if (!out)
@@ -543,7 +532,9 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->device_id = rt->props.deviceID;
     out->driver_version = rt->props.driverVersion;
     out->api_version = rt->props.apiVersion;
-    out->unified_memory = unified(&rt->mem_props);
+    loom_rt_memory mem = rt_memory_of(&rt->props, &rt->mem_props, &out->host_window_bytes);
+    out->memory = mem;
+    out->unified_memory = mem == LOOM_RT_MEMORY_UNIFIED;
     out->timestamp_period_ns = rt->props.limits.timestampPeriod;
     out->min_storage_offset_alignment = rt->props.limits.minStorageBufferOffsetAlignment;
     out->max_push_constants = rt->props.limits.maxPushConstantsSize;
@@ -602,8 +593,12 @@ loom_result loom_rt_describe_devices(loom_str *out)
                         type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
                         VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion), p.vendorID,
                         p.deviceID, usable(pds[i]) ? "" : " (unusable: needs 1.2 + timeline semaphores)");
-        loom_str_printf(out, "    unified memory: %s, timestamp period %.3f ns\n", unified(&mp) ? "yes" : "no",
-                        p.limits.timestampPeriod);
+        uint64_t win;
+        loom_rt_memory mem = rt_memory_of(&p, &mp, &win);
+        loom_str_printf(out, "    memory: %s", loom_rt_memory_name(mem));
+        if (mem != LOOM_RT_MEMORY_UNIFIED && win)
+            loom_str_printf(out, ", %llu MiB", (unsigned long long)(win >> 20));
+        loom_str_printf(out, "; timestamp period %.3f ns\n", p.limits.timestampPeriod);
         describe_memory(out, &mp);
     }
     vkDestroyInstance(inst, NULL);

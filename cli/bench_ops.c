@@ -220,7 +220,9 @@ static const char BARE_MATVEC[] =
     "  if (subgroupElect()) y[row] = acc;\n"
     "}\n";
 
-typedef enum iso_kind { ISO_MATVEC, ISO_MATVEC_SILU_MUL, ISO_MATVEC_ADD, ISO_ATTENTION, ISO_ARGMAX, ISO_BARE } iso_kind;
+typedef enum iso_kind {
+    ISO_MATVEC, ISO_MATVEC_SILU_MUL, ISO_MATVEC_ADD, ISO_ATTENTION, ISO_ARGMAX, ISO_BARE, ISO_NORM_MATVEC, ISO_NORM_SILU_MUL, ISO_NORM_ARGMAX
+} iso_kind;
 
 typedef struct iso_case {
     const char *name;
@@ -239,6 +241,9 @@ static uint64_t iso_bytes(const iso_case *c, const bench_cfg *cfg)
     switch (c->kind) {
     case ISO_MATVEC:
     case ISO_BARE: return w + x + y;
+    case ISO_NORM_MATVEC:
+    case ISO_NORM_ARGMAX: return w + 2 * x + y;
+    case ISO_NORM_SILU_MUL: return 2 * w + 2 * x + y;
     case ISO_MATVEC_SILU_MUL: return 2 * w + x + y;
     case ISO_MATVEC_ADD: return w + x + 2 * y;
     case ISO_ATTENTION: return 2 * (uint64_t)cfg->kv_len * kvd * 4 + 2 * qd * 4;
@@ -259,6 +264,13 @@ static loom_result iso_append(loom_graph *g, const iso_case *c, const bench_cfg 
     case ISO_MATVEC_SILU_MUL:
         return loom_op_matvec_silu_mul(g, W, loom_mat(set[1], LOOM_F16, c->rows, c->cols), xv, yv, NULL);
     case ISO_MATVEC_ADD: return loom_op_matvec_add(g, W, xv, loom_vec(set[1], c->rows), yv, NULL);
+    case ISO_NORM_MATVEC: return loom_op_rms_norm_matvec(g, W, xv, xv, yv, 1e-5f, NULL);
+    case ISO_NORM_ARGMAX:
+        return loom_op_rms_norm_matvec_argmax(g, W, xv, xv, yv, (loom_tensor){ set[1], LOOM_U32, 0, 1, 1 }, 1e-5f,
+                                              NULL);
+    case ISO_NORM_SILU_MUL:
+        return loom_op_rms_norm_matvec_silu_mul(g, W, loom_mat(set[1], LOOM_F16, c->rows, c->cols), xv, xv, yv, 1e-5f,
+                                                NULL);
     case ISO_ATTENTION: {
         uint32_t qd = cfg->heads * cfg->head_dim, kvd = cfg->kv_heads * cfg->head_dim;
         return loom_op_attention(g, loom_vec(x, qd), loom_mat(set[0], LOOM_F32, cfg->kv_len, kvd),
@@ -289,8 +301,8 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
     uint64_t wbytes = c->kind == ISO_ATTENTION ? (uint64_t)cfg->kv_len * kvd * 4
                       : c->kind == ISO_ARGMAX  ? 0
                                                : (uint64_t)c->rows * c->cols * 2;
-    uint32_t per_set = c->kind == ISO_MATVEC_SILU_MUL || c->kind == ISO_ATTENTION ? 2
-                       : c->kind == ISO_MATVEC_ADD                                ? 2
+    uint32_t per_set = c->kind == ISO_MATVEC_SILU_MUL || c->kind == ISO_NORM_SILU_MUL || c->kind == ISO_ATTENTION ? 2
+                       : c->kind == ISO_MATVEC_ADD || c->kind == ISO_NORM_ARGMAX ? 2
                        : c->kind == ISO_ARGMAX                                    ? 0
                                                                                   : 1;
     uint32_t n_set = wbytes ? clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64) : 1;
@@ -305,7 +317,8 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
     uint32_t sets[64][2] = { { 0 } }, x = 0, y = 0;
     for (uint32_t i = 0; i < n_set && !rc; i++)
         for (uint32_t k = 0; k < per_set && !rc; k++) {
-            uint64_t size = c->kind == ISO_MATVEC_ADD && k == 1 ? (uint64_t)c->rows * 4 : wbytes;
+            uint64_t size = c->kind == ISO_MATVEC_ADD && k == 1 ? (uint64_t)c->rows * 4
+                            : c->kind == ISO_NORM_ARGMAX && k == 1 ? 256 : wbytes;
             rc = pool_add(rt, &p, g, k ? "W2" : "W", size, &sets[i][k]);
         }
     if (!rc)
@@ -359,19 +372,45 @@ static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy
     loom_result rc = loom_rt_kernel_glsl(rt, "bench_bare_matvec_f16", BARE_MATVEC);
     if (rc)
         return rc;
+    /* Experiment: LOOM_EXTRA_KERNELS="name=file.comp,..." registered here. */
+    const char *extra = getenv("LOOM_EXTRA_KERNELS");
+    if (extra) {
+        char list[1024];
+        snprintf(list, sizeof list, "%s", extra);
+        for (char *save = NULL, *it = strtok_r(list, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
+            char *path = strchr(it, '=');
+            if (!path)
+                continue;
+            *path++ = 0;
+            FILE *f = fopen(path, "rb");
+            static char src[65536];
+            size_t n = f ? fread(src, 1, sizeof src - 1, f) : 0;
+            if (f)
+                fclose(f);
+            src[n] = 0;
+            rc = loom_rt_kernel_glsl(rt, it, src);
+        }
+        if (rc)
+            return rc;
+    }
     const uint32_t d = cfg->dim, f = cfg->ffn;
     const iso_case cases[] = {
         { "MATVEC", ISO_MATVEC, d, d },         { "MATVEC", ISO_MATVEC, f, d },
         { "MATVEC", ISO_MATVEC, d, f },         { "MATVEC", ISO_MATVEC, cfg->vocab, d },
         { "MATVEC_SILU_MUL", ISO_MATVEC_SILU_MUL, f, d }, { "MATVEC_ADD", ISO_MATVEC_ADD, d, d },
+        { "NORM_MATVEC", ISO_NORM_MATVEC, d, d },  { "NORM_SILU_MUL", ISO_NORM_SILU_MUL, f, d },
+        { "NORM_MATVEC", ISO_NORM_MATVEC, cfg->vocab, d }, { "NORM_ARGMAX", ISO_NORM_ARGMAX, cfg->vocab, d },
         { "ATTENTION", ISO_ATTENTION, 0, 0 },   { "ARGMAX", ISO_ARGMAX, 1, cfg->vocab },
-        { "bare harness", ISO_BARE, d, d },
+        { "bare harness", ISO_BARE, d, d },     { "near-empty", ISO_BARE, 4096, 8 },
     };
     printf("isolated: %u ops per replay, a barrier before each, GPU time per op; floor = bytes / copy %.0f GB/s\n",
            ISO_OPS, copy_gbs);
     printf("%-16s %-22s %10s %10s %10s %7s\n", "op", "shape", "us/op", "MB", "floor us", "share");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const iso_case *c = &cases[i];
+        const char *only = getenv("LOOM_ISO_ONLY");   /* experiment */
+        if (only && strcmp(only, c->name))
+            continue;
         char shape[48];
         if (c->kind == ISO_ATTENTION)
             snprintf(shape, sizeof shape, "%u/%u heads x %u, kv %u", cfg->heads, cfg->kv_heads, cfg->head_dim,

@@ -1,6 +1,7 @@
 /* `loom info`: every Vulkan device the loader sees, then the one loom would
  * choose (LOOM_DEVICE honoured) with the limits and memory facts that shape
- * plans: offset alignment, push-constant size, unified memory, timestamps. */
+ * plans: offset alignment, push-constant size, how the host reaches device
+ * memory (unified, a resizable-BAR window, staged), timestamps. */
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -44,7 +45,19 @@ int loom_cmd_info(int argc, char **argv)
     printf("  api %u.%u.%u, driver 0x%x, vendor 0x%04x, device 0x%04x\n", info.api_version >> 22,
            (info.api_version >> 12) & 0x3ff, info.api_version & 0xfff, info.driver_version, info.vendor_id,
            info.device_id);
-    printf("  unified memory:                 %s\n", info.unified_memory ? "yes (host I/O is zero-copy)" : "no (staged)");
+    printf("  memory:                         %s", loom_rt_memory_name((loom_rt_memory)info.memory));
+    if (info.memory != LOOM_RT_MEMORY_UNIFIED && info.host_window_bytes)
+        printf(", %llu MiB", (unsigned long long)(info.host_window_bytes >> 20));
+    static const char *const what[] = {
+        [LOOM_RT_MEMORY_UNIFIED] = "every buffer mapped: host I/O is zero-copy",
+        [LOOM_RT_MEMORY_REBAR] = "inputs, KV caches and state mapped through the window; outputs in host-cached "
+                                 "memory; weights and scratch device-local",
+        [LOOM_RT_MEMORY_BAR] = "inputs in the window; outputs in host-cached memory; KV caches and state "
+                               "device-local, read through staging",
+        [LOOM_RT_MEMORY_DISCRETE] = "inputs and outputs in system memory; KV caches and state device-local, read "
+                                    "through staging",
+    };
+    printf("\n  placement:                      %s\n", info.memory < 4 ? what[info.memory] : "?");
     printf("  timestamp period:               %.3f ns\n", info.timestamp_period_ns);
     printf("  minStorageBufferOffsetAlignment %llu\n", (unsigned long long)info.min_storage_offset_alignment);
     printf("  maxStorageBufferRange           %llu", (unsigned long long)info.max_storage_buffer_range);

@@ -181,7 +181,11 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
         *hit = false;
     if (!c || !g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_cache_compile: NULL argument");
-    if (opts && (opts->disable & LOOM_DISABLE_CACHE)) {
+    plan_opts po;
+    loom_result rc = plan_opts_resolve(opts, &po);
+    if (rc)
+        return rc;
+    if (!po.cache) {
         c->st.misses++;
         return loom_compile(g, opts, out);
     }
@@ -192,15 +196,13 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
         c->enc_cap = 0;
     }
     c->enc_a = ga;
-    plan_opts po;
-    plan_opts_resolve(opts, &po);
 
     /* The key bytes are three pieces, hashed and compared where they lie:
      * the graph's prefix and the options in c->enc, and the node records the
      * graph kept from capture. A hit copies and allocates nothing. */
     size_t pre = 0, nlen = 0;
     const uint8_t *nodes;
-    loom_result rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &pre, &nodes, &nlen);
+    rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &pre, &nodes, &nlen);
     if (rc)
         return rc;
     size_t need = pre + PLAN_OPTS_FIXED + strlen(po.pipeline);
@@ -245,7 +247,7 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
     if (!c->forced)
         key = real;
     loom_plan *p;
-    if ((rc = plan_compile(g, opts, &real, &p)))
+    if ((rc = plan_compile(g, opts, &po, &real, &p)))
         return rc;
     insert(c, &key, c->enc, len, p);
     *out = p;

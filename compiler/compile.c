@@ -2,15 +2,90 @@
  * wraps the result as a plan with its statistics and key. Whatever the
  * switches, the plan is explicit: when no pass placed barriers, a barrier
  * is recorded before every node. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
-void plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
+/* "fuse, reorder, barriers, lifetimes, cache": the switches LOOM_DISABLE
+ * knows, from the pass table. */
+static const char *known_switches(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *p = loom_pass_at(i);
+        if (p->disable && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s, ", p->name);
+    }
+    if (len < cap)
+        snprintf(buf + len, cap - len, "cache");
+    return buf;
+}
+
+/* The LOOM_DISABLE_* bit of one name: a pass that may be skipped, or the
+ * cache; 0 when unknown. */
+static uint32_t switch_bit(const char *name, size_t len)
+{
+    if (len == 5 && memcmp(name, "cache", 5) == 0)
+        return LOOM_DISABLE_CACHE;
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *p = loom_pass_at(i);
+        if (p->disable && strlen(p->name) == len && memcmp(p->name, name, len) == 0)
+            return p->disable;
+    }
+    return 0;
+}
+
+static loom_result disable_parse(const char *list, uint32_t *out)
+{
+    *out = 0;
+    for (const char *p = list ? list : ""; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if (e == p)
+            break;
+        uint32_t bit = switch_bit(p, (size_t)(e - p));
+        if (!bit) {
+            char known[160];
+            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_DISABLE: unknown switch '%.*s' (known: %s)", (int)(e - p),
+                             p, known_switches(known, sizeof known));
+        }
+        *out |= bit;
+        p = e;
+    }
+    return LOOM_OK;
+}
+
+/* The environment is read on every call, so a process can change it
+ * between compiles (tests do); both are a few string compares. */
+loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
 {
     out->pipeline = o && o->pipeline ? o->pipeline : LOOM_DEFAULT_PIPELINE;
     out->window = o && o->window ? o->window : LOOM_DEFAULT_WINDOW;
-    out->disable = o ? o->disable & ~(uint32_t)LOOM_DISABLE_CACHE : 0;
+    out->disable = o ? o->disable : 0;
     out->max_binding_range = o ? o->max_binding_range : 0;
+    out->cache = !(out->disable & LOOM_DISABLE_CACHE);
+    const char *passes = getenv("LOOM_PASSES"), *off = getenv("LOOM_DISABLE");
+    if (passes && passes[0]) {
+        loom_result rc = loom_pipeline_check(passes);
+        if (rc)
+            return loom_fail_wrap(rc, "LOOM_PASSES='%s'", passes);
+        out->pipeline = passes;
+    }
+    if (off && off[0]) {
+        uint32_t bits;
+        loom_result rc = disable_parse(off, &bits);
+        if (rc)
+            return rc;
+        out->disable |= bits;
+        out->cache &= !(bits & LOOM_DISABLE_CACHE);
+    }
+    out->disable &= ~(uint32_t)LOOM_DISABLE_CACHE;
+    return LOOM_OK;
 }
 
 size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst)
@@ -88,11 +163,10 @@ static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_p
     }
 }
 
-loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const loom_hash *key,
-                         loom_plan **out)
+loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const plan_opts *resolved,
+                         const loom_hash *key, loom_plan **out)
 {
-    plan_opts po;
-    plan_opts_resolve(opts, &po);
+    plan_opts po = *resolved;
     loom_result rc = loom_pipeline_check(po.pipeline);
     if (rc)
         return rc;
@@ -141,10 +215,12 @@ loom_result loom_compile(const loom_graph *g, const loom_compile_options *opts, 
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_compile: graph is NULL");
     plan_opts po;
-    plan_opts_resolve(opts, &po);
+    loom_result rc = plan_opts_resolve(opts, &po);
+    if (rc)
+        return rc;
     uint8_t *buf = NULL;
     size_t cap = 0, len = 0;
-    loom_result rc = plan_key_bytes(g, &po, &buf, &cap, &len);
+    rc = plan_key_bytes(g, &po, &buf, &cap, &len);
     loom_hash key = rc ? (loom_hash){ 0, 0 } : loom_hash_bytes(buf, len);
     if (buf) {
         const loom_allocator *a = loom_graph_allocator(g);
@@ -152,5 +228,5 @@ loom_result loom_compile(const loom_graph *g, const loom_compile_options *opts, 
     }
     if (rc)
         return rc;
-    return plan_compile(g, opts, &key, out);
+    return plan_compile(g, opts, &po, &key, out);
 }

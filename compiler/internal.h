@@ -22,15 +22,18 @@ struct loom_plan {
 /* True while some attachment of p says busy. */
 bool plan_busy(const loom_plan *p);
 
-/* The options that change a plan, with defaults resolved. */
+/* The options that change a plan, with defaults and the environment
+ * resolved. */
 typedef struct plan_opts {
-    const char *pipeline;
+    const char *pipeline;          /* $LOOM_PASSES if set, else the caller's, else the default */
     uint32_t window;
-    uint32_t disable;              /* without LOOM_DISABLE_CACHE */
+    uint32_t disable;              /* caller's | $LOOM_DISABLE, without LOOM_DISABLE_CACHE */
+    bool cache;                    /* neither the caller nor $LOOM_DISABLE switched the cache off */
     uint64_t max_binding_range;
 } plan_opts;
 
-void plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
+/* Fails (LOOM_INVALID_ARGUMENT) on an unknown name in either variable. */
+loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
 
 /* The options' part of a key, appended after the graph's encoding:
  * PLAN_OPTS_FIXED bytes, then the pipeline string; returns the length. */
@@ -41,8 +44,9 @@ size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst);
  * allocator, as loom_graph_encode does. */
 loom_result plan_key_bytes(const loom_graph *g, const plan_opts *o, uint8_t **buf, size_t *cap, size_t *len);
 
-/* Compiles with the key already known. */
-loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const loom_hash *key,
-                         loom_plan **out);
+/* Compiles with the options resolved and the key already known; opts
+ * supplies what does not change the plan (verify_each, dump_dir). */
+loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, const plan_opts *resolved,
+                         const loom_hash *key, loom_plan **out);
 
 #endif

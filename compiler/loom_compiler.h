@@ -31,15 +31,25 @@ extern "C" {
 
 /* Switches for bisection and benchmarks: the LOOM_DISABLE_* pass bits of
  * loom_pass_switches.h, plus the cache's. Every combination stays correct:
- * with the barriers pass off a barrier is recorded before every node. */
+ * with the barriers pass off a barrier is recorded before every node.
+ *
+ * The environment reaches every frontend without recompiling; loom_compile
+ * and loom_cache_compile read it on each call:
+ * - LOOM_DISABLE=fuse,reorder,barriers,lifetimes,cache (any subset) is ORed
+ *   into loom_compile_options.disable: it can switch more off, never back on.
+ * - LOOM_PASSES=verify,fuse,... (the pass table's names) replaces the
+ *   pipeline; a pass it names that a disable bit covers is still skipped.
+ * An unknown name fails the call with LOOM_INVALID_ARGUMENT and a message
+ * listing the known ones. Both are part of the plan key, so the cache
+ * never returns a plan made under other settings. */
 enum {
     LOOM_DISABLE_CACHE     = LOOM_DISABLE_PASS_MASK + 1,  /* loom_cache_compile always compiles anew */
 };
 
 typedef struct loom_compile_options {
-    const char *pipeline;     /* NULL: LOOM_DEFAULT_PIPELINE */
+    const char *pipeline;     /* NULL: LOOM_DEFAULT_PIPELINE; $LOOM_PASSES overrides */
     uint32_t window;          /* reorder lookahead; 0: LOOM_DEFAULT_WINDOW */
-    uint32_t disable;         /* LOOM_DISABLE_* */
+    uint32_t disable;         /* LOOM_DISABLE_*, ORed with $LOOM_DISABLE */
     bool verify_each;         /* run the verifier after every pass */
     bool time_each;           /* fill loom_plan_stats.pass_ns */
     const char *dump_dir;     /* dump after every pass; NULL: $LOOM_DUMP, else none */

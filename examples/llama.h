@@ -140,6 +140,13 @@ loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g);
  * mode token is used only on the model's first step. *out_index (may be
  * NULL) is the step's index, counted from 0 over the model's life. */
 loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index);
+/* Submits one step whose input is token, from the host through the step
+ * parameters, whatever .chain says: how a prompt is prefilled, one token
+ * per step. In chain mode the next loom_llama_submit goes on from this
+ * step's ARGMAX. The fed graph is a plan of its own (one more compile, and
+ * a program made when the model switches between the two). LOOM_INVALID_
+ * ARGUMENT for token >= vocab or pos >= max_seq. */
+loom_result loom_llama_feed(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index);
 /* Reads the token (may be NULL) and logits (may be NULL) of submitted step
  * index, waiting for that step only: later steps may still run. Possible
  * until LOOM_LLAMA_RING later steps were submitted; the logits of any step

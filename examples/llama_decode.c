@@ -10,6 +10,8 @@
  *   --dry-run    capture and compile only, no Vulkan device: plan figures
  *   --json       one JSON object on the last line of stdout
  *   --profile    GPU time of the last step by op kind (a timestamp per node)
+ *   --prompt-ids prefill by decode steps: the ids are fed one per step, then
+ *                decoding goes on from the last one's argmax (any config)
  *   --max-binding-range BYTES   compile for bindings of at most BYTES (the
  *                device's, or smaller to force row-block splitting; dry run:
  *                no limit unless given here or in LOOM_MAX_BINDING_RANGE)
@@ -26,21 +28,31 @@
 #define WARMUP_S 1.5
 #define BENCH_STEPS 512u
 
+#define MAX_PROMPT 4096u
+
 typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, profile;
-    const char *device, *model, *prompt_ids;
+    bool check, json, bench, dry_run, quiet, steps_set, profile, token_set;
+    const char *device, *model;
+    uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
 } opts;
+
+/* Steps run: the prompt's (one, --token, without a prompt), then steps - 1
+ * more: the last prompt step's argmax is the first generated token. */
+static uint32_t prompt_len(const opts *o) { return o->n_prompt ? o->n_prompt : 1; }
+static uint32_t total_steps(const opts *o) { return prompt_len(o) + o->steps - 1; }
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: llama-decode [options]\n"
             "%s"
-            "  --steps N             tokens to decode (default 16; --bench: %u timed)\n"
-            "  --token T             first token (default 1)\n"
+            "  --steps N             tokens to generate (default 16; --bench: %u timed)\n"
+            "  --token T             first token (default 1): the same as --prompt-ids T\n"
+            "  --prompt-ids 1,2,3    prompt token ids, fed one per step (prefill by decode steps);\n"
+            "                        generation goes on from the last one's argmax\n"
             "  --device NAME         Vulkan device index or name substring\n"
             "  --check               CPU reference every step; fail on a mismatch\n"
             "  --bench               warm the clock %.1f s, then time the steps back to back\n"
@@ -51,7 +63,7 @@ static void usage(FILE *f)
             "                        maxStorageBufferRange, or LOOM_MAX_BINDING_RANGE; a dry run has\n"
             "                        no limit unless given): larger weights are split into row blocks\n"
             "  --no-fuse --no-reorder --barrier-every --no-cache   ablations\n"
-            "  --model FILE.gguf --prompt-ids 1,2,3   GGUF weights (not built in yet)\n"
+            "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
             "  --profile             GPU time of the last step by op kind (a timestamp per node)\n"
             "  --quiet               no per-step lines\n",
             loom_llama_args_help, BENCH_STEPS, WARMUP_S);
@@ -77,11 +89,51 @@ static bool parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
+/* "1,2,3": at least one id, no empty entries. */
+static bool parse_ids(const char *s, opts *o)
+{
+    o->n_prompt = 0;
+    for (;;) {
+        const char *e = s;
+        while (*e && *e != ',')
+            e++;
+        char one[16];
+        size_t len = (size_t)(e - s);
+        if (len == 0 || len >= sizeof one || o->n_prompt == MAX_PROMPT)
+            return false;
+        memcpy(one, s, len);
+        one[len] = 0;
+        if (!parse_u32(one, &o->prompt[o->n_prompt++]))
+            return false;
+        if (!*e)
+            return true;
+        s = e + 1;
+    }
+}
+
 static int bad(const char *what, const char *value)
 {
     fprintf(stderr, "llama-decode: %s%s%s\n", what, value ? " " : "", value ? value : "");
     usage(stderr);
     return 2;
+}
+
+/* Every prompt id (or --token) must name a token of the vocabulary:
+ * returns -1 when they do, else 2 (usage) with the first one that does not. */
+static int check_ids(const opts *o, uint32_t vocab)
+{
+    if (!o->n_prompt && o->token >= vocab) {
+        fprintf(stderr, "llama-decode: --token %u is not a token id: the vocabulary has %u (ids 0..%u)\n", o->token,
+                vocab, vocab - 1);
+        return 2;
+    }
+    for (uint32_t i = 0; i < o->n_prompt; i++)
+        if (o->prompt[i] >= vocab) {
+            fprintf(stderr, "llama-decode: --prompt-ids: id %u (position %u) is not a token id: the vocabulary has "
+                    "%u (ids 0..%u)\n", o->prompt[i], i, vocab, vocab - 1);
+            return 2;
+        }
+    return -1;
 }
 
 /* Returns -1 to go on, else the exit code. */
@@ -139,6 +191,7 @@ static int parse(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--token")) {
             if (!parse_u32(v, &o->token))
                 return bad("bad --token", v);
+            o->token_set = true;
         } else if (!strcmp(a, "--in-flight")) {
             if (!parse_u32(v, &o->in_flight) || o->in_flight == 0 || o->in_flight >= LOOM_LLAMA_RING ||
                 o->in_flight > 16)
@@ -151,7 +204,8 @@ static int parse(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--model")) {
             o->model = v;
         } else if (!strcmp(a, "--prompt-ids")) {
-            o->prompt_ids = v;
+            if (!parse_ids(v, o))
+                return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
         } else {
             return bad(a, "is not an option");
         }
@@ -162,14 +216,15 @@ static int parse(int argc, char **argv, opts *o)
         o->steps = BENCH_STEPS;
     if (o->bench && o->check)
         return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
-    if (o->prompt_ids && !o->model)
-        return bad("--prompt-ids needs --model", NULL);
-    if (o->steps == 0 || (o->check && o->steps > c->max_seq) || o->token >= c->vocab) {
-        fprintf(stderr, "llama-decode: need steps >= 1 (<= max-seq %u with --check) and token < vocab %u\n",
-                c->max_seq, c->vocab);
+    if (o->n_prompt && o->token_set)
+        return bad("--token and --prompt-ids exclude each other (--token T is --prompt-ids T)", NULL);
+    if (o->steps == 0 || (o->check && total_steps(o) > c->max_seq) || prompt_len(o) > c->max_seq) {
+        fprintf(stderr, "llama-decode: need steps >= 1, a prompt of at most max-seq %u ids, and with --check "
+                "prompt + steps - 1 <= max-seq (got %u + %u - 1)\n", c->max_seq, prompt_len(o), o->steps);
         return 2;
     }
-    return -1;
+    /* With --model the vocabulary is the file's: checked once it is read. */
+    return o->model ? -1 : check_ids(o, c->vocab);
 }
 
 static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
@@ -255,8 +310,11 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
         json_num(&s, "replay_waits_per_token", r->replay_waits_per_token, true);
         if (o->check)
             loom_str_printf(&s, ",\"mismatches\":%u,\"max_err\":%.6g", r->mismatches, r->max_err);
-        loom_str_append(&s, ",\"tokens\":[", 11);
-        for (uint32_t i = 0; i < r->steps; i++)
+        loom_str_append(&s, ",\"prompt\":[", 11);
+        for (uint32_t i = 0; i < o->n_prompt; i++)
+            loom_str_printf(&s, "%s%u", i ? "," : "", o->prompt[i]);
+        loom_str_append(&s, "],\"tokens\":[", 12);
+        for (uint32_t i = 0; i < o->steps; i++)   /* generated: the prompt steps' outputs but the last are not */
             loom_str_printf(&s, "%s%u", i ? "," : "", tokens[i]);
         loom_str_append(&s, "]", 1);
     } else {
@@ -328,8 +386,7 @@ static int dry_run(const opts *o)
 }
 
 /* --model: the shape comes from the file (the shape flags only set the
- * weight type and cap the context). --prompt-ids is not fed yet: decoding
- * starts from --token. */
+ * weight type and cap the context). */
 static loom_result load_weights(const opts *o, loom_llama_weights **w)
 {
     if (o->model)
@@ -342,7 +399,8 @@ static int run(opts *o, loom_rt *rt, const char *device)
     const loom_llama_config *c = &o->shape.cfg;
     loom_llama_weights *w = NULL;
     loom_llama *m = NULL;
-    uint32_t *tokens = calloc(o->steps, sizeof *tokens);
+    uint32_t total = total_steps(o), first = prompt_len(o) - 1;   /* tokens[first..]: generated */
+    uint32_t *tokens = calloc(total, sizeof *tokens);
     loom_compile_options co = { .disable = o->disable };
     loom_llama_result r;
     loom_llama_figures f;
@@ -352,6 +410,10 @@ static int run(opts *o, loom_rt *rt, const char *device)
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
     if (!rc)
         rc = load_weights(o, &w);
+    if (!rc && o->model && check_ids(o, w->cfg.vocab) >= 0) {
+        status = 2;
+        goto out;
+    }
     if (!rc)
         rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check },
                                &m);
@@ -360,9 +422,9 @@ static int run(opts *o, loom_rt *rt, const char *device)
     print_header(o, device);
     if (o->check && !o->quiet)
         printf("step  input -> gpu    ref      max|err|\n");
-    loom_llama_run_opts ro = { .steps = o->steps, .token = o->token, .check = o->check,
-                               .warmup_s = o->bench ? WARMUP_S : 0, .log = o->quiet ? NULL : stdout,
-                               .tokens = tokens };
+    loom_llama_run_opts ro = { .steps = total, .token = o->token, .prompt = o->prompt, .n_prompt = o->n_prompt,
+                               .check = o->check, .warmup_s = o->bench ? WARMUP_S : 0,
+                               .log = o->quiet ? NULL : stdout, .tokens = tokens };
     if (!o->check)
         ro.log = NULL;   /* the ids are printed in one line below */
     if ((rc = loom_llama_run(rt, m, w, &ro, TOLERANCE, &r)))
@@ -377,8 +439,14 @@ static int run(opts *o, loom_rt *rt, const char *device)
     loom_rt_get_info(rt, &info);
     print_figures(&f, info.max_binding_range < info.max_storage_buffer_range || f.split_nodes
                           ? info.max_binding_range : 0);
+    if (o->n_prompt) {
+        printf("prompt (%u ids, fed one per step):", o->n_prompt);
+        for (uint32_t i = 0; i < o->n_prompt; i++)
+            printf(" %u", o->prompt[i]);
+        printf("\n");
+    }
     printf("tokens:");
-    for (uint32_t i = 0; i < r.steps; i++)
+    for (uint32_t i = first; i < r.steps; i++)
         printf(" %u", tokens[i]);
     printf("\n");
     double floor_us = copy_gbps > 0 ? f.weight_bytes / (copy_gbps * 1e3) : 0;
@@ -402,7 +470,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     if (o->profile && (rc = print_profile(rt, m)))
         goto out;
     if (o->json)
-        print_json(o, device, &f, &r, copy_gbps, tokens);
+        print_json(o, device, &f, &r, copy_gbps, tokens + first);
     status = o->check && r.mismatches ? 1 : 0;
 out:
     if (rc)

@@ -299,6 +299,8 @@ typedef struct loop {
     uint32_t first;          /* model index of the run's first step */
     uint32_t submitted, collected;
     uint32_t input;          /* check: the token the next collected step was fed */
+    const uint32_t *prompt;  /* fed to the run's first n_prompt steps */
+    uint32_t n_prompt;
     loom_llama_result *r;
 } loop;
 
@@ -324,9 +326,9 @@ static loom_result collect_one(loop *L)
         if (L->o->log || !ok)
             fprintf(L->o->log ? L->o->log : stderr, "%4u %6u -> %6u ref %6u  max|err| %.3g%s\n", i, L->input, tok,
                     rarg, d.max_abs, ok ? "" : "  MISMATCH");
-        /* Both sides go on from the GPU's token, as chain mode does, so one
-         * near tie does not derail the rest of the comparison. */
-        L->input = tok;
+        /* Both sides go on from the prompt, then from the GPU's token as
+         * chain mode does, so one near tie does not derail the rest. */
+        L->input = i + 1 < L->n_prompt ? L->prompt[i + 1] : tok;
     } else if (L->o->log) {
         fprintf(L->o->log, "%4u -> %u\n", i, tok);
     }
@@ -341,7 +343,9 @@ static loom_result decode(loop *L, uint32_t n, uint32_t pos0, uint32_t token, ui
 {
     loom_result rc = LOOM_OK;
     for (uint32_t t = 0; t < n && !rc; t++) {
-        rc = loom_llama_submit(L->m, token, (pos0 + t) % L->max_seq, NULL);
+        uint32_t pos = (pos0 + t) % L->max_seq;
+        rc = L->submitted < L->n_prompt ? loom_llama_feed(L->m, L->prompt[L->submitted], pos, NULL)
+                                        : loom_llama_submit(L->m, token, pos, NULL);
         if (rc)
             break;
         L->submitted++;
@@ -363,9 +367,17 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     if (opts->check && (!w || opts->steps > cfg->max_seq))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: check mode needs the weights and steps <= max_seq %u",
                          cfg->max_seq);
+    if (opts->n_prompt && (!opts->prompt || opts->n_prompt > opts->steps || opts->n_prompt > cfg->max_seq))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: a prompt of %u ids needs ids, at most steps (%u) and at "
+                         "most max_seq (%u) of them", opts->n_prompt, opts->steps, cfg->max_seq);
+    for (uint32_t i = 0; i < opts->n_prompt; i++)
+        if (opts->prompt[i] >= cfg->vocab)
+            return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: prompt id %u (position %u) is not below vocab %u",
+                             opts->prompt[i], i, cfg->vocab);
     uint32_t k = loom_rt_in_flight(rt);
     loop L = { .rt = rt, .m = m, .o = opts, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .tol = tol,
-               .input = opts->token, .r = out };
+               .input = opts->n_prompt ? opts->prompt[0] : opts->token, .prompt = opts->prompt,
+               .n_prompt = opts->n_prompt, .r = out };
     loom_result rc = LOOM_OK;
     if (opts->check) {
         L.gl = malloc((size_t)cfg->vocab * sizeof *L.gl);

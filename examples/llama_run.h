@@ -69,8 +69,13 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
 /* ---- the decode loop ------------------------------------------------------ */
 
 typedef struct loom_llama_run_opts {
-    uint32_t steps;          /* tokens decoded (timed in bench mode) */
-    uint32_t token;          /* first token */
+    uint32_t steps;          /* steps decoded, prompt included (timed in bench mode) */
+    uint32_t token;          /* first token when there is no prompt */
+    /* Prefill by decode steps: the first n_prompt steps are fed these ids
+     * (each < vocab; n_prompt <= steps and <= max_seq), then decoding goes
+     * on from the last one's argmax. NULL/0: start from token. */
+    const uint32_t *prompt;
+    uint32_t n_prompt;
     bool check;              /* CPU reference every step (needs weights) */
     double warmup_s;         /* back-to-back steps before timing; 0: none */
     FILE *log;               /* per-step lines; NULL: none */
@@ -92,7 +97,8 @@ typedef struct loom_llama_result {
  * steps still in flight would fill the runtime's copies. Positions cycle
  * through max_seq (a new sequence each time round); the timed run starts at
  * 0. Check mode needs m made with keep_logits and w, steps <= max_seq, and
- * counts mismatches (tokens or logits beyond tol) instead of failing. */
+ * counts mismatches (tokens or logits beyond tol) instead of failing; the
+ * reference is fed the same prompt, so prompt steps are checked too. */
 loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights *w, const loom_llama_run_opts *opts,
                            float tol, loom_llama_result *out);
 

@@ -123,6 +123,8 @@ static void text_buffer(loom_str *s, const loom_graph *g, uint32_t i)
     loom_str_printf(s, " size=%" PRIu64 " usage=%s", b->size, loom_usage_name((loom_usage)b->usage));
     if (b->external)
         loom_str_printf(s, " external=0x%" PRIx64, b->external);
+    if (b->keep)
+        loom_str_append(s, " keep", 5);
     if (b->cls != LOOM_CLASS_UNKNOWN)
         loom_str_printf(s, " class=%s", loom_class_name((loom_class)b->cls));
     if (b->cls == LOOM_CLASS_SCRATCH || b->arena_offset)

@@ -1,5 +1,5 @@
 /* Canonical encoding and XXH3-128 hash. The encoding lists, in order, the
- * buffers (name, size, usage, external), the kernel names, then every node's
+ * buffers (name, size, usage, external, keep), the kernel names, then every node's
  * captured fields with its variable parts inline — never side-array indices,
  * pointers or annotations — so equal graphs encode to equal bytes however
  * they were built. All integers are little-endian.
@@ -46,7 +46,7 @@ uint8_t *loom_enc_node(const loom_graph *g, const loom_node *n, uint8_t *p)
  * node records. */
 static size_t prefix_size(const loom_graph *g)
 {
-    size_t n = sizeof magic + 4 + (size_t)g->buffers.n * (4 + 8 + 4 + 8) + 4 + (size_t)g->kernels.n * 4 + 4;
+    size_t n = sizeof magic + 4 + (size_t)g->buffers.n * (4 + 8 + 4 + 8 + 4) + 4 + (size_t)g->kernels.n * 4 + 4;
     for (uint32_t i = 0; i < g->buffers.n; i++)
         n += strlen(g->strings.v + g->buffers.v[i].name);
     for (uint32_t i = 0; i < g->kernels.n; i++)
@@ -71,6 +71,7 @@ static uint8_t *write_prefix(const loom_graph *g, uint8_t *p)
         p = st64(p, b->size);
         p = st32(p, b->usage);
         p = st64(p, b->external);
+        p = st32(p, b->keep);
     }
     p = st32(p, g->kernels.n);
     for (uint32_t i = 0; i < g->kernels.n; i++)

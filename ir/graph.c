@@ -257,6 +257,14 @@ loom_result loom_graph_add_buffer(loom_graph *g, const loom_buffer_desc *desc, u
     return LOOM_OK;
 }
 
+loom_result loom_graph_keep_buffer(loom_graph *g, uint32_t buffer)
+{
+    if (!g || buffer >= g->buffers.n)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_keep_buffer: buffer %u does not exist", buffer);
+    g->buffers.v[buffer].keep = 1;
+    return LOOM_OK;
+}
+
 loom_result loom_graph_params(loom_graph *g, uint32_t *out_id)
 {
     if (!g)

@@ -155,6 +155,8 @@ loom_result loom_dump_json(const loom_graph *g, loom_str *s)
         json_string(s, loom_usage_name((loom_usage)b->usage));
         if (b->external)
             loom_str_printf(s, ", \"external\": %" PRIu64, b->external);
+        if (b->keep)
+            loom_str_printf(s, ", \"keep\": true");
         if (b->cls != LOOM_CLASS_UNKNOWN) {
             loom_str_printf(s, ", \"class\": ");
             json_string(s, loom_class_name((loom_class)b->cls));
@@ -659,10 +661,10 @@ static bool graph_call(jp *p, uint32_t at, loom_result rc)
 
 static bool parse_buffer(jp *p, loom_graph *g, uint32_t obj)
 {
-    static const char *const keys[] = { "id", "name", "size", "usage", "external", "class", "arena_offset" };
-    uint32_t f[7];
+    static const char *const keys[] = { "id", "name", "size", "usage", "external", "class", "arena_offset", "keep" };
+    uint32_t f[8];
     uint32_t id = loom_graph_buffer_count(g);
-    if (!fields(p, obj, "a buffer", keys, 7, f) || !need(p, obj, f[2], "size", "a buffer"))
+    if (!fields(p, obj, "a buffer", keys, 8, f) || !need(p, obj, f[2], "size", "a buffer"))
         return false;
     loom_buffer_desc d = { 0 };
     uint32_t file_id = id;
@@ -693,7 +695,11 @@ static bool parse_buffer(jp *p, loom_graph *g, uint32_t obj)
     uint64_t arena = 0;
     if (!opt_u64(p, f[6], "arena_offset", &arena))
         return false;
-    if (!graph_call(p, obj, loom_graph_add_buffer(g, &d, &id)))
+    if (f[7] != LOOM_NONE && J(p, f[7])->t != J_TRUE && !want_type(p, f[7], J_FALSE, "keep"))
+        return false;
+    bool keep = f[7] != LOOM_NONE && J(p, f[7])->t == J_TRUE;
+    if (!graph_call(p, obj, loom_graph_add_buffer(g, &d, &id)) ||
+        (keep && !graph_call(p, obj, loom_graph_keep_buffer(g, id))))
         return false;
     loom_buffer *b = loom_graph_buffer_mut(g, id);
     b->cls = cls;

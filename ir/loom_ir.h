@@ -140,7 +140,7 @@ typedef struct loom_buffer {
     uint64_t external;
     /* annotations (lifetimes pass) */
     uint32_t cls;         /* loom_class */
-    uint32_t pad_;
+    uint32_t keep;        /* loom_graph_keep_buffer (captured, not an annotation) */
     uint64_t arena_offset;  /* SCRATCH only: offset in the plan's arena */
 } loom_buffer;
 
@@ -249,6 +249,12 @@ loom_result loom_graph_clone(const loom_graph *g, loom_graph **out);
 const char *loom_graph_name(const loom_graph *g);
 
 loom_result loom_graph_add_buffer(loom_graph *g, const loom_buffer_desc *desc, uint32_t *out_id);
+/* Says the host reads the buffer after a step (an intermediate under
+ * inspection, say): it is never fused away nor packed into the scratch
+ * arena, so a buffer the lifetimes pass would call SCRATCH is an OUTPUT
+ * instead, and the runtime lets the host read it. Part of the graph's hash.
+ * LOOM_INVALID_ARGUMENT for a buffer that does not exist. */
+loom_result loom_graph_keep_buffer(loom_graph *g, uint32_t buffer);
 /* Interns a kernel name; the same name gives the same id. */
 loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id);
 

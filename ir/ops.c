@@ -8,6 +8,7 @@
  * in shaders/. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -16,6 +17,7 @@
 /* Local sizes and per-workgroup tiling of the kernels in shaders/. */
 #define ELEMWISE_LOCAL   256u   /* copy, mul, add, silu_mul, rope, kv_append, embed */
 #define MATVEC_ROWS_PER_WG 4u   /* matvec.glsl: MV_ROWS */
+#define ARGMAX_MAX_GROUPS 1024u  /* matvec.glsl MV_ARGMAX: workgroups loop over row blocks */
 #define ATTN_MAX_HEAD_DIM 256u  /* attention.comp: one invocation per dim */
 #define MAX_GROUPS       65535u /* the Vulkan minimum of maxComputeWorkGroupCount */
 #define COPY_MAX_GROUPS  4096u  /* copy.comp strides over the rest */
@@ -272,13 +274,17 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
 
-/* Shares of the cache an ATTENTION dispatch splits into: about 32 rows each
- * at the full cache, at most 16 (attention.comp: MAX_SPLITS), so a 512-row
- * cache and 32 heads make 512 workgroups. (16-row shares, 1024 workgroups,
- * measured slower on the H200: docs/perf.md.) */
-static uint32_t attn_splits(uint32_t max_seq)
+/* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
+ * row, 2 rows each, so 64 rows a pass); attention_wide.comp the rest up to
+ * ATTN_MAX_HEAD_DIM (32 a row, 8 rows a pass). */
+#define ATTN_NARROW_HEAD_DIM 64u
+static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 64u : 8u; }
+
+/* Shares of the cache an ATTENTION dispatch splits into: one pass each at
+ * the full cache, at most 16 (attention.glsl: MAX_SPLITS). */
+static uint32_t attn_splits(uint32_t max_seq, uint32_t head_dim)
 {
-    uint32_t s = max_seq / 32u;
+    uint32_t s = max_seq / attn_rows_per_pass(head_dim);
     return s < 1u ? 1u : s > 16u ? 16u : s;
 }
 
@@ -689,13 +695,16 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
         rc = need_vec(g, op, "out", &out, (uint32_t)nq);
     if (rc)
         return rc;
-    uint32_t splits = attn_splits(kcache.rows);
+    uint32_t splits = attn_splits(kcache.rows, head_dim);
+    const char *xs = getenv("LOOM_ATTN_SPLITS"), *xk = getenv("LOOM_ATTN_KERNEL");   /* experiment */
+    if (xs)
+        splits = (uint32_t)strtoul(xs, NULL, 10);
     loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits };
     loom_tensor part, count;
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .kernel = "attention", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
+    op_call c = { .op = op, .kernel = xk ? xk : head_dim <= ATTN_NARROW_HEAD_DIM ? "attention" : "attention_wide", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
                   .groups = (uint64_t)n_heads * splits,
                   .v = { { "q", q, false, true, false }, { "kcache", kcache, false, false, false },
                          { "vcache", vcache, false, false, false }, { "out", out, true, false, false },
@@ -765,6 +774,13 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
     if (rc)
         return rc;
     uint64_t groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG);
+    /* The argmax forms loop over row blocks (matvec.glsl), so that the
+     * per-workgroup publish-and-count tail is paid by few workgroups. */
+    if (out && groups > ARGMAX_MAX_GROUPS)
+        groups = ARGMAX_MAX_GROUPS;
+    const char *xg = getenv("LOOM_ARGMAX_GROUPS");   /* experiment */
+    if (out && xg && groups > strtoull(xg, NULL, 10))
+        groups = strtoull(xg, NULL, 10);
     loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
     op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc,
                   .push_size = gw ? sizeof pc : sizeof(loom_pc_matvec), .groups = groups };
@@ -857,9 +873,12 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     if (rc)
         return rc;
     loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
-    op_call c = { .op = op, .kernel = matvec_kernel(op, Wq.dtype == LOOM_F16), .params = true, .n = 8,
-                  .push = &pc, .push_size = sizeof pc,
-                  .groups = ((uint64_t)Wq.rows + 2ull * Wk.rows) / MATVEC_ROWS_PER_WG,
+    bool x8 = getenv("LOOM_QKV8") != NULL;   /* experiment */
+    op_call c = { .op = op,
+                  .kernel = x8 ? (Wq.dtype == LOOM_F16 ? "rms_norm_qkv_rope8_f16" : "rms_norm_qkv_rope8_f32")
+                               : matvec_kernel(op, Wq.dtype == LOOM_F16),
+                  .params = true, .n = 8, .push = &pc, .push_size = sizeof pc,
+                  .groups = ceil_div((uint64_t)Wq.rows + 2ull * Wk.rows, x8 ? 8u : MATVEC_ROWS_PER_WG),
                   .v = { { "x", x, false, false, false }, { "g", gw, false, false, false },
                          { "Wq", Wq, false, false, false }, { "Wk", Wk, false, false, false },
                          { "Wv", Wv, false, false, false }, { "q", q, true, false, false },

@@ -198,6 +198,8 @@ static uint32_t producer(const fuse_state *fs, uint32_t pos, const loom_binding 
 
 static bool host_visible(const loom_buffer *b)
 {
+    if (b->keep)
+        return true;
     switch ((loom_usage)b->usage) {
     case LOOM_USAGE_INPUT: case LOOM_USAGE_OUTPUT: case LOOM_USAGE_STATE:
     case LOOM_USAGE_PARAMS: case LOOM_USAGE_KV_CACHE:

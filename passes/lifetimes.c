@@ -4,10 +4,10 @@
  * Classes come from the usage hint where there is one and from the accesses
  * otherwise: never written → WEIGHT; written by a KV_APPEND node or hinted
  * KV_CACHE → KV_APPEND; read (in plan order) before the graph wrote those
- * bytes → STATE; written first, plan-owned (external == 0) and not host
- * visible → SCRATCH. A hint the graph contradicts (a WEIGHT, INPUT or PARAMS
- * buffer that a node writes, a SCRATCH buffer read before it is written) is
- * LOOM_VERIFY naming the buffer and the node.
+ * bytes → STATE; written first, plan-owned (external == 0) and not kept
+ * for the host → SCRATCH, else OUTPUT. A hint the graph contradicts (a
+ * WEIGHT, INPUT or PARAMS buffer that a node writes, a SCRATCH buffer read
+ * before it is written) is LOOM_VERIFY naming the buffer and the node.
  *
  * Liveness is measured in barrier epochs — the stretches between recorded
  * barriers — not in positions: nodes of one epoch may run concurrently, so
@@ -139,7 +139,7 @@ static loom_result classify(const loom_graph *g, uint32_t id, const buf_info *b,
     case LOOM_USAGE_SCRATCH:
         if (b->early_reader != LOOM_NONE)
             return contradiction(g, id, "reads bytes no node wrote before", b->early_reader);
-        *out = buf->external ? LOOM_CLASS_OUTPUT : LOOM_CLASS_SCRATCH;
+        *out = buf->external || buf->keep ? LOOM_CLASS_OUTPUT : LOOM_CLASS_SCRATCH;
         return LOOM_OK;
     default: break;
     }
@@ -149,8 +149,8 @@ static loom_result classify(const loom_graph *g, uint32_t id, const buf_info *b,
         *out = LOOM_CLASS_KV_APPEND;
     else if (b->early_reader != LOOM_NONE)
         *out = LOOM_CLASS_STATE;
-    else if (buf->external)
-        *out = LOOM_CLASS_OUTPUT;   /* memory someone else holds may be read by the host */
+    else if (buf->external || buf->keep)
+        *out = LOOM_CLASS_OUTPUT;   /* memory someone else holds, or the frontend keeps, may be read by the host */
     else
         *out = LOOM_CLASS_SCRATCH;
     return LOOM_OK;

@@ -325,6 +325,20 @@ static loom_result pick_device(loom_rt *rt, const char *want)
     return LOOM_OK;
 }
 
+static bool device_has_extension(VkPhysicalDevice pd, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || !n)
+        return false;
+    VkExtensionProperties *e = malloc(n * sizeof *e);
+    bool found = false;
+    if (e && vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = !strcmp(e[i].extensionName, name);
+    free(e);
+    return found;
+}
+
 static loom_result create_device(loom_rt *rt)
 {
     VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
@@ -365,11 +379,27 @@ static loom_result create_device(loom_rt *rt)
         .queueCount = 1,
         .pQueuePriorities = &prio,
     };
+    /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
+     * (registers, spills, ...) on stderr, where the device reports them. */
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE,
+    };
+    const char *dev_exts[1];
+    uint32_t n_dev_exts = 0;
+    const char *stats = getenv("LOOM_KERNEL_STATS");
+    if (stats && *stats && strcmp(stats, "0") && device_has_extension(rt->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        dev_exts[n_dev_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+        want11.pNext = &pep;
+        rt->kernel_stats = true;
+    }
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &want,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = n_dev_exts,
+        .ppEnabledExtensionNames = n_dev_exts ? dev_exts : NULL,
     };
     VkResult vr = vkCreateDevice(rt->phys, &dci, NULL, &rt->device);
     if (vr != VK_SUCCESS)
@@ -512,17 +542,6 @@ void loom_rt_destroy(loom_rt *rt)
 
 uint64_t loom_rt_validation_messages(const loom_rt *rt) { return rt ? rt->validation_messages : 0; }
 
-static bool unified(const VkPhysicalDeviceMemoryProperties *mp)
-{
-    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
-        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-            mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size >= (1ull << 30))
-            return true;
-    }
-    return false;
-}
-
 void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
 {
     if (!out)
@@ -536,7 +555,9 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->device_id = rt->props.deviceID;
     out->driver_version = rt->props.driverVersion;
     out->api_version = rt->props.apiVersion;
-    out->unified_memory = unified(&rt->mem_props);
+    loom_rt_memory mem = rt_memory_of(&rt->props, &rt->mem_props, &out->host_window_bytes);
+    out->memory = mem;
+    out->unified_memory = mem == LOOM_RT_MEMORY_UNIFIED;
     out->timestamp_period_ns = rt->props.limits.timestampPeriod;
     out->min_storage_offset_alignment = rt->props.limits.minStorageBufferOffsetAlignment;
     out->max_storage_buffer_range = rt->props.limits.maxStorageBufferRange;
@@ -597,8 +618,12 @@ loom_result loom_rt_describe_devices(loom_str *out)
                         type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
                         VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion), p.vendorID,
                         p.deviceID, usable(pds[i]) ? "" : " (unusable: needs 1.2 + timeline semaphores)");
-        loom_str_printf(out, "    unified memory: %s, timestamp period %.3f ns\n", unified(&mp) ? "yes" : "no",
-                        p.limits.timestampPeriod);
+        uint64_t win;
+        loom_rt_memory mem = rt_memory_of(&p, &mp, &win);
+        loom_str_printf(out, "    memory: %s", loom_rt_memory_name(mem));
+        if (mem != LOOM_RT_MEMORY_UNIFIED && win)
+            loom_str_printf(out, ", %llu MiB", (unsigned long long)(win >> 20));
+        loom_str_printf(out, "; timestamp period %.3f ns\n", p.limits.timestampPeriod);
         describe_memory(out, &mp);
     }
     vkDestroyInstance(inst, NULL);

@@ -116,7 +116,7 @@ struct loom_rt_program {
     uint32_t n_copies;
     uint32_t n_queries;      /* per copy; 0 without timestamps */
     uint32_t n_dispatches, n_barriers;
-    bool host_barrier;       /* an OUTPUT buffer is written: end with a host-read barrier */
+    bool host_barrier;       /* a buffer the host may read is written: end with a host-read barrier */
     uint64_t last_step;
     uint64_t host_visible;   /* last step whose writes were made host-visible */
     bool released;
@@ -143,6 +143,7 @@ struct loom_rt {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem_props;
     uint32_t subgroup_size;
+    bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     VkDevice device;
     uint32_t queue_family;
     VkQueue queue;
@@ -218,7 +219,16 @@ loom_result rt_check_lost(const loom_rt *rt, const char *fn);
  * host-visible device-local types are a PCIe window: fine for the host to
  * write and the GPU to read (UPLOAD), very slow for the host to read, so
  * READBACK prefers host-cached system memory the GPU writes into. */
-typedef enum rt_mem_kind { RT_MEM_DEVICE = 0, RT_MEM_UPLOAD = 1, RT_MEM_READBACK = 2 } rt_mem_kind;
+/* HOST_READ is device memory the host may read now and then (KV caches,
+ * state, kept buffers): device-local, and host-visible too where the
+ * device maps all of it (unified memory, resizable BAR), so a read needs
+ * no copy on the queue. */
+typedef enum rt_mem_kind { RT_MEM_DEVICE = 0, RT_MEM_UPLOAD = 1, RT_MEM_READBACK = 2, RT_MEM_HOST_READ = 3 } rt_mem_kind;
+/* What the device's memory types say about host access; *window (may be
+ * NULL) gets the heap size behind the largest device-local host-visible
+ * type, 0 when there is none. */
+loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
+                            uint64_t *window);
 loom_result rt_mem_create(loom_rt *rt, uint64_t size, rt_mem_kind kind, rt_mem *out);
 void rt_mem_destroy(loom_rt *rt, rt_mem *m);
 void rt_blocks_destroy(loom_rt *rt);
@@ -247,6 +257,9 @@ void rt_program_destroy(loom_rt_program *p);
 loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step);
 /* Refreshes rt->completed from the semaphore. */
 loom_result rt_poll(loom_rt *rt);
+/* Waits for step before a host access to a buffer and counts the access in
+ * loom_rt_counters.host_{reads,writes}_{waited,ready}. */
+loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write);
 /* Frees released objects whose submissions have completed. */
 void rt_collect(loom_rt *rt);
 /* One-shot command buffer for staging and barriers: begin, then end+submit+wait. */

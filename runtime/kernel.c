@@ -139,6 +139,38 @@ loom_result loom_rt_kernel_glsl(loom_rt *rt, const char *name, const char *sourc
 
 /* ---- pipelines ---------------------------------------------------------- */
 
+
+/* LOOM_KERNEL_STATS: the driver's statistics of one pipeline, on stderr. */
+static void print_stats(loom_rt *rt, const char *name, VkPipeline pipeline)
+{
+    PFN_vkGetPipelineExecutableStatisticsKHR get =
+        (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(rt->device,
+                                                                      "vkGetPipelineExecutableStatisticsKHR");
+    if (!get)
+        return;
+    VkPipelineExecutableInfoKHR ei = { .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                       .pipeline = pipeline, .executableIndex = 0 };
+    VkPipelineExecutableStatisticKHR st[32];
+    uint32_t n = 32;
+    for (uint32_t i = 0; i < n; i++)
+        st[i] = (VkPipelineExecutableStatisticKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR };
+    VkResult vr = get(rt->device, &ei, &n, st);
+    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE)
+        return;
+    fprintf(stderr, "kernel %s:", name);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(stderr, " %s=", st[i].name);
+        switch (st[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: fprintf(stderr, "%u", st[i].value.b32); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: fprintf(stderr, "%lld", (long long)st[i].value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: fprintf(stderr, "%llu", (unsigned long long)st[i].value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: fprintf(stderr, "%g", st[i].value.f64); break;
+        default: fprintf(stderr, "?");
+        }
+    }
+    fprintf(stderr, "\n");
+}
+
 static loom_result make_variant(loom_rt *rt, rt_kernel *k, uint32_t slot_mask, rt_pipeline *v)
 {
     VkDescriptorSetLayoutBinding b[LOOM_RT_MAX_SLOTS];
@@ -166,6 +198,7 @@ static loom_result make_variant(loom_rt *rt, rt_kernel *k, uint32_t slot_mask, r
     if (vr == VK_SUCCESS) {
         VkComputePipelineCreateInfo ci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .flags = rt->kernel_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
             .stage = { .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                        .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = k->module, .pName = "main" },
             .layout = v->layout,
@@ -184,6 +217,8 @@ static loom_result make_variant(loom_rt *rt, rt_kernel *k, uint32_t slot_mask, r
         return loom_fail_wrap(rc, "kernel '%s'", k->name);
     }
     rt->counters.pipelines++;
+    if (rt->kernel_stats)
+        print_stats(rt, k->name, v->pipeline);
     return LOOM_OK;
 }
 

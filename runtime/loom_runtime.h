@@ -67,11 +67,26 @@ void loom_rt_destroy(loom_rt *rt);
 /* Validation messages seen so far (errors and warnings); tests assert 0. */
 uint64_t loom_rt_validation_messages(const loom_rt *rt);
 
+/* How the host reaches device memory; it decides where each buffer class
+ * lives (docs/design-notes.md, "Memory placement"). */
+typedef enum loom_rt_memory {
+    LOOM_RT_MEMORY_UNIFIED = 0,  /* integrated GPU or CPU device: device memory is host memory */
+    LOOM_RT_MEMORY_REBAR,        /* discrete, device-local memory mapped through a window of >= 1 GiB
+                                    (resizable BAR): zero-copy host access, slow host reads */
+    LOOM_RT_MEMORY_BAR,          /* discrete, a small device-local host-visible window (typically 256 MiB) */
+    LOOM_RT_MEMORY_DISCRETE,     /* discrete, no device-local host-visible memory */
+} loom_rt_memory;
+
+/* "unified memory", "device-local host-visible window (resizable BAR)", … */
+const char *loom_rt_memory_name(loom_rt_memory m);
+
 typedef struct loom_rt_info {
     char device_name[256];
     uint32_t device_type;              /* VkPhysicalDeviceType */
     uint32_t vendor_id, device_id, driver_version, api_version;
-    bool unified_memory;               /* a host-visible device-local type exists */
+    bool unified_memory;               /* memory == LOOM_RT_MEMORY_UNIFIED: every device-local byte is the host's */
+    uint32_t memory;                   /* loom_rt_memory */
+    uint64_t host_window_bytes;        /* heap behind the largest device-local host-visible type; 0: none */
     float timestamp_period_ns;
     uint64_t min_storage_offset_alignment;
     uint64_t max_storage_buffer_range;  /* the device's limit */
@@ -92,7 +107,11 @@ loom_result loom_rt_describe_devices(loom_str *out);
 typedef struct loom_rt_buffer_desc {
     const char *name;
     uint64_t size;
-    loom_usage usage;    /* INPUT/OUTPUT/PARAMS prefer host-visible memory */
+    /* Decides the memory (docs/design-notes.md, "Memory placement"):
+     * INPUT/PARAMS upload memory, OUTPUT host-cached memory, STATE and
+     * KV_CACHE device-local memory the host can map where there is a large
+     * window, anything else device-local. */
+    loom_usage usage;
 } loom_rt_buffer_desc;
 
 loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, loom_rt_buffer **out);
@@ -104,9 +123,16 @@ void loom_rt_buffer_release(loom_rt_buffer *b);
 uint64_t loom_rt_buffer_id(const loom_rt_buffer *b);
 uint64_t loom_rt_buffer_size(const loom_rt_buffer *b);
 
-/* Host access. Reads wait only for the last submission that wrote the
- * buffer; writes only for the last that used it. Staged where the memory is
- * not host-visible. */
+/* Host access, by what the graphs did with the buffer: a read waits only
+ * for the last submission that wrote it (never, for a buffer no graph
+ * writes: a WEIGHT or an INPUT), a write only for the last submission that
+ * used it (for an INPUT, the last that read it) — not for the whole queue.
+ * Every program that writes a buffer the host may read ends with a
+ * host-read barrier, so mapped memory is read in place once its writer is
+ * done. Memory that is not host-visible (device-local KV caches and state
+ * on a discrete GPU without a resizable BAR) is staged through a copy on
+ * the queue, which runs after everything submitted before it.
+ * loom_rt_counters.host_* count which accesses waited. */
 loom_result loom_rt_buffer_write(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, const void *data, uint64_t size);
 loom_result loom_rt_buffer_read(loom_rt *rt, loom_rt_buffer *b, uint64_t offset, void *data, uint64_t size);
 
@@ -152,7 +178,11 @@ uint32_t loom_rt_in_flight(const loom_rt *rt);
 loom_result loom_rt_buffer_read_behind(loom_rt *rt, loom_rt_buffer *b, uint64_t step, uint64_t offset, void *data,
                                        uint64_t size);
 
-/* Host access to plan-owned buffers (external == 0), by graph buffer id. */
+/* Host access to plan-owned buffers (external == 0), by graph buffer id,
+ * with loom_rt_buffer_read/write's waits (the program's last replay). A
+ * SCRATCH buffer cannot be read — its arena bytes are shared with other
+ * buffers — and gives LOOM_INVALID_ARGUMENT naming it: keep it for the
+ * host with loom_graph_keep_buffer before compiling. */
 loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset, void *data,
                                  uint64_t size);
 loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buffer, uint64_t offset,
@@ -212,6 +242,11 @@ typedef struct loom_rt_counters {
     uint64_t pipelines;         /* compute pipelines created */
     uint64_t programs;          /* programs created */
     uint64_t replay_waits;      /* replays that waited: every copy of the program was in flight */
+    /* Host reads and writes of buffers (loom_rt_buffer_* and
+     * loom_rt_program_*): "waited" found the submission they depend on
+     * still running and waited for it, "ready" found it done (or none). */
+    uint64_t host_reads_waited, host_reads_ready;
+    uint64_t host_writes_waited, host_writes_ready;
     uint64_t timed_steps;       /* replays whose GPU time is in gpu_ns */
     uint64_t gpu_ns;            /* GPU time of those replays, from their timestamp pairs */
 } loom_rt_counters;

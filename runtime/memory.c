@@ -2,12 +2,56 @@
  * carved into buffers (one allocation per buffer would hit the driver's
  * allocation-count limit and cost a kernel call each), user-visible
  * loom_rt_buffers with serial ids and deferred destruction, and host access
- * that is zero-copy on host-visible memory and staged otherwise. */
+ * that is zero-copy on host-visible memory and staged otherwise, waiting
+ * only for the submissions the access conflicts with. Where each kind of
+ * buffer is placed is docs/design-notes.md's "Memory placement". */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
 
 /* ---- memory types and blocks -------------------------------------------- */
+
+#define HV_BIT VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+#define DL_BIT VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+/* A device-local host-visible heap at least this large is a resizable BAR
+ * (all of VRAM, or most of it); the classic BAR window is 256 MiB. */
+#define REBAR_MIN (1ull << 30)
+
+loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
+                            uint64_t *window)
+{
+    uint64_t win = 0;
+    bool dl = false, dl_only = false;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        uint64_t heap = mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size;
+        dl |= (f & DL_BIT) != 0;
+        dl_only |= (f & DL_BIT) && !(f & HV_BIT);
+        if ((f & DL_BIT) && (f & HV_BIT) && heap > win)
+            win = heap;
+    }
+    if (window)
+        *window = win;
+    /* A CPU or integrated device, or one whose device-local memory is all
+     * host-visible, has no second memory to stage through. */
+    if (props->deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+        props->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || (dl && !dl_only))
+        return LOOM_RT_MEMORY_UNIFIED;
+    if (!win)
+        return LOOM_RT_MEMORY_DISCRETE;
+    return win >= REBAR_MIN ? LOOM_RT_MEMORY_REBAR : LOOM_RT_MEMORY_BAR;
+}
+
+const char *loom_rt_memory_name(loom_rt_memory m)
+{
+    switch (m) {
+    case LOOM_RT_MEMORY_UNIFIED: return "unified memory";
+    case LOOM_RT_MEMORY_REBAR: return "device-local host-visible window (resizable BAR)";
+    case LOOM_RT_MEMORY_BAR: return "small device-local host-visible window (BAR)";
+    case LOOM_RT_MEMORY_DISCRETE: return "no device-local host-visible memory";
+    }
+    return "?";
+}
 
 static int find_type(loom_rt *rt, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid)
 {
@@ -20,9 +64,29 @@ static int find_type(loom_rt *rt, uint32_t bits, VkMemoryPropertyFlags want, VkM
     return -1;
 }
 
+/* The coherent device-local host-visible type on the largest heap, where
+ * the device maps (nearly) all its memory; else -1. */
+static int window_type(loom_rt *rt, uint32_t bits)
+{
+    loom_rt_memory m = rt_memory_of(&rt->props, &rt->mem_props, NULL);
+    if (m != LOOM_RT_MEMORY_UNIFIED && m != LOOM_RT_MEMORY_REBAR)
+        return -1;
+    const VkPhysicalDeviceMemoryProperties *mp = &rt->mem_props;
+    const VkMemoryPropertyFlags want = DL_BIT | HV_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int best = -1;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++)
+        if ((bits & (1u << i)) && (mp->memoryTypes[i].propertyFlags & want) == want &&
+            (best < 0 || mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size >
+                             mp->memoryHeaps[mp->memoryTypes[best].heapIndex].size))
+            best = (int)i;
+    return best;
+}
+
 /* UPLOAD prefers coherent device-local host-visible memory (the GPU reads
  * it at full speed); READBACK prefers host-cached memory (host reads of
- * uncached device memory crawl over PCIe); DEVICE prefers device-local. */
+ * uncached device memory crawl over PCIe); DEVICE prefers device-local;
+ * HOST_READ prefers device-local memory the host can map, but only where
+ * the device maps all of it — a 256 MiB BAR window is kept for uploads. */
 static int pick_type(loom_rt *rt, uint32_t bits, rt_mem_kind kind)
 {
     const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -33,6 +97,11 @@ static int pick_type(loom_rt *rt, uint32_t bits, rt_mem_kind kind)
         return t;
     if (kind == RT_MEM_UPLOAD && (t = find_type(rt, bits, HV | DL, 0)) >= 0)
         return t;
+    if (kind == RT_MEM_HOST_READ) {
+        if ((t = window_type(rt, bits)) >= 0)
+            return t;
+        kind = RT_MEM_DEVICE;
+    }
     if (kind != RT_MEM_DEVICE) {
         if ((t = find_type(rt, bits, HV, 0)) >= 0)
             return t;
@@ -159,7 +228,8 @@ static loom_result mem_alloc(loom_rt *rt, const VkMemoryRequirements *req, rt_me
     int type = pick_type(rt, req->memoryTypeBits, kind);
     if (type < 0)
         return loom_fail(LOOM_UNSUPPORTED, "no %s memory type fits buffer memory bits 0x%x",
-                         kind != RT_MEM_DEVICE ? "host-visible" : "device", req->memoryTypeBits);
+                         kind == RT_MEM_UPLOAD || kind == RT_MEM_READBACK ? "host-visible" : "device",
+                         req->memoryTypeBits);
     uint64_t align = req->alignment;
     uint64_t sa = rt->props.limits.minStorageBufferOffsetAlignment;
     if (sa > align)
@@ -218,6 +288,10 @@ loom_result rt_mem_create(loom_rt *rt, uint64_t size, rt_mem_kind kind, rt_mem *
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(rt->device, out->buffer, &req);
     loom_result rc = mem_alloc(rt, &req, kind, &out->alloc);
+    /* A full window leaves plain device memory, read through staging. */
+    if (rc == LOOM_DEVICE_OOM && kind == RT_MEM_HOST_READ &&
+        pick_type(rt, req.memoryTypeBits, kind) != pick_type(rt, req.memoryTypeBits, RT_MEM_DEVICE))
+        rc = mem_alloc(rt, &req, RT_MEM_DEVICE, &out->alloc);
     if (rc) {
         vkDestroyBuffer(rt->device, out->buffer, NULL);
         out->buffer = VK_NULL_HANDLE;
@@ -307,9 +381,14 @@ loom_result rt_mem_read(loom_rt *rt, rt_mem *m, uint64_t offset, void *data, uin
 
 static rt_mem_kind usage_kind(loom_usage u)
 {
-    if (u == LOOM_USAGE_OUTPUT)
-        return RT_MEM_READBACK;
-    return u == LOOM_USAGE_INPUT || u == LOOM_USAGE_PARAMS ? RT_MEM_UPLOAD : RT_MEM_DEVICE;
+    switch (u) {
+    case LOOM_USAGE_OUTPUT: return RT_MEM_READBACK;
+    case LOOM_USAGE_INPUT:
+    case LOOM_USAGE_PARAMS: return RT_MEM_UPLOAD;
+    case LOOM_USAGE_STATE:
+    case LOOM_USAGE_KV_CACHE: return RT_MEM_HOST_READ;
+    default: return RT_MEM_DEVICE;
+    }
 }
 
 loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, loom_rt_buffer **out)
@@ -420,8 +499,9 @@ loom_result loom_rt_buffer_write(loom_rt *rt, loom_rt_buffer *b, uint64_t offset
     loom_result rc = rt_check_lost(rt, "loom_rt_buffer_write");
     if (!rc)
         rc = check_range(b, offset, data, size, "buffer write");
+    /* Every submission that read or wrote it; an INPUT is only ever read. */
     if (!rc)
-        rc = loom_rt_wait(rt, b->last_use);
+        rc = rt_host_wait(rt, b->last_use, true);
     if (!rc && size)
         rc = rt_mem_write(rt, &b->mem, offset, data, size);
     return rc;
@@ -434,10 +514,14 @@ loom_result loom_rt_buffer_read(loom_rt *rt, loom_rt_buffer *b, uint64_t offset,
     loom_result rc = rt_check_lost(rt, "loom_rt_buffer_read");
     if (!rc)
         rc = check_range(b, offset, data, size, "buffer read");
+    /* Its last writer alone: later submissions that only read it (or do not
+     * touch it) may still run. A buffer no graph writes never waits. */
     if (!rc)
-        rc = loom_rt_wait(rt, b->last_write);
-    /* The submission that wrote it ended without a host-read barrier (the
-     * buffer is not an OUTPUT): make the writes visible first. */
+        rc = rt_host_wait(rt, b->last_write, false);
+    /* Every program that writes a buffer the host may read ends with a
+     * host-read barrier, so this never fires for writes by replays; it is
+     * the safety net for any other writer, and costs a submission behind
+     * the whole queue. */
     if (!rc && b->mem.mapped && b->host_visible < b->last_write) {
         rc = rt_host_read_barrier(rt);
         if (!rc)

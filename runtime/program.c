@@ -24,6 +24,8 @@ static rt_mem_kind host_class(const loom_buffer *b)
         return RT_MEM_READBACK;
     if (b->usage == LOOM_USAGE_INPUT || b->usage == LOOM_USAGE_PARAMS || b->cls == LOOM_CLASS_INPUT)
         return RT_MEM_UPLOAD;
+    if (b->cls == LOOM_CLASS_STATE || b->cls == LOOM_CLASS_KV_APPEND)
+        return RT_MEM_HOST_READ;
     return RT_MEM_DEVICE;
 }
 
@@ -177,15 +179,12 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
         (*n_sets)++;
         *n_descs += n->n_bindings;
     }
-    for (uint32_t i = 0; i < p->n_slots; i++) {
-        const loom_buffer *b = loom_graph_buffer(g, i);
-        /* An external buffer made as OUTPUT counts too, so that any completed
-         * write to one is host-visible (loom_rt_buffer_read_behind). */
-        bool out = b->cls == LOOM_CLASS_OUTPUT || b->usage == LOOM_USAGE_OUTPUT ||
-                   (p->slots[i].ext && p->slots[i].ext->usage == LOOM_USAGE_OUTPUT);
-        if (p->slots[i].written && out)
+    /* Any buffer the host may read — everything but SCRATCH, externals
+     * included — ends the step host-visible, so a read waits for its writer
+     * alone, never for a barrier submitted behind the queue. */
+    for (uint32_t i = 0; i < p->n_slots; i++)
+        if (p->slots[i].written && loom_graph_buffer(g, i)->cls != LOOM_CLASS_SCRATCH)
             p->host_barrier = true;
-    }
     return LOOM_OK;
 }
 
@@ -657,9 +656,15 @@ loom_result loom_rt_program_read(loom_rt *rt, loom_rt_program *p, uint32_t buffe
         rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;
+    const loom_buffer *b = loom_graph_buffer(p->g, buffer);
+    if (b->cls == LOOM_CLASS_SCRATCH && m == &p->arena)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_program_read: buffer %u '%s' is SCRATCH: its bytes in the "
+                         "arena are shared with other buffers; keep it for the host (loom_graph_keep_buffer) to "
+                         "read it", buffer, buffer_name(p->g, buffer));
+    /* Not written by the program (a WEIGHT): no wait at all. */
+    if ((rc = rt_host_wait(rt, p->slots[buffer].written ? p->last_step : 0, false)))
+        return rc;
     if (p->slots[buffer].written) {
-        if ((rc = loom_rt_wait(rt, p->last_step)))
-            return rc;
         if (m->mapped && p->host_visible < p->last_step) {
             if ((rc = rt_host_read_barrier(rt)))
                 return rc;
@@ -681,7 +686,9 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
         rc = owned_slot(p, buffer, offset, data, size, &m, &base);
     if (rc)
         return rc;
-    if ((rc = loom_rt_wait(rt, p->last_step)))
+    /* Every replay of the program that uses it; an INPUT is only read. */
+    const rt_slot *s = &p->slots[buffer];
+    if ((rc = rt_host_wait(rt, s->read || s->written ? p->last_step : 0, true)))
         return rc;
     return size ? rt_mem_write(rt, m, base + offset, data, size) : LOOM_OK;
 }
@@ -699,7 +706,7 @@ loom_result loom_rt_buffer_read_behind(loom_rt *rt, loom_rt_buffer *b, uint64_t 
      * barrier is waiting for `step` alone enough; elsewhere, the full wait. */
     if (b->usage != LOOM_USAGE_OUTPUT || !b->mem.mapped || step >= b->last_write)
         return loom_rt_buffer_read(rt, b, offset, data, size);
-    loom_result rc = loom_rt_wait(rt, step);
+    loom_result rc = rt_host_wait(rt, step, false);
     if (!rc && size)
         memcpy(data, b->mem.mapped + offset, size);
     return rc;

@@ -122,6 +122,22 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
     return LOOM_OK;
 }
 
+loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write)
+{
+    bool pending = step > rt->completed;
+    loom_result rc = LOOM_OK;
+    if (pending && !(rc = rt_poll(rt)))
+        pending = step > rt->completed;
+    if (!rc && pending)
+        rc = loom_rt_wait(rt, step);
+    if (rc)
+        return rc;
+    loom_rt_counters *c = &rt->counters;
+    (*(write ? (pending ? &c->host_writes_waited : &c->host_writes_ready)
+             : (pending ? &c->host_reads_waited : &c->host_reads_ready)))++;
+    return LOOM_OK;
+}
+
 loom_result loom_rt_wait_idle(loom_rt *rt)
 {
     if (!rt)

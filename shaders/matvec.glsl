@@ -128,6 +128,7 @@ layout(set = 0, binding = B_COUNT) coherent buffer Count { uint counter[]; };
 #define NMAT 1u
 #endif
 
+uint wg_block;             // the block of MV_ROWS rows being computed
 uint row_of(uint k);       // global row of the workgroup's k-th row
 uint mat_of(uint k);       // which binding (0, 1, 2) it reads
 uint local_row(uint k);    // row within that matrix
@@ -141,7 +142,7 @@ uint total_rows() { return pc.q_rows + 2u * pc.kv_rows; }
 uint row_of(uint k)
 {
     uint half_hd = pc.head_dim / 2u, np = MV_ROWS / 2u;
-    uint p = gl_WorkGroupID.x * np + (k % np);
+    uint p = wg_block * np + (k % np);
     uint row = (p / half_hd) * pc.head_dim + p % half_hd;
     return k < np ? row : row + half_hd;
 }
@@ -157,7 +158,7 @@ uint local_row(uint k)
 }
 #else
 uint total_rows() { return pc.rows; }
-uint row_of(uint k) { return gl_WorkGroupID.x * MV_ROWS + k; }
+uint row_of(uint k) { return wg_block * MV_ROWS + k; }
 uint mat_of(uint k) { return 0u; }
 uint local_row(uint k) { return row_of(k); }
 #endif
@@ -257,7 +258,14 @@ uint wg_best(float v, uint i, out float outv)
 }
 #endif
 
-void main()
+#ifdef MV_ARGMAX
+float best_val = 0.0;   // invocation 0: the best row of the blocks done so far
+uint best_row = 0xffffffffu;
+#endif
+
+// The rows of block wg_block: y written, and with MV_ARGMAX folded into
+// invocation 0's best.
+void block()
 {
     const uint NS = MV_ROWS * NMAT + 1u;   // the last slot sums x^2
     uint t = gl_LocalInvocationID.x;
@@ -277,27 +285,29 @@ void main()
         for (uint k = 0u; k < MV_ROWS; k++)
             base[k] = local_row(k) * n;
         for (uint c = t; c < n; c += WG) {
+            // All loads first, weights leading, then the arithmetic:
+            // MV_ROWS * NMAT independent 16-byte weight loads in flight per
+            // invocation, none of them waiting for x (or g) to arrive.
+            WVEC w[MV_ROWS * NMAT];
+            for (uint k = 0u; k < MV_ROWS; k++)
+                for (uint j = 0u; j < NMAT; j++)
+                    if (live[k])
+                        w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
 #ifdef MV_F16
             vec4 xa = x4[2u * c], xb = x4[2u * c + 1u];
 #else
             vec4 xa = x4[c], xb = vec4(0.0);
 #endif
 #ifdef HAS_NORM
-            acc[NS - 1u] += dot(xa, xa) + dot(xb, xb);
 #ifdef MV_F16
-            xa *= g4[2u * c];
-            xb *= g4[2u * c + 1u];
+            vec4 ga = g4[2u * c], gb = g4[2u * c + 1u];
 #else
-            xa *= g4[c];
+            vec4 ga = g4[c], gb = vec4(0.0);
 #endif
+            acc[NS - 1u] += dot(xa, xa) + dot(xb, xb);
+            xa *= ga;
+            xb *= gb;
 #endif
-            // All loads first, then the arithmetic: MV_ROWS * NMAT
-            // independent 16-byte loads in flight per invocation.
-            WVEC w[MV_ROWS * NMAT];
-            for (uint k = 0u; k < MV_ROWS; k++)
-                for (uint j = 0u; j < NMAT; j++)
-                    if (live[k])
-                        w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
             for (uint k = 0u; k < MV_ROWS; k++)
                 for (uint j = 0u; j < NMAT; j++)
                     if (live[k])
@@ -381,20 +391,35 @@ void main()
         y[row_of(t)] = val;
     }
 #ifdef MV_ARGMAX
-    // This workgroup's best row (one invocation over its MV_ROWS values:
-    // a tree over the whole workgroup here would cost every workgroup a
-    // dozen barriers), then the last workgroup's best of all.
-    uint groups = gl_NumWorkGroups.x;
-    if (t == 0u) {
-        float bv = 0.0;
-        uint bi = NONE;
+    // Invocation 0 folds the block's MV_ROWS values into its best (a tree
+    // over the whole workgroup would cost every block a dozen barriers).
+    if (t == 0u)
         for (uint k = 0u; k < MV_ROWS; k++) {
             float v = total[k] * scale;   // what invocation k stored in y
-            if (live[k] && better(v, row_of(k), bv, bi)) {
-                bv = v;
-                bi = row_of(k);
+            if (live[k] && better(v, row_of(k), best_val, best_row)) {
+                best_val = v;
+                best_row = row_of(k);
             }
         }
+#endif
+#endif
+}
+
+void main()
+{
+#ifdef MV_ARGMAX
+    // A workgroup takes blocks gl_WorkGroupID.x, + gl_NumWorkGroups.x, ...
+    // (the builder caps the workgroups), so each pays the publish-and-count
+    // tail once, not once per four rows. Then the last workgroup to finish
+    // picks the best of all.
+    uint nblocks = (total_rows() + MV_ROWS - 1u) / MV_ROWS;
+    for (wg_block = gl_WorkGroupID.x; wg_block < nblocks; wg_block += gl_NumWorkGroups.x)
+        block();
+    uint t = gl_LocalInvocationID.x;
+    uint groups = gl_NumWorkGroups.x;
+    if (t == 0u) {
+        float bv = best_val;
+        uint bi = best_row;
         part[gl_WorkGroupID.x] = uvec2(floatBitsToUint(bv), bi);
         memoryBarrierBuffer();
         is_last = atomicAdd(counter[0], 1u) == groups - 1u;
@@ -424,6 +449,8 @@ void main()
             counter[0] = 0u;   // ready for the next replay
         }
     }
-#endif
+#else
+    wg_block = gl_WorkGroupID.x;
+    block();
 #endif
 }

@@ -23,6 +23,18 @@ if(TARGET llama-decode)
     decode_test(decode_check_${flag} ${check} --${flag})
     decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
   endforeach()
+  # Prefill by decode steps: the prompt ids fed one per step, every step
+  # (prompt ones too) checked against the reference, in any config; the
+  # script checks --token against a one-id prompt, that generation goes on
+  # from the last prompt id, and that a bad id is a usage error.
+  set(prompt --prompt-ids 5,17,300,2)
+  decode_test(decode_check_prompt_f32 ${check} ${prompt} --in-flight 1)
+  decode_test(decode_check_prompt_f16 ${check} ${prompt} --f16)
+  decode_test(decode_check_prompt_no-fuse ${check} ${prompt} --no-fuse --in-flight 2)
+  decode_test(decode_check_prompt_gguf ${check} ${prompt} --model ${CMAKE_CURRENT_BINARY_DIR}/tiny-f16.gguf)
+  set_tests_properties(decode_check_prompt_gguf PROPERTIES FIXTURES_REQUIRED gguf_models)
+  decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_prompt.cmake)
   # Weights larger than one binding: a forced small limit splits the LM
   # head, the embedding and the projections into row blocks; the reference
   # still agrees on every step, and the tokens are those of the unsplit run.

@@ -1,9 +1,12 @@
 /* Compiler and plan cache: plans, keys, hits and misses, forced collisions,
- * LRU order and eviction that skips busy plans, the binding limit. */
+ * LRU order and eviction that skips busy plans, the LOOM_DISABLE /
+ * LOOM_PASSES switches read from the environment, and the binding limit. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 #include "loom_compiler.h"
 #include "loom_ops.h"
+#include "loom_passes.h"
 
 static loom_graph *make(uint64_t size, uint32_t n)
 {
@@ -236,6 +239,149 @@ START_TEST(test_binding_limit)
 }
 END_TEST
 
+/* ---- LOOM_DISABLE and LOOM_PASSES ---------------------------------------- */
+
+static bool ran(const loom_plan *p, const char *pass)
+{
+    const loom_plan_stats *s = loom_plan_get_stats(p);
+    for (uint32_t i = 0; i < s->n_passes; i++)
+        if (!strcmp(s->pass_names[i], pass))
+            return true;
+    return false;
+}
+
+static loom_plan *compile_env(const loom_graph *g, const loom_compile_options *o, const char *disable,
+                              const char *passes)
+{
+    if (disable)
+        setenv("LOOM_DISABLE", disable, 1);
+    else
+        unsetenv("LOOM_DISABLE");
+    if (passes)
+        setenv("LOOM_PASSES", passes, 1);
+    else
+        unsetenv("LOOM_PASSES");
+    loom_plan *p = NULL;
+    ck_assert_int_eq(loom_compile(g, o, &p), LOOM_OK);
+    return p;
+}
+
+START_TEST(test_env_switches)
+{
+    loom_graph *g = make(64, 3);
+    loom_plan *p = compile_env(g, NULL, NULL, NULL);
+    ck_assert_uint_eq(loom_plan_get_stats(p)->n_passes, 5);
+    loom_plan_release(p);
+    /* Each pass with a switch, by the table's name. */
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *ps = loom_pass_at(i);
+        if (!ps->disable)
+            continue;
+        p = compile_env(g, NULL, ps->name, NULL);
+        ck_assert_msg(!ran(p, ps->name), "LOOM_DISABLE=%s still ran it", ps->name);
+        ck_assert_uint_eq(loom_plan_get_stats(p)->n_passes, 4);
+        loom_plan_release(p);
+    }
+    /* The environment adds to the caller's bits. */
+    p = compile_env(g, &(loom_compile_options){ .disable = LOOM_DISABLE_REORDER }, "fuse, lifetimes", NULL);
+    ck_assert(!ran(p, "fuse") && !ran(p, "reorder") && !ran(p, "lifetimes") && ran(p, "barriers"));
+    loom_plan_release(p);
+    /* The barriers pass off: the plan is still explicit, a barrier per node. */
+    p = compile_env(g, NULL, "barriers", NULL);
+    ck_assert_uint_eq(loom_plan_get_stats(p)->barriers, 2);
+    loom_plan_release(p);
+    /* LOOM_PASSES replaces the caller's pipeline; disable bits still skip. */
+    p = compile_env(g, &(loom_compile_options){ .pipeline = "verify,fuse" }, NULL, "verify,reorder,barriers");
+    ck_assert(ran(p, "reorder") && ran(p, "barriers") && !ran(p, "fuse"));
+    loom_plan_release(p);
+    p = compile_env(g, NULL, "barriers", "verify,barriers");
+    ck_assert_uint_eq(loom_plan_get_stats(p)->n_passes, 1);
+    ck_assert(ran(p, "verify"));
+    loom_plan_release(p);
+    /* Settings change the key: a plan compiled under others is not reused. */
+    loom_plan *a = compile_env(g, NULL, NULL, NULL), *b = compile_env(g, NULL, "fuse", NULL);
+    loom_hash ka = loom_plan_key(a), kb = loom_plan_key(b);
+    ck_assert(ka.lo != kb.lo || ka.hi != kb.hi);
+    loom_plan_release(a);
+    loom_plan_release(b);
+    unsetenv("LOOM_DISABLE");
+    loom_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_env_cache)
+{
+    loom_cache *c;
+    ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
+    loom_graph *g = make(64, 2);
+    loom_plan *p[4];
+    bool hit = true;
+    unsetenv("LOOM_DISABLE");
+    unsetenv("LOOM_PASSES");
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[0], &hit), LOOM_OK);
+    ck_assert(!hit);
+    setenv("LOOM_DISABLE", "reorder", 1);   /* another key: a miss, not the first plan */
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[1], &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(!ran(p[1], "reorder"));
+    setenv("LOOM_DISABLE", "cache", 1);     /* never a hit, nothing stored */
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[2], &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert_ptr_ne(p[2], p[0]);
+    unsetenv("LOOM_DISABLE");
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[3], &hit), LOOM_OK);
+    ck_assert(hit);
+    ck_assert_ptr_eq(p[3], p[0]);
+    loom_cache_stats st;
+    loom_cache_get_stats(c, &st);
+    ck_assert_uint_eq(st.entries, 2);
+    for (int i = 0; i < 4; i++)
+        loom_plan_release(p[i]);
+    loom_cache_destroy(c);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* An unknown name fails both entry points, and the message lists every
+ * name the table knows. */
+static void expect_unknown(const char *var, const char *value, bool only_switches)
+{
+    setenv(var, value, 1);
+    loom_graph *g = make(64, 2);
+    loom_plan *p = (loom_plan *)1;
+    ck_assert_int_eq(loom_compile(g, NULL, &p), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    const char *msg = loom_last_error();
+    for (uint32_t i = 0; i < loom_pass_count(); i++) {
+        const loom_pass *ps = loom_pass_at(i);
+        if (!only_switches || ps->disable)
+            ck_assert_msg(strstr(msg, ps->name), "%s=%s: '%s' does not name pass %s", var, value, msg, ps->name);
+    }
+    if (only_switches)
+        ck_assert_msg(strstr(msg, "cache"), "'%s' does not name the cache switch", msg);
+    loom_cache *c;
+    ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
+    bool hit = true;
+    p = (loom_plan *)1;
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p, &hit), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    ck_assert(!hit);
+    loom_cache_destroy(c);
+    loom_graph_destroy(g);
+    unsetenv(var);
+}
+
+START_TEST(test_env_unknown)
+{
+    unsetenv("LOOM_DISABLE");
+    unsetenv("LOOM_PASSES");
+    expect_unknown("LOOM_DISABLE", "fuse,fusion", true);
+    expect_unknown("LOOM_DISABLE", "verify", true);   /* verify has no switch */
+    expect_unknown("LOOM_PASSES", "verify,nope", false);
+    expect_unknown("LOOM_PASSES", "verify,fuse,lifetime", false);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compiler");
@@ -249,6 +395,11 @@ int main(void)
     tcase_add_test(tc, test_cache_forced_collision);
     tcase_add_test(tc, test_cache_lru_and_busy);
     tcase_add_test(tc, test_cache_disabled);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("env");
+    tcase_add_test(tc, test_env_switches);
+    tcase_add_test(tc, test_env_cache);
+    tcase_add_test(tc, test_env_unknown);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -442,6 +442,7 @@ static bool change_field(loom_graph *g, int which)
     else if (which == k++) loom_graph_buffer_mut(g, B_W)->size++;
     else if (which == k++) loom_graph_buffer_mut(g, B_W)->usage = LOOM_USAGE_STATE;
     else if (which == k++) loom_graph_buffer_mut(g, B_W)->external++;
+    else if (which == k++) loom_graph_buffer_mut(g, B_X)->keep = 1;
     else if (which >= k && which < k + 8) ((uint8_t *)loom_node_push(g, n))[which - k] ^= 1;
     else
         return false;
@@ -464,7 +465,7 @@ START_TEST(test_hash_fields)
             break;
         count++;
     }
-    ck_assert_int_eq(count, 32);
+    ck_assert_int_eq(count, 33);
     loom_graph_destroy(base);
 }
 END_TEST
@@ -511,6 +512,7 @@ START_TEST(test_json_round_trip)
     uint32_t id, k;
     OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "q\"uote\\", .size = UINT64_MAX,
                                                     .external = UINT64_MAX }, &id));
+    OK(loom_graph_keep_buffer(g, id));
     OK(loom_graph_kernel(g, "unused \x7f", &k));
     loom_binding b[LOOM_MAX_BINDINGS];
     loom_range r[LOOM_MAX_RANGES];

@@ -289,12 +289,16 @@ START_TEST(test_classes)
 {
     uint32_t w = buf(64, LOOM_USAGE_NONE), in = buf(64, LOOM_USAGE_INPUT), s = buf(64, LOOM_USAGE_NONE);
     uint32_t st = buf(64, LOOM_USAGE_NONE), out = buf(64, LOOM_USAGE_OUTPUT), kv = buf(64, LOOM_USAGE_NONE);
-    uint32_t ext = buf(64, LOOM_USAGE_NONE);
+    uint32_t ext = buf(64, LOOM_USAGE_NONE), kept = buf(64, LOOM_USAGE_NONE), kept_hint = buf(64, LOOM_USAGE_SCRATCH);
     loom_graph_buffer_mut(G, ext)->external = 7;
-    node(LOOM_OP_OTHER, 3, (uint32_t[]){ w, 0, 64, in, 0, 64, st, 0, 64 }, 2,
-         (uint32_t[]){ s, 0, 64, st, 0, 64 });
+    ck_assert_int_eq(loom_graph_keep_buffer(G, kept), LOOM_OK);
+    ck_assert_int_eq(loom_graph_keep_buffer(G, kept_hint), LOOM_OK);
+    ck_assert_int_eq(loom_graph_keep_buffer(G, 99), LOOM_INVALID_ARGUMENT);
+    node(LOOM_OP_OTHER, 3, (uint32_t[]){ w, 0, 64, in, 0, 64, st, 0, 64 }, 4,
+         (uint32_t[]){ s, 0, 64, st, 0, 64, kept, 0, 64, kept_hint, 0, 64 });
     node(LOOM_OP_KV_APPEND, 1, (uint32_t[]){ s, 0, 64 }, 1, (uint32_t[]){ kv, 0, 64 });
-    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s, 0, 64 }, 2, (uint32_t[]){ out, 0, 64, ext, 0, 64 });
+    node(LOOM_OP_OTHER, 3, (uint32_t[]){ s, 0, 64, kept, 0, 64, kept_hint, 0, 64 }, 2,
+         (uint32_t[]){ out, 0, 64, ext, 0, 64 });
     loom_pass_ctx ctx = { 0 };
     ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
     ck_assert_uint_eq(loom_graph_buffer(G, w)->cls, LOOM_CLASS_WEIGHT);
@@ -304,6 +308,9 @@ START_TEST(test_classes)
     ck_assert_uint_eq(loom_graph_buffer(G, out)->cls, LOOM_CLASS_OUTPUT);
     ck_assert_uint_eq(loom_graph_buffer(G, kv)->cls, LOOM_CLASS_KV_APPEND);
     ck_assert_uint_eq(loom_graph_buffer(G, ext)->cls, LOOM_CLASS_OUTPUT);
+    /* Kept for the host: out of the arena, whatever the hint. */
+    ck_assert_uint_eq(loom_graph_buffer(G, kept)->cls, LOOM_CLASS_OUTPUT);
+    ck_assert_uint_eq(loom_graph_buffer(G, kept_hint)->cls, LOOM_CLASS_OUTPUT);
     ck_assert_uint_eq(ctx.scratch_bytes, 64);
     ck_assert_uint_eq(ctx.arena_bytes, 256);
     ck_assert_uint_eq(ctx.arena_lower_bound, 64);
@@ -480,15 +487,18 @@ START_TEST(test_fuse_rms_norm_mul)
 }
 END_TEST
 
-/* Illegal: another reader, a host-visible intermediate, a shape mismatch,
- * and a node in between that the moved norm conflicts with. */
+/* Illegal: another reader, a host-visible intermediate (an OUTPUT, or one
+ * the frontend keeps), a shape mismatch, and a node in between that the
+ * moved norm conflicts with. */
 START_TEST(test_fuse_rms_norm_mul_illegal)
 {
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         loom_graph_reset(G);
         uint32_t x = vbuf(LOOM_USAGE_INPUT), w = vbuf(LOOM_USAGE_WEIGHT);
         uint32_t t = vbuf(c == 1 ? LOOM_USAGE_OUTPUT : 0), y = vbuf(LOOM_USAGE_OUTPUT), o = vbuf(LOOM_USAGE_OUTPUT);
         uint32_t s = vbuf(0);
+        if (c == 4)
+            ck_assert_int_eq(loom_graph_keep_buffer(G, t), LOOM_OK);
         ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(c == 3 ? s : x, c == 2 ? N / 2 : N),
                                           loom_vec(t, c == 2 ? N / 2 : N), 1e-5f, NULL), LOOM_OK);
         if (c == 3)   /* writes s, which the norm reads: the norm may not move below it */

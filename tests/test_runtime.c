@@ -7,8 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <vulkan/vulkan.h>
 #include "loom_ir_edit.h"
 #include "loom_runtime.h"
+
+/* runtime/internal.h: how a device's memory types classify (not exported). */
+loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
+                            uint64_t *window);
 
 #define N 256u   /* elements per test buffer: 1 KiB */
 #define LOOM_RT_TEST_MAX_K 16u   /* the runtime's most copies in flight */
@@ -804,6 +809,233 @@ START_TEST(test_pipeline_cache)
 }
 END_TEST
 
+/* ---- host access by class ----------------------------------------------- */
+
+static void counters(loom_rt *rt, loom_rt_counters *c) { loom_rt_get_counters(rt, c); }
+
+/* A host write to an INPUT waits for the in-flight step that reads it, so
+ * the step computes with the old values; a read right after the next
+ * submit waits for it and sees the new ones. The reader runs after a long
+ * busy kernel, so a write that did not wait would land before the GPU read
+ * the input. The host can be descheduled long enough for the step to end
+ * before the write — then the write rightly does not wait — so a run that
+ * saw no wait retries with a longer step. */
+START_TEST(test_host_input_in_flight)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *in = rbuf(rt, "in", LOOM_USAGE_INPUT, N * 4), *out = rbuf(rt, "out", LOOM_USAGE_OUTPUT, N * 4);
+    loom_rt_buffer *other = rbuf(rt, "other", LOOM_USAGE_INPUT, N * 4), *busy = rbuf(rt, "busy", 0, 256);
+    bool saw_wait = false;
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_wait; attempt++, iters *= 2) {
+        loom_graph *g = graph_new();
+        uint32_t gin = gext(g, in, "in"), gout = gext(g, out, "out");
+        spin(g, gext(g, busy, "busy"), iters);
+        addk(g, gin, gout, 1);   /* unscheduled: after the spin */
+        loom_rt_program *p;
+        OK(loom_rt_program_create(rt, g, &p));
+        loom_graph_destroy(g);
+        uint32_t old_v[N], new_v[N], got[N];
+        fill_iota(old_v, 10);
+        fill_iota(new_v, 5000);
+        OK(loom_rt_buffer_write(rt, in, 0, old_v, sizeof old_v));
+        uint64_t s1, s2;
+        OK(loom_rt_replay(rt, p, NULL, &s1));
+        loom_rt_counters c0, c1, c2;
+        counters(rt, &c0);
+        OK(loom_rt_buffer_write(rt, other, 0, new_v, sizeof new_v));   /* no step uses it: no wait */
+        OK(loom_rt_buffer_write(rt, in, 0, new_v, sizeof new_v));
+        counters(rt, &c1);
+        ck_assert_uint_eq(c1.host_writes_ready - c0.host_writes_ready +
+                              c1.host_writes_waited - c0.host_writes_waited, 2);
+        ck_assert_uint_ge(c1.host_writes_ready - c0.host_writes_ready, 1);
+        saw_wait = c1.host_writes_waited > c0.host_writes_waited;
+        OK(loom_rt_wait(rt, s1));
+        read_u32(rt, out, got);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(got[i], old_v[i] + 1);
+        /* Right after submit: the read waits for the step, sees its result. */
+        OK(loom_rt_replay(rt, p, NULL, &s2));
+        counters(rt, &c1);
+        read_u32(rt, out, got);
+        counters(rt, &c2);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(got[i], new_v[i] + 1);
+        ck_assert_uint_eq(c2.host_reads_waited - c1.host_reads_waited + c2.host_reads_ready - c1.host_reads_ready, 1);
+        ck_assert(!loom_rt_program_busy(rt, p));
+        loom_rt_program_release(p);
+    }
+    ck_assert_msg(saw_wait, "the write to the input never found its reader in flight");
+    loom_rt_buffer_release(in);
+    loom_rt_buffer_release(out);
+    loom_rt_buffer_release(other);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+}
+END_TEST
+
+/* Reading a STATE or KV_CACHE buffer (or a WEIGHT) waits for its last
+ * writer alone: a later step that does not write it is still running when
+ * the read returns. Reading the WEIGHT that step uses does not wait at all.
+ * Retried as above when the host was too slow to find the later step busy. */
+START_TEST(test_host_read_last_writer)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *st = rbuf(rt, "state", LOOM_USAGE_STATE, N * 4), *kv = rbuf(rt, "kv", LOOM_USAGE_KV_CACHE, N * 4);
+    loom_rt_buffer *w = rbuf(rt, "w", LOOM_USAGE_WEIGHT, N * 4), *tmp = rbuf(rt, "tmp", 0, N * 4);
+    loom_rt_buffer *busy = rbuf(rt, "busy", 0, 256);
+    uint32_t wv[N];
+    fill_iota(wv, 3);
+    OK(loom_rt_buffer_write(rt, w, 0, wv, sizeof wv));
+    loom_graph *g = graph_new();
+    fill(g, gext(g, st, "state"), 5);
+    fill(g, gext(g, kv, "kv"), 9);
+    loom_rt_program *writer;
+    OK(loom_rt_program_create(rt, g, &writer));
+    loom_graph_destroy(g);
+    bool saw_busy = false;
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_busy; attempt++, iters *= 2) {
+        g = graph_new();
+        spin(g, gext(g, busy, "busy"), iters);
+        addk(g, gext(g, w, "w"), gext(g, tmp, "tmp"), 1);
+        loom_rt_program *later;
+        OK(loom_rt_program_create(rt, g, &later));
+        loom_graph_destroy(g);
+        uint64_t s1, s2;
+        OK(loom_rt_replay(rt, writer, NULL, &s1));
+        OK(loom_rt_replay(rt, later, NULL, &s2));
+        loom_rt_counters c0, c1;
+        counters(rt, &c0);
+        uint32_t got[N];
+        OK(loom_rt_buffer_read(rt, w, 0, got, sizeof got));   /* never written by a graph */
+        counters(rt, &c1);
+        ck_assert_uint_eq(c1.host_reads_ready, c0.host_reads_ready + 1);
+        ck_assert_uint_eq(got[7], wv[7]);
+        read_u32(rt, st, got);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(got[i], 5);
+        read_u32(rt, kv, got);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(got[i], 9);
+        saw_busy = loom_rt_program_busy(rt, later);
+        counters(rt, &c1);
+        ck_assert_uint_eq(c1.host_reads_waited + c1.host_reads_ready - c0.host_reads_waited - c0.host_reads_ready, 3);
+        OK(loom_rt_wait(rt, s2));
+        loom_rt_program_release(later);
+    }
+    ck_assert_msg(saw_busy, "every read of the state waited for the later step too");
+    loom_rt_program_release(writer);
+    loom_rt_buffer_release(st);
+    loom_rt_buffer_release(kv);
+    loom_rt_buffer_release(w);
+    loom_rt_buffer_release(tmp);
+    loom_rt_buffer_release(busy);
+    rt_done(rt);
+}
+END_TEST
+
+/* Through the compiler: a plan-owned SCRATCH buffer shares arena bytes and
+ * cannot be read (the error names it); a kept one is an OUTPUT with its own
+ * memory and reads back what the step wrote; plan-owned STATE reads wait
+ * for the program's last replay. */
+START_TEST(test_host_scratch_and_keep)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_buffer *x = rbuf(rt, "x", LOOM_USAGE_INPUT, N * 4), *y = rbuf(rt, "y", LOOM_USAGE_OUTPUT, N * 4);
+    uint32_t in[N], got[N];
+    fill_iota(in, 2);
+    OK(loom_rt_buffer_write(rt, x, 0, in, sizeof in));
+    loom_graph *g = graph_new();
+    uint32_t gx = gext(g, x, "x"), gy = gext(g, y, "y");
+    uint32_t t = gown(g, "t", LOOM_USAGE_NONE, N * 4), u = gown(g, "u", LOOM_USAGE_NONE, N * 4);
+    uint32_t v = gown(g, "v", LOOM_USAGE_NONE, N * 4), st = gown(g, "st", LOOM_USAGE_STATE, N * 4);
+    OK(loom_graph_keep_buffer(g, u));
+    addk(g, gx, t, 1);
+    addk(g, t, u, 2);
+    addk(g, u, v, 4);
+    addk(g, v, gy, 8);
+    addk(g, v, st, 16);
+    loom_plan *plan;
+    OK(loom_compile(g, NULL, &plan));
+    const loom_graph *pg = loom_plan_graph(plan);
+    ck_assert_uint_eq(loom_graph_buffer(pg, t)->cls, LOOM_CLASS_SCRATCH);
+    ck_assert_uint_eq(loom_graph_buffer(pg, u)->cls, LOOM_CLASS_OUTPUT);
+    ck_assert_uint_eq(loom_graph_buffer(pg, st)->cls, LOOM_CLASS_STATE);
+    loom_rt_program *p;
+    OK(loom_rt_program_create(rt, pg, &p));
+    uint64_t step;
+    OK(loom_rt_replay(rt, p, NULL, &step));
+    ck_assert_int_eq(loom_rt_program_read(rt, p, t, 0, got, sizeof got), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_rt_program_read(rt, p, v, 0, got, sizeof got), LOOM_INVALID_ARGUMENT);
+    OK(loom_rt_program_read(rt, p, u, 0, got, sizeof got));
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(got[i], in[i] + 3);
+    OK(loom_rt_program_read(rt, p, st, 0, got, sizeof got));
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(got[i], in[i] + 23);
+    read_u32(rt, y, got);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_uint_eq(got[i], in[i] + 15);
+    loom_rt_program_release(p);
+    loom_plan_release(plan);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(x);
+    loom_rt_buffer_release(y);
+    rt_done(rt);
+}
+END_TEST
+
+/* Memory kinds from memory types as drivers report them: a CPU device
+ * (lavapipe), an integrated GPU, a discrete GPU with a resizable BAR (the
+ * window over all of VRAM), with the classic 256 MiB window, and with none.
+ * Only a CPU or integrated device is unified memory. */
+START_TEST(test_memory_kinds)
+{
+    enum { DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+           HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, CA = VK_MEMORY_PROPERTY_HOST_CACHED_BIT };
+    const uint64_t vram = 141ull << 30, sys = 128ull << 30, bar = 256ull << 20;
+    static const struct {
+        VkPhysicalDeviceType type;
+        uint32_t n_heaps, n_types;
+        uint64_t heap[3];
+        uint32_t flags[4], heap_of[4];
+        loom_rt_memory want;
+        uint64_t window;
+    } cases[] = {
+        { VK_PHYSICAL_DEVICE_TYPE_CPU, 1, 1, { 2048ull << 20 }, { DL | HV | HC | CA }, { 0 },
+          LOOM_RT_MEMORY_UNIFIED, 2048ull << 20 },
+        { VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, 1, 2, { 8ull << 30 }, { DL, DL | HV | HC }, { 0, 0 },
+          LOOM_RT_MEMORY_UNIFIED, 8ull << 30 },
+        { VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 2, 4, { vram, sys }, { DL, HV | HC, HV | HC | CA, DL | HV | HC },
+          { 0, 1, 1, 0 }, LOOM_RT_MEMORY_REBAR, vram },
+        { VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 3, 4, { vram, sys, bar }, { DL, HV | HC, HV | HC | CA, DL | HV | HC },
+          { 0, 1, 1, 2 }, LOOM_RT_MEMORY_BAR, bar },
+        { VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 2, 3, { vram, sys }, { DL, HV | HC, HV | HC | CA }, { 0, 1, 1 },
+          LOOM_RT_MEMORY_DISCRETE, 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        VkPhysicalDeviceProperties props = { .deviceType = cases[k].type };
+        VkPhysicalDeviceMemoryProperties mp = { .memoryTypeCount = cases[k].n_types,
+                                                .memoryHeapCount = cases[k].n_heaps };
+        for (uint32_t h = 0; h < cases[k].n_heaps; h++)
+            mp.memoryHeaps[h] = (VkMemoryHeap){ cases[k].heap[h], h == 0 ? VK_MEMORY_HEAP_DEVICE_LOCAL_BIT : 0 };
+        for (uint32_t t = 0; t < cases[k].n_types; t++)
+            mp.memoryTypes[t] = (VkMemoryType){ cases[k].flags[t], cases[k].heap_of[t] };
+        uint64_t window = 1;
+        ck_assert_int_eq(rt_memory_of(&props, &mp, &window), cases[k].want);
+        ck_assert_uint_eq(window, cases[k].window);
+        ck_assert_str_ne(loom_rt_memory_name(cases[k].want), "?");
+    }
+    /* The device the tests run on. */
+    loom_rt *rt = rt_make(0, false, NULL);
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    ck_assert(info.unified_memory == (info.memory == LOOM_RT_MEMORY_UNIFIED));
+    if (info.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+        ck_assert_int_eq(info.memory, LOOM_RT_MEMORY_UNIFIED);
+    rt_done(rt);
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *runtime_suite(void)
@@ -823,6 +1055,10 @@ static Suite *runtime_suite(void)
         { "glsl_error", test_glsl_error },
         { "missing_buffer", test_missing_buffer },
         { "pipeline_cache", test_pipeline_cache },
+        { "host_input_in_flight", test_host_input_in_flight },
+        { "host_read_last_writer", test_host_read_last_writer },
+        { "host_scratch_and_keep", test_host_scratch_and_keep },
+        { "memory_kinds", test_memory_kinds },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -1,0 +1,183 @@
+// Decode ATTENTION, split over the cache length so that it fills the GPU:
+// workgroup (h, s) takes query head h (kv head h / (n_heads / n_kv_heads))
+// and the s-th of `splits` equal shares of cache rows [0, min(kv_len,
+// max_seq)). The dispatch runs alone between two barriers, so what counts is
+// how many dependent trips to memory it makes, not its arithmetic:
+//
+//   - TPR invocations take one cache row, DPT dimensions each (dims c,
+//     c + TPR, ...), so a pass covers ROWS = WG_SIZE / TPR rows. Every
+//     invocation issues its q, K and V loads together, before any of them
+//     is used: one trip for the whole share (32 rows at the full cache).
+//   - Scores are summed across a row's invocations in shared memory; every
+//     invocation then reads the pass's scores, keeps the running maximum
+//     and weights its own V values (online softmax: the partial output and
+//     the exponent sum are rescaled when the maximum grows). The exponent
+//     sum rides along as one more accumulated value.
+//   - The rows' partial outputs are summed in shared memory at the end.
+//
+// With one split the workgroup writes the head's output itself; otherwise
+// it stores (max, sum, partial output) and the last workgroup of the head to
+// finish, found through an atomic counter per head, combines the shares. No
+// workgroup ever waits for another, and the last one resets its counter for
+// the next replay.
+#define WG_SIZE 256u
+#define DPT 8u           // dimensions per invocation
+// TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
+// invocation has in flight at once) come from the including kernel; ir/ops.c
+// picks the kernel by head_dim.
+#define RPP (WG_SIZE / TPR)   // rows per pass and per row slot
+#define MAX_SPLITS 16u   // ir/ops.c: attn_splits
+layout(local_size_x = 256) in;
+#include "params.glsl"
+layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
+layout(set = 0, binding = 2) readonly buffer KC { float kcache[]; };
+layout(set = 0, binding = 3) readonly buffer VC { float vcache[]; };
+layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
+layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * splits * (head_dim + 2)
+layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_heads
+layout(push_constant) uniform Pc {
+    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
+} pc;
+
+const float NEG_BIG = -3.402823466e38;
+shared float sdot[RPT * WG_SIZE];       // per-invocation dot products of a pass
+shared float score[RPT * RPP];          // the pass's row scores
+shared float sacc[(DPT + 1u) * WG_SIZE];  // final partial outputs and sums
+shared bool is_last;
+
+void main()
+{
+    uint t = gl_LocalInvocationID.x, hd = pc.head_dim;
+    uint h = gl_WorkGroupID.x / pc.splits, split = gl_WorkGroupID.x % pc.splits;
+    uint kvh = h / (pc.n_heads / pc.n_kv_heads);
+    uint dim = pc.n_kv_heads * hd, koff = kvh * hd;
+    uint len = min(step_params.kv_len, pc.max_seq);
+    uint share = (len + pc.splits - 1u) / pc.splits;
+    uint first = min(len, split * share), last = min(len, first + share);
+    uint r = t / TPR, c = t % TPR;   // row slot r takes rows r, r + RPP, ...
+
+    float qv[DPT], kv[RPT][DPT], vv[RPT][DPT], acc[DPT];
+    for (uint k = 0u; k < DPT; k++) {
+        uint d = c + k * TPR;
+        qv[k] = d < hd ? q[h * hd + d] * pc.scale : 0.0;
+        acc[k] = 0.0;
+    }
+    float m = NEG_BIG, l = 0.0;
+    for (uint base = first; base < last; base += RPT * RPP) {
+        for (uint i = 0u; i < RPT; i++) {
+            uint row = base + r + i * RPP;
+            bool live = row < last;
+            uint at = row * dim + koff;
+            for (uint k = 0u; k < DPT; k++) {
+                uint d = c + k * TPR;
+                bool ok = live && d < hd;
+                kv[i][k] = ok ? kcache[at + d] : 0.0;
+                vv[i][k] = ok ? vcache[at + d] : 0.0;
+            }
+        }
+        for (uint i = 0u; i < RPT; i++) {
+            float s = 0.0;
+            for (uint k = 0u; k < DPT; k++)
+                s += qv[k] * kv[i][k];
+            sdot[i * WG_SIZE + t] = s;
+        }
+        memoryBarrierShared();
+        barrier();
+        if (t < RPT * RPP) {
+            // Row base + t: slot t % RPP, round t / RPP.
+            uint i = t / RPP, slot = t % RPP;
+            float sum = 0.0;
+            for (uint j = 0u; j < TPR; j++)
+                sum += sdot[i * WG_SIZE + slot * TPR + j];
+            uint row = base + slot + i * RPP;
+            score[t] = row < last ? sum : NEG_BIG;
+        }
+        memoryBarrierShared();
+        barrier();
+        float mx = m;
+        for (uint j = 0u; j < RPT * RPP; j++)
+            mx = max(mx, score[j]);
+        float alpha = exp(m - mx);
+        for (uint k = 0u; k < DPT; k++)
+            acc[k] *= alpha;
+        l *= alpha;
+        for (uint i = 0u; i < RPT; i++) {
+            bool live = base + r + i * RPP < last;
+            float p = live ? exp(score[i * RPP + r] - mx) : 0.0;
+            for (uint k = 0u; k < DPT; k++)
+                acc[k] += p * vv[i][k];
+            l += c == 0u ? p : 0.0;
+        }
+        m = mx;
+    }
+
+    // Sum the rows' partial outputs: dimension d = c + k * tpr of this
+    // workgroup's share is the sum over r of acc[k] of invocation (r, c).
+    for (uint k = 0u; k < DPT; k++)
+        sacc[k * WG_SIZE + t] = acc[k];
+    sacc[DPT * WG_SIZE + t] = l;
+    memoryBarrierShared();
+    barrier();
+    float sum = 0.0, lw = 0.0;
+    if (t < hd) {
+        uint k = t / TPR, cc = t % TPR;
+        for (uint j = 0u; j < RPP; j++)
+            sum += sacc[k * WG_SIZE + j * TPR + cc];
+    }
+    if (t == 0u)
+        for (uint j = 0u; j < RPP; j++)
+            lw += sacc[DPT * WG_SIZE + j * TPR];
+
+    if (pc.splits == 1u) {
+        // Every invocation's l is its share of the sum; invocation 0 holds
+        // the total in lw. Publish it.
+        if (t == 0u)
+            score[0] = lw;
+        memoryBarrierShared();
+        barrier();
+        float lt = score[0];
+        if (t < hd)
+            o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
+        return;
+    }
+    uint stride = hd + 2u, mine = (h * pc.splits + split) * stride;
+    if (t < hd)
+        part[mine + 2u + t] = sum;
+    if (t == 0u) {
+        part[mine] = m;
+        part[mine + 1u] = lw;
+    }
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0u)
+        is_last = atomicAdd(counter[h], 1u) == pc.splits - 1u;
+    memoryBarrierShared();
+    barrier();
+    if (!is_last)
+        return;
+    memoryBarrierBuffer();
+    if (t < hd) {
+        // Fixed trip counts so every share's loads are issued together:
+        // this is the dispatch's serial tail.
+        uint head = h * pc.splits * stride;
+        float ms[MAX_SPLITS], ls[MAX_SPLITS], os[MAX_SPLITS];
+        float mx = NEG_BIG;
+        for (uint s = 0u; s < MAX_SPLITS; s++) {
+            bool live = s < pc.splits;
+            ms[s] = live ? part[head + s * stride] : NEG_BIG;
+            ls[s] = live ? part[head + s * stride + 1u] : 0.0;
+            os[s] = live ? part[head + s * stride + 2u + t] : 0.0;
+        }
+        for (uint s = 0u; s < MAX_SPLITS; s++)
+            mx = max(mx, ms[s]);
+        float lt = 0.0, ot = 0.0;
+        for (uint s = 0u; s < MAX_SPLITS; s++) {
+            float w = s < pc.splits ? exp(ms[s] - mx) : 0.0;
+            lt += ls[s] * w;
+            ot += os[s] * w;
+        }
+        o[h * hd + t] = lt > 0.0 ? ot / lt : 0.0;
+    }
+    if (t == 0u)
+        counter[h] = 0u;
+}

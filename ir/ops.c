@@ -8,7 +8,6 @@
  * in shaders/. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -615,15 +614,12 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if (rc)
         return rc;
     uint32_t splits = attn_splits(kcache.rows, head_dim);
-    const char *xs = getenv("LOOM_ATTN_SPLITS"), *xk = getenv("LOOM_ATTN_KERNEL");   /* experiment */
-    if (xs)
-        splits = (uint32_t)strtoul(xs, NULL, 10);
     loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits };
     loom_tensor part, count;
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .kernel = xk ? xk : head_dim <= ATTN_NARROW_HEAD_DIM ? "attention" : "attention_wide", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
+    op_call c = { .op = op, .kernel = head_dim <= ATTN_NARROW_HEAD_DIM ? "attention" : "attention_wide", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
                   .groups = (uint64_t)n_heads * splits,
                   .v = { { "q", q, false, true, false }, { "kcache", kcache, false, false, false },
                          { "vcache", vcache, false, false, false }, { "out", out, true, false, false },
@@ -697,9 +693,6 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
      * per-workgroup publish-and-count tail is paid by few workgroups. */
     if (out && groups > ARGMAX_MAX_GROUPS)
         groups = ARGMAX_MAX_GROUPS;
-    const char *xg = getenv("LOOM_ARGMAX_GROUPS");   /* experiment */
-    if (out && xg && groups > strtoull(xg, NULL, 10))
-        groups = strtoull(xg, NULL, 10);
     loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
     op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc,
                   .push_size = gw ? sizeof pc : sizeof(loom_pc_matvec), .groups = groups };
@@ -792,12 +785,9 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     if (rc)
         return rc;
     loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
-    bool x8 = getenv("LOOM_QKV8") != NULL;   /* experiment */
-    op_call c = { .op = op,
-                  .kernel = x8 ? (Wq.dtype == LOOM_F16 ? "rms_norm_qkv_rope8_f16" : "rms_norm_qkv_rope8_f32")
-                               : matvec_kernel(op, Wq.dtype == LOOM_F16),
-                  .params = true, .n = 8, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div((uint64_t)Wq.rows + 2ull * Wk.rows, x8 ? 8u : MATVEC_ROWS_PER_WG),
+    op_call c = { .op = op, .kernel = matvec_kernel(op, Wq.dtype == LOOM_F16), .params = true, .n = 8,
+                  .push = &pc, .push_size = sizeof pc,
+                  .groups = ((uint64_t)Wq.rows + 2ull * Wk.rows) / MATVEC_ROWS_PER_WG,
                   .v = { { "x", x, false, false, false }, { "g", gw, false, false, false },
                          { "Wq", Wq, false, false, false }, { "Wk", Wk, false, false, false },
                          { "Wv", Wv, false, false, false }, { "q", q, true, false, false },

@@ -241,14 +241,6 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
 
 /* ---- DOT ---------------------------------------------------------------- */
 
-/* One fixed colour per op kind so the same op looks the same in every dump. */
-static const char *const op_colours[] = {
-    "#d9d9d9", "#fdfd96", "#c7e9c0", "#9ecae1", "#fdd0a2", "#fcbba1", "#bcbddc", "#c6dbef",
-    "#fee391", "#fb6a4a", "#fc9272", "#a1d99b", "#dadaeb", "#6baed6", "#fdae6b", "#74c476",
-    "#9e9ac8", "#f768a1", "#4292c6", "#41ab5d", "#807dba", "#ef3b2c", "#cb181d",
-};
-_Static_assert(sizeof op_colours / sizeof op_colours[0] == LOOM_OP_COUNT, "one colour per op kind");
-
 /* DOT string contents: quotes and backslashes escaped, anything that is not
  * printable ASCII replaced, so `dot` never sees an invalid string. */
 static void dot_text(loom_str *s, const char *p)
@@ -389,10 +381,10 @@ static void dot_node(loom_str *s, const loom_graph *g, uint32_t i, const char *i
                         indent, i, i);
         return;
     }
-    unsigned op = n->op < LOOM_OP_COUNT ? n->op : LOOM_OP_OTHER;
+    loom_op op = n->op < LOOM_OP_COUNT ? (loom_op)n->op : LOOM_OP_OTHER;
     loom_str_printf(s, "%sn%u [label=\"%u %s\\n", indent, i, i, loom_op_name((loom_op)n->op));
     dot_text(s, loom_graph_kernel_name(g, n->kernel));
-    loom_str_printf(s, "\", fillcolor=\"%s\"];\n", op_colours[op]);
+    loom_str_printf(s, "\", fillcolor=\"%s\"];\n", loom_op_info_get(op)->colour);
 }
 
 static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)

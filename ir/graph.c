@@ -50,28 +50,6 @@ bool loom_grow(const loom_allocator *a, void **p, uint32_t *cap, uint32_t need, 
 
 /* ---- names -------------------------------------------------------------- */
 
-static const struct { const char *name, *meaning; bool reorderable; } op_table[] = {
-#define X(name, meaning, reorderable) { #name, meaning, reorderable },
-#include "ops.def"
-#undef X
-};
-
-const char *loom_op_name(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].name : "?"; }
-const char *loom_op_meaning(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].meaning : "?"; }
-bool loom_op_reorderable(loom_op op) { return (unsigned)op < LOOM_OP_COUNT && op_table[op].reorderable; }
-
-bool loom_op_from_name(const char *name, loom_op *out)
-{
-    if (!name || !out)
-        return false;
-    for (unsigned i = 0; i < LOOM_OP_COUNT; i++)
-        if (strcmp(name, op_table[i].name) == 0) {
-            *out = (loom_op)i;
-            return true;
-        }
-    return false;
-}
-
 static const char *const usage_names[LOOM_USAGE_COUNT] = {
     "none", "weight", "input", "output", "state", "kv_cache", "scratch", "params",
 };

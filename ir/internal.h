@@ -106,6 +106,17 @@ typedef struct loom_builtin_layout {
     loom_kernel_layout layout;
 } loom_builtin_layout;
 const loom_builtin_layout *loom_builtin_layout_table(size_t *count);
+/* What the build's check against ops.def reads of a kernel's SPIR-V
+ * (tools/spirv_layouts.c): its layout, its push-constant bytes (the end of
+ * the block's furthest member; 0 without one) and its local size. A member
+ * that is not a scalar or vector is LOOM_UNSUPPORTED; otherwise it fails as
+ * loom_kernel_layout_from_spirv does. */
+typedef struct loom_spirv_info {
+    loom_kernel_layout layout;
+    uint32_t push_size;
+    uint32_t local_size[3];
+} loom_spirv_info;
+loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out);
 /* loom_kernel_find without touching the error slot: the verifier asks for
  * every node's kernel and most test kernels have no layout. */
 bool loom_kernel_lookup(const char *name, loom_kernel_layout *out, bool *builtin);

@@ -1,8 +1,11 @@
 /* Human-facing dumps of a graph: the canonical text form (one line per
  * buffer, kernel and node; compared byte for byte by golden tests, so every
  * choice here is deterministic) and Graphviz DOT (hazard edges, groups as
- * clusters, barriers as red bars). JSON lives in json.c. */
+ * clusters, barriers as red bars). JSON lives in json_write.c; every
+ * format is saved to a file here. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include "internal.h"
 
@@ -497,5 +500,27 @@ loom_result loom_graph_dump(const loom_graph *g, loom_format f, loom_str *out)
     }
     if (rc == LOOM_OK && out->failed)
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "loom_graph_dump: out of memory after %zu bytes", out->len);
+    return rc;
+}
+
+loom_result loom_graph_save(const loom_graph *g, loom_format fmt, const char *path)
+{
+    if (!g || !path)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_save: NULL argument");
+    loom_str s;
+    loom_str_init(&s, loom_graph_allocator(g));
+    loom_result rc = loom_graph_dump(g, fmt, &s);
+    if (rc == LOOM_OK) {
+        FILE *f = fopen(path, "wb");
+        if (!f) {
+            rc = loom_fail(LOOM_IO, "%s: %s", path, strerror(errno));
+        } else {
+            bool ok = fwrite(s.data ? s.data : "", 1, s.len, f) == s.len;
+            ok &= fclose(f) == 0;
+            if (!ok)
+                rc = loom_fail(LOOM_IO, "%s: write failed", path);
+        }
+    }
+    loom_str_free(&s);
     return rc;
 }

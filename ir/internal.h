@@ -121,7 +121,7 @@ loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spi
  * every node's kernel and most test kernels have no layout. */
 bool loom_kernel_lookup(const char *name, loom_kernel_layout *out, bool *builtin);
 
-/* The JSON writer (json.c), reached through loom_graph_dump. */
+/* The JSON writer (json_write.c), reached through loom_graph_dump. */
 loom_result loom_dump_json(const loom_graph *g, loom_str *out);
 
 #endif

@@ -12,6 +12,7 @@
 #include "loom_ops.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
+#include "runner.h"
 #ifdef LOOM_OPS_FUSE_TESTS
 #include "loom_compiler.h"
 #endif
@@ -777,7 +778,7 @@ START_TEST(fuse)
 END_TEST
 #endif
 
-Suite *ops_suite(void)
+static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
     struct { const char *name; const TTest *test; int n; } cases[] = {
@@ -803,14 +804,14 @@ Suite *ops_suite(void)
     return s;
 }
 
-int main(void)
+static void release_device(void) { loom_rt_destroy(rt); }
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *r = srunner_create(ops_suite());
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, ops_suite());
     /* one device for the whole run: no fork per test */
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    loom_rt_destroy(rt);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    loom_test_no_fork(r);
+    loom_test_at_end(r, release_device);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loom_ops.h"
+#include "runner.h"
 
 typedef struct fixture {
     loom_graph *g;
@@ -339,7 +340,7 @@ START_TEST(op_table_rows)
 }
 END_TEST
 
-Suite *ops_builders_suite(void)
+static Suite *ops_builders_suite(void)
 {
     Suite *s = suite_create("ops-builders");
     TCase *tc = tcase_create("dtypes");
@@ -360,11 +361,9 @@ Suite *ops_builders_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *r = srunner_create(ops_builders_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, ops_builders_suite());
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "loom_ir_edit.h"
 #include "loom_runtime.h"
+#include "runner.h"
 
 #define N 256u   /* elements per test buffer: 1 KiB */
 #define LOOM_RT_TEST_MAX_K 16u   /* the runtime's most copies in flight */
@@ -837,11 +838,9 @@ static Suite *runtime_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(runtime_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, runtime_suite());
 }

@@ -11,16 +11,6 @@
 
 /* ---- shared helpers ----------------------------------------------------- */
 
-/* Capture always leaves side-array indices in range, but the edit API can
- * break them; a dump is how one finds out, so it must not read past the
- * arrays. Such a node prints as corrupt with no details. */
-static bool node_sane(const loom_graph *g, const loom_node *n)
-{
-    return (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
-           (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
-           (uint64_t)n->push_offset + n->push_size <= g->push.n;
-}
-
 static bool plain_name(const char *s)
 {
     if (!*s)
@@ -214,7 +204,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
             loom_str_printf(s, ")\n");
         }
         loom_str_printf(s, "node %u", i);
-        if (!node_sane(g, n))
+        if (!loom_node_sane(g, n))
             loom_str_printf(s, " corrupt (side-array indices out of range)");
         else if (n->type == LOOM_NODE_DISPATCH)
             text_dispatch(s, g, n);
@@ -280,7 +270,7 @@ static bool build_index(const loom_graph *g, dot_index *ix)
     size_t total = 0;
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
-        if (n->type == LOOM_NODE_DISPATCH && node_sane(g, n))
+        if (n->type == LOOM_NODE_DISPATCH && loom_node_sane(g, n))
             total += (size_t)n->n_reads + n->n_writes;
     }
     ix->start_bytes = ((size_t)nb + 1) * sizeof(uint32_t);
@@ -293,7 +283,7 @@ static bool build_index(const loom_graph *g, dot_index *ix)
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < nn; i++) {
             const loom_node *n = loom_graph_node(g, i);
-            if (n->type != LOOM_NODE_DISPATCH || !node_sane(g, n))
+            if (n->type != LOOM_NODE_DISPATCH || !loom_node_sane(g, n))
                 continue;
             const loom_range *r = loom_node_reads(g, n);
             for (uint32_t k = 0; k < (uint32_t)n->n_reads + n->n_writes; k++) {
@@ -329,7 +319,7 @@ static void dot_edge(loom_str *s, const loom_graph *g, uint32_t from, uint32_t t
     uint32_t buf = LOOM_NONE;
     const loom_node *a = loom_graph_node(g, from), *b = loom_graph_node(g, to);
     loom_hazard h = LOOM_HAZARD_SENTINEL;
-    if (node_sane(g, a) && node_sane(g, b))
+    if (loom_node_sane(g, a) && loom_node_sane(g, b))
         h = loom_nodes_conflict(g, a, b, &buf);
     loom_str_printf(s, "  n%u -> n%u [label=\"%s", from, to, loom_hazard_name(h));
     if (buf != LOOM_NONE) {
@@ -470,7 +460,7 @@ static loom_result dump_dot(const loom_graph *g, loom_str *s)
         }
         /* A node ordered after the sentinel through a hazard edge already
          * shows that order; only the others need the dashed edge. */
-        if (!node_sane(g, n))
+        if (!loom_node_sane(g, n))
             continue;
         if (dot_range_edges(s, g, &ix, cursor, i, since) == 0 && sentinel != LOOM_NONE)
             dot_edge(s, g, sentinel, i);

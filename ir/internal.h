@@ -47,6 +47,16 @@ struct loom_graph {
     uint64_t arena_size;
 };
 
+/* Capture always leaves a node's side-array indices in range, but the edit
+ * API can break them; the dumps are how one finds out, so they print such
+ * a node as corrupt rather than read past the arrays. */
+static inline bool loom_node_sane(const loom_graph *g, const loom_node *n)
+{
+    return (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
+           (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
+           (uint64_t)n->push_offset + n->push_size <= g->push.n;
+}
+
 /* Copies a NUL-terminated string into the table; returns its offset. */
 bool loom_graph_intern_string(loom_graph *g, const char *s, uint32_t *out);
 

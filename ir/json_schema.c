@@ -49,6 +49,17 @@ static bool need(jp *p, uint32_t obj, uint32_t member, const char *key, const ch
     return false;
 }
 
+/* fields() for an object whose every key is required. */
+static bool all_fields(jp *p, uint32_t obj, const char *what, const char *const *keys, unsigned nkeys, uint32_t *out)
+{
+    if (!fields(p, obj, what, keys, nkeys, out))
+        return false;
+    for (unsigned k = 0; k < nkeys; k++)
+        if (!need(p, obj, out[k], keys[k], what))
+            return false;
+    return true;
+}
+
 static bool get_u64(jp *p, uint32_t i, uint64_t max, const char *what, uint64_t *out)
 {
     const jv *v = J(p, i);
@@ -191,11 +202,8 @@ static bool parse_binding(jp *p, loom_graph *g, uint32_t obj, loom_binding *b)
 {
     static const char *const keys[] = { "slot", "buffer", "offset", "size", "access" };
     uint32_t f[5];
-    if (!fields(p, obj, "a binding", keys, 5, f))
+    if (!all_fields(p, obj, "a binding", keys, 5, f))
         return false;
-    for (unsigned k = 0; k < 5; k++)
-        if (!need(p, obj, f[k], keys[k], "a binding"))
-            return false;
     memset(b, 0, sizeof *b);
     if (!get_u32(p, f[0], UINT32_MAX, "slot", &b->slot) ||
         !get_buffer_id(p, g, f[1], "binding buffer", &b->buffer) ||
@@ -298,11 +306,8 @@ static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out
 {
     static const char *const keys[] = { "hazard", "buffer", "before", "after" };
     uint32_t f[4];
-    if (!fields(p, obj, "a barrier", keys, 4, f))
+    if (!all_fields(p, obj, "a barrier", keys, 4, f))
         return false;
-    for (unsigned k = 0; k < 4; k++)
-        if (!need(p, obj, f[k], keys[k], "a barrier"))
-            return false;
     loom_barrier_info bi = { .buffer = LOOM_NONE };
     if (!want_type(p, f[0], J_STR, "hazard"))
         return false;

@@ -82,10 +82,7 @@ static void json_dispatch(loom_str *s, const loom_graph *g, const loom_node *n)
 static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
 {
     loom_str_append(s, "{", 1);
-    bool sane = (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
-                (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
-                (uint64_t)n->push_offset + n->push_size <= g->push.n;
-    if (!sane)  /* only the edit API can do this; never read past the arrays */
+    if (!loom_node_sane(g, n))
         loom_str_printf(s, "\"type\": \"corrupt\"");
     else if (n->type == LOOM_NODE_DISPATCH)
         json_dispatch(s, g, n);

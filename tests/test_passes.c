@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "loom_ops.h"
 #include "loom_passes.h"
+#include "runner.h"
 
 static loom_graph *G;
 
@@ -675,7 +676,7 @@ START_TEST(test_fuse_input_written_by_chain)
 }
 END_TEST
 
-Suite *passes_suite(void)
+static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
     struct { const char *name; const TTest *t[8]; } cases[] = {
@@ -701,11 +702,9 @@ Suite *passes_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(passes_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, passes_suite());
 }

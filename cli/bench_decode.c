@@ -37,42 +37,8 @@ static void usage(void)
             loom_llama_args_help);
 }
 
-/* Experiment: LOOM_BENCH_PF="letters[:MB],..." times the optimized plan
- * under each LOOM_LLAMA_PREFETCH setting instead of the variants. */
-static int bench_pf(loom_rt *rt, const loom_llama_args *a, uint32_t steps, const char *list)
-{
-    loom_llama_weights *w = NULL;
-    loom_llama *m = NULL;
-    loom_result rc = loom_llama_weights_create(&a->cfg, &w);
-    if (!rc)
-        rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true }, &m);
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    printf("%-16s %10s %10s %6s %9s\n", "prefetch", "GPU us/tok", "wall us/tok", "disp", "barriers");
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
-        char *mb = strchr(it, ':');
-        if (mb)
-            *mb++ = 0;
-        setenv("LOOM_LLAMA_PREFETCH", strcmp(it, "-") ? it : "", 1);
-        setenv("LOOM_LLAMA_PREFETCH_MB", mb ? mb : "8", 1);
-        loom_llama_run_opts ro = { .steps = steps, .token = 1, .warmup_s = WARMUP_S };
-        loom_llama_result r;
-        rc = loom_llama_run(rt, m, NULL, &ro, 0, &r);
-        if (!rc)
-            printf("%-8s %-7s %10.1f %10.1f %6.0f %9.0f\n", *it ? it : "-", mb ? mb : "8", r.gpu_us_per_token,
-                   r.wall_us_per_token, r.dispatches_per_token, r.barriers_per_token);
-    }
-    if (rc)
-        fprintf(stderr, "bench pf: %s: %s\n", loom_result_str(rc), loom_last_error());
-    loom_llama_destroy(m);
-    loom_llama_weights_destroy(w);
-    return rc ? 1 : 0;
-}
-
 static int bench(loom_rt *rt, const loom_llama_args *a, uint32_t steps, bool quick)
 {
-    if (getenv("LOOM_BENCH_PF"))
-        return bench_pf(rt, a, steps, getenv("LOOM_BENCH_PF"));
     const loom_llama_config *c = &a->cfg;
     loom_rt_info info;
     loom_rt_get_info(rt, &info);

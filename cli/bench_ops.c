@@ -372,27 +372,6 @@ static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy
     loom_result rc = loom_rt_kernel_glsl(rt, "bench_bare_matvec_f16", BARE_MATVEC);
     if (rc)
         return rc;
-    /* Experiment: LOOM_EXTRA_KERNELS="name=file.comp,..." registered here. */
-    const char *extra = getenv("LOOM_EXTRA_KERNELS");
-    if (extra) {
-        char list[1024];
-        snprintf(list, sizeof list, "%s", extra);
-        for (char *save = NULL, *it = strtok_r(list, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
-            char *path = strchr(it, '=');
-            if (!path)
-                continue;
-            *path++ = 0;
-            FILE *f = fopen(path, "rb");
-            static char src[65536];
-            size_t n = f ? fread(src, 1, sizeof src - 1, f) : 0;
-            if (f)
-                fclose(f);
-            src[n] = 0;
-            rc = loom_rt_kernel_glsl(rt, it, src);
-        }
-        if (rc)
-            return rc;
-    }
     const uint32_t d = cfg->dim, f = cfg->ffn;
     const iso_case cases[] = {
         { "MATVEC", ISO_MATVEC, d, d },         { "MATVEC", ISO_MATVEC, f, d },
@@ -408,9 +387,6 @@ static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy
     printf("%-16s %-22s %10s %10s %10s %7s\n", "op", "shape", "us/op", "MB", "floor us", "share");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const iso_case *c = &cases[i];
-        const char *only = getenv("LOOM_ISO_ONLY");   /* experiment */
-        if (only && strcmp(only, c->name))
-            continue;
         char shape[48];
         if (c->kind == ISO_ATTENTION)
             snprintf(shape, sizeof shape, "%u/%u heads x %u, kv %u", cfg->heads, cfg->kv_heads, cfg->head_dim,

@@ -42,6 +42,7 @@ static const char ENVIRONMENT[] =
     "  LOOM_DUMP=DIR             dump the graph after every pass as NN-<pass>.{txt,dot,json}\n"
     "  LOOM_PROFILE=1            a GPU timestamp after every node\n"
     "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
+    "  LOOM_KERNEL_STATS=1       print each pipeline's driver statistics (registers, ...) to stderr\n"
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,reorder,barriers,lifetimes,cache\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"

@@ -171,6 +171,88 @@ static void insert(loom_cache *c, const loom_hash *key, const uint8_t *bytes, si
     c->count++;
 }
 
+/* The encoder grows the buffer with the graph's allocator: a buffer from
+ * another allocator is given back to it first. */
+static void adopt_allocator(loom_cache *c, const loom_allocator *ga)
+{
+    if (c->enc && c->enc_a != ga) {
+        c->enc_a->realloc(c->enc_a->user, c->enc, c->enc_cap, 0);
+        c->enc = NULL;
+        c->enc_cap = 0;
+    }
+    c->enc_a = ga;
+}
+
+/* The key bytes are three pieces, hashed and compared where they lie: the
+ * graph's prefix (pre bytes) and the options (olen) in c->enc, and the
+ * node records the graph kept from capture (nodes, nlen). */
+typedef struct key_parts {
+    size_t pre, nlen, olen;
+    const uint8_t *nodes;
+    loom_hash hash;
+} key_parts;
+
+static loom_result key_parts_of(loom_cache *c, const loom_graph *g, const plan_opts *po, key_parts *k)
+{
+    loom_result rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &k->pre, &k->nodes, &k->nlen);
+    if (rc)
+        return rc;
+    size_t need = k->pre + PLAN_OPTS_FIXED + strlen(po->pipeline);
+    if (need > c->enc_cap) {
+        uint8_t *q = c->enc_a->realloc(c->enc_a->user, c->enc, c->enc_cap, need);
+        if (!q)
+            return loom_fail(LOOM_OUT_OF_MEMORY, "plan key: out of memory");
+        c->enc = q;
+        c->enc_cap = need;
+    }
+    k->olen = plan_opts_bytes(po, c->enc + k->pre);
+    k->hash = loom_hash_concat(3, (const void *const[]){ c->enc, k->nodes, c->enc + k->pre },
+                               (const size_t[]){ k->pre, k->nlen, k->olen });
+    return LOOM_OK;
+}
+
+static bool same_bytes(const loom_cache *c, const entry *e, const key_parts *k)
+{
+    return e->len == k->pre + k->nlen + k->olen && memcmp(e->bytes, c->enc, k->pre) == 0 &&
+           (k->nlen == 0 || memcmp(e->bytes + k->pre, k->nodes, k->nlen) == 0) &&
+           memcmp(e->bytes + k->pre + k->nlen, c->enc + k->pre, k->olen) == 0;
+}
+
+/* The entry under key whose bytes are the key's, or LOOM_NONE; *collided
+ * when some entry had the key but other bytes. */
+static uint32_t lookup(const loom_cache *c, const loom_hash *key, const key_parts *k, bool *collided)
+{
+    *collided = false;
+    for (uint32_t i = c->bucket[key->lo & c->mask]; i != LOOM_NONE; i = c->e[i].chain) {
+        const entry *e = &c->e[i];
+        if (e->key.lo != key->lo || e->key.hi != key->hi)
+            continue;
+        if (same_bytes(c, e, k))
+            return i;
+        *collided = true;
+    }
+    return LOOM_NONE;
+}
+
+/* A miss compiles anyway; the stored bytes and the plan's key come from the
+ * compiler's own key encoding. */
+static loom_result compile_miss(loom_cache *c, const loom_graph *g, const loom_compile_options *opts,
+                                const plan_opts *po, loom_plan **out)
+{
+    size_t len;
+    loom_result rc = plan_key_bytes(g, po, &c->enc, &c->enc_cap, &len);
+    if (rc)
+        return rc;
+    loom_hash real = loom_hash_bytes(c->enc, len);
+    loom_hash key = c->forced ? c->forced_key : real;
+    loom_plan *p;
+    if ((rc = plan_compile(g, opts, po, &real, &p)))
+        return rc;
+    insert(c, &key, c->enc, len, p);
+    *out = p;
+    return LOOM_OK;
+}
+
 loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_compile_options *opts,
                                loom_plan **out, bool *hit)
 {
@@ -189,68 +271,25 @@ loom_result loom_cache_compile(loom_cache *c, const loom_graph *g, const loom_co
         c->st.misses++;
         return loom_compile(g, opts, out);
     }
-    const loom_allocator *ga = loom_graph_allocator(g);
-    if (c->enc && c->enc_a != ga) {   /* the encoder grows the buffer with the graph's allocator */
-        c->enc_a->realloc(c->enc_a->user, c->enc, c->enc_cap, 0);
-        c->enc = NULL;
-        c->enc_cap = 0;
-    }
-    c->enc_a = ga;
-
-    /* The key bytes are three pieces, hashed and compared where they lie:
-     * the graph's prefix and the options in c->enc, and the node records the
-     * graph kept from capture. A hit copies and allocates nothing. */
-    size_t pre = 0, nlen = 0;
-    const uint8_t *nodes;
-    rc = loom_graph_encode_parts(g, &c->enc, &c->enc_cap, &pre, &nodes, &nlen);
-    if (rc)
+    adopt_allocator(c, loom_graph_allocator(g));
+    key_parts k;
+    if ((rc = key_parts_of(c, g, &po, &k)))
         return rc;
-    size_t need = pre + PLAN_OPTS_FIXED + strlen(po.pipeline);
-    if (need > c->enc_cap) {
-        uint8_t *q = ga->realloc(ga->user, c->enc, c->enc_cap, need);
-        if (!q)
-            return loom_fail(LOOM_OUT_OF_MEMORY, "plan key: out of memory");
-        c->enc = q;
-        c->enc_cap = need;
+    bool collided;
+    uint32_t i = lookup(c, c->forced ? &c->forced_key : &k.hash, &k, &collided);
+    if (i == LOOM_NONE) {
+        c->st.collisions += collided;
+        c->st.misses++;
+        return compile_miss(c, g, opts, &po, out);
     }
-    size_t olen = plan_opts_bytes(&po, c->enc + pre);
-    size_t len = pre + nlen + olen;
-    loom_hash real = loom_hash_concat(3, (const void *const[]){ c->enc, nodes, c->enc + pre },
-                                      (const size_t[]){ pre, nlen, olen });
-    loom_hash key = c->forced ? c->forced_key : real;
-    bool collided = false;
-    for (uint32_t i = c->bucket[key.lo & c->mask]; i != LOOM_NONE; i = c->e[i].chain) {
-        entry *e = &c->e[i];
-        if (e->key.lo != key.lo || e->key.hi != key.hi)
-            continue;
-        if (e->len == len && memcmp(e->bytes, c->enc, pre) == 0 &&
-            (nlen == 0 || memcmp(e->bytes + pre, nodes, nlen) == 0) &&
-            memcmp(e->bytes + pre + nlen, c->enc + pre, olen) == 0) {
-            c->st.hits++;
-            lru_unlink(c, i);
-            lru_push_front(c, i);
-            loom_plan_retain(e->plan);
-            *out = e->plan;
-            if (hit)
-                *hit = true;
-            return LOOM_OK;
-        }
-        collided = true;
-    }
-    c->st.collisions += collided;
-    c->st.misses++;
-    /* A miss compiles anyway; the stored bytes and the plan's key come from
-     * the compiler's own key encoding. */
-    if ((rc = plan_key_bytes(g, &po, &c->enc, &c->enc_cap, &len)))
-        return rc;
-    real = loom_hash_bytes(c->enc, len);
-    if (!c->forced)
-        key = real;
-    loom_plan *p;
-    if ((rc = plan_compile(g, opts, &po, &real, &p)))
-        return rc;
-    insert(c, &key, c->enc, len, p);
-    *out = p;
+    /* A hit copies and allocates nothing. */
+    c->st.hits++;
+    lru_unlink(c, i);
+    lru_push_front(c, i);
+    loom_plan_retain(c->e[i].plan);
+    *out = c->e[i].plan;
+    if (hit)
+        *hit = true;
     return LOOM_OK;
 }
 

@@ -207,8 +207,7 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
 /* Runtime buffers: per layer, then the model-wide ones. TOKENS and
  * LOGITS_LOG are the rings the decode loop reads behind the GPU. */
 enum { LB_ATTN_NORM, LB_WQ, LB_WK, LB_WV, LB_WO, LB_FFN_NORM, LB_WG, LB_WU, LB_WD, LB_KC, LB_VC, LB_COUNT };
-enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_SINK, GB_COUNT };
-#define PF_SINK_SLOTS 256u   /* prefetch nodes per step, 256 bytes of sink each */
+enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_COUNT };
 
 /* A dry model has no runtime: its buffer pointers point at these, cast, so
  * the capture code (which passes loom_rt_buffer pointers around) runs
@@ -303,8 +302,7 @@ static loom_result upload(loom_llama *m)
         (rc = upload_matrix(m, &m->gbuf[GB_OUT], "out", &w->out)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS], "logits", (uint64_t)c->vocab * 4, LOOM_USAGE_OUTPUT, NULL)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_ARGMAX], "argmax", 4, LOOM_USAGE_OUTPUT, NULL)) ||
-        (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)) ||
-        (rc = rt_buffer(m, &m->gbuf[GB_SINK], "prefetch_sink", PF_SINK_SLOTS * 256, LOOM_USAGE_OUTPUT, NULL)))
+        (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)))
         return rc;
     if (m->keep_logits &&
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS_LOG], "logits_log", (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
@@ -335,38 +333,6 @@ static loom_result register_log_kernel(loom_rt *rt)
 {
     loom_result rc = loom_rt_kernel_glsl(rt, LOG_KERNEL_NAME, LOG_KERNEL);
     /* Busy: another model on this runtime registered it (same source). */
-    if (rc == LOOM_BUSY) {
-        loom_clear_error();
-        rc = LOOM_OK;
-    }
-    return rc;
-}
-
-/* Experiment: reads a weight range so that it sits in the L2 cache when
- * its consumer runs one level later. Binding 1 is the anchor: a read of
- * what the level before wrote puts the node in the same level as the op
- * that reads it. Nothing is written unless the bytes hash to a constant. */
-static const char PF_KERNEL[] =
-    "#version 450\n"
-    "layout(local_size_x = 256) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer W { uvec4 w[]; };\n"
-    "layout(set = 0, binding = 1) readonly buffer A { uint a[]; };\n"
-    "layout(set = 0, binding = 2) writeonly buffer D { uint d[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; } pc;\n"
-    "void main() {\n"
-    "  uint base = gl_WorkGroupID.x * 1024u + gl_LocalInvocationID.x;\n"
-    "  uvec4 x0 = base < pc.n ? w[base] : uvec4(0);\n"
-    "  uvec4 x1 = base + 256u < pc.n ? w[base + 256u] : uvec4(0);\n"
-    "  uvec4 x2 = base + 512u < pc.n ? w[base + 512u] : uvec4(0);\n"
-    "  uvec4 x3 = base + 768u < pc.n ? w[base + 768u] : uvec4(0);\n"
-    "  uvec4 x = x0 ^ x1 ^ x2 ^ x3;\n"
-    "  if (x.x == 0x9e3779b9u && x.y == 0x7f4a7c15u && x.z == 0x85ebca6bu) d[0] = x.w + a[0];\n"
-    "}\n";
-#define PF_KERNEL_NAME "llama_prefetch"
-
-static loom_result register_prefetch_kernel(loom_rt *rt)
-{
-    loom_result rc = loom_rt_kernel_glsl(rt, PF_KERNEL_NAME, PF_KERNEL);
     if (rc == LOOM_BUSY) {
         loom_clear_error();
         rc = LOOM_OK;
@@ -516,7 +482,6 @@ loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama
         [GB_EMBED] = (uint64_t)c->vocab * c->dim * ws, [GB_FINAL_NORM] = c->dim * 4ull,
         [GB_OUT] = (uint64_t)c->vocab * c->dim * ws, [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
         [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
-        [GB_SINK] = PF_SINK_SLOTS * 256,
     };
     /* Placeholder ids count from 1 like runtime serials (0 means plan-owned). */
     for (size_t i = 0; i < n_layer_bufs; i++) {
@@ -556,8 +521,7 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
                        loom_rt_in_flight(rt), LOOM_LLAMA_RING);
         goto fail;
     }
-    if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = register_prefetch_kernel(rt)) ||
-        (rc = upload(m)))
+    if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = upload(m)))
         goto fail;
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
@@ -575,9 +539,6 @@ typedef struct cap {
     loom_graph *g;
     loom_llama *m;
     loom_result rc;   /* first failure; later calls do nothing */
-    const char *pf;   /* experiment: LOOM_LLAMA_PREFETCH letters */
-    uint64_t pf_bytes;
-    uint32_t pf_count;
 } cap;
 
 static uint32_t ext(cap *c, const loom_rt_buffer *b, const char *name, loom_usage u)
@@ -615,42 +576,9 @@ static loom_tensor scratch(cap *c, const char *fmt, uint32_t layer, uint32_t n)
             (c)->rc = (call);   \
     } while (0)
 
-/* The graph buffer already declared for b, or a new one. */
-static uint32_t ext_once(cap *c, const loom_rt_buffer *b, const char *name, loom_usage u)
-{
-    uint32_t id = c->rc == LOOM_OK ? graph_buffer_of(c->m, c->g, b) : LOOM_NONE;
-    return id != LOOM_NONE ? id : ext(c, b, name, u);
-}
-
 static loom_tensor weight_mat(cap *c, const loom_rt_buffer *b, const char *name, uint32_t rows, uint32_t cols)
 {
-    return loom_mat(ext_once(c, b, name, LOOM_USAGE_WEIGHT), (loom_dtype)c->m->cfg.wtype, rows, cols);
-}
-
-/* Experiment: a prefetch of bytes [off, off + size) of weight wb, in the
- * level of the ops that read anchor. */
-static void prefetch(cap *c, char letter, const loom_rt_buffer *wb, const char *wname, uint64_t off, uint64_t size,
-                     loom_tensor anchor)
-{
-    uint64_t total = buf_size(c->m, wb);
-    if (c->rc || !c->pf || !strchr(c->pf, letter) || off >= total || c->pf_count >= PF_SINK_SLOTS)
-        return;
-    size = size < total - off ? size : total - off;
-    size &= ~(uint64_t)15;
-    uint32_t w = ext_once(c, wb, wname, LOOM_USAGE_WEIGHT);
-    uint32_t sink = ext_once(c, c->m->gbuf[GB_SINK], "prefetch_sink", LOOM_USAGE_OUTPUT);
-    if (c->rc || !size)
-        return;
-    uint32_t n = (uint32_t)(size / 16);
-    loom_binding b[3] = {
-        { .buffer = w, .slot = 0, .offset = off, .size = size, .access = LOOM_ACCESS_READ },
-        { .buffer = anchor.buffer, .slot = 1, .offset = anchor.offset, .size = 4, .access = LOOM_ACCESS_READ },
-        { .buffer = sink, .slot = 2, .offset = (uint64_t)c->pf_count * 256, .size = 4, .access = LOOM_ACCESS_WRITE },
-    };
-    c->pf_count++;
-    loom_dispatch_desc d = { .kernel = PF_KERNEL_NAME, .op = LOOM_OP_OTHER, .groups = { (n + 1023) / 1024, 1, 1 },
-                             .bindings = b, .n_bindings = 3, .push = &n, .push_size = sizeof n };
-    c->rc = loom_graph_add_dispatch(c->g, &d, NULL);
+    return loom_mat(ext(c, b, name, LOOM_USAGE_WEIGHT), (loom_dtype)c->m->cfg.wtype, rows, cols);
 }
 
 /* RMS_NORM then MUL by the weight, captured apart for the fuse pass.
@@ -695,11 +623,6 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     OP(c, loom_op_kv_append(c->g, kr, v, kc, vc, NULL));
     loom_tensor att = scratch(c, "l%u.attn", l, qd);
     OP(c, loom_op_attention(c->g, qr, kc, vc, att, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, NULL));
-    prefetch(c, 'o', b[LB_WO], nm[LB_WO], 0, UINT64_MAX, qr);
-    prefetch(c, 'g', b[LB_WG], nm[LB_WG], 0, c->pf_bytes, qr);
-    prefetch(c, 'g', b[LB_WU], nm[LB_WU], 0, c->pf_bytes, qr);
-    prefetch(c, 'G', b[LB_WG], nm[LB_WG], c->pf_bytes, c->pf_bytes, att);
-    prefetch(c, 'G', b[LB_WU], nm[LB_WU], c->pf_bytes, c->pf_bytes, att);
     loom_tensor o = scratch(c, "l%u.attn_out", l, cfg->dim), h = scratch(c, "l%u.h", l, cfg->dim);
     OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], cfg->dim, qd), att, o, NULL));
     OP(c, loom_op_add(c->g, x, o, h, NULL));
@@ -714,18 +637,6 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     loom_tensor d = scratch(c, "l%u.down", l, cfg->dim), y = scratch(c, "l%u.out", l, cfg->dim);
     OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], cfg->dim, cfg->ffn), act, d, NULL));
     OP(c, loom_op_add(c->g, h, d, y, NULL));
-    if (l + 1 < cfg->n_layers) {
-        loom_rt_buffer **nb = &c->m->lbuf[(size_t)(l + 1) * LB_COUNT];
-        char nn[3][24];
-        snprintf(nn[0], sizeof nn[0], "l%u.wq", l + 1);
-        snprintf(nn[1], sizeof nn[1], "l%u.wk", l + 1);
-        snprintf(nn[2], sizeof nn[2], "l%u.wv", l + 1);
-        prefetch(c, 'q', nb[LB_WQ], nn[0], 0, UINT64_MAX, act);
-        prefetch(c, 'q', nb[LB_WK], nn[1], 0, UINT64_MAX, act);
-        prefetch(c, 'q', nb[LB_WV], nn[2], 0, UINT64_MAX, act);
-    } else {
-        prefetch(c, 'h', c->m->gbuf[GB_OUT], "out", 0, c->pf_bytes * 2, act);
-    }
     return y;
 }
 
@@ -735,9 +646,7 @@ loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama capture: model and graph are required");
     loom_graph_reset(g);
     const loom_llama_config *cfg = &m->cfg;
-    cap c = { .g = g, .m = m, .rc = LOOM_OK, .pf = getenv("LOOM_LLAMA_PREFETCH") };
-    const char *mb = getenv("LOOM_LLAMA_PREFETCH_MB");
-    c.pf_bytes = (mb ? strtoull(mb, NULL, 10) : 8) << 20;
+    cap c = { .g = g, .m = m, .rc = LOOM_OK };
 
     /* The argmax buffer is declared first so chain mode can read it. */
     uint32_t argmax = ext(&c, m->gbuf[GB_ARGMAX], "argmax", LOOM_USAGE_OUTPUT);

@@ -155,7 +155,8 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
             int l = layer_of(loom_graph_buffer_name(g, b[j].buffer));
             if (l > layer)
                 layer = l;
-            if (n->op == LOOM_OP_EMBED && j + 2 < n->n_bindings)   /* table slots: all but token and out */
+            bool embed = n->op == LOOM_OP_EMBED || n->op == LOOM_OP_EMBED_BLOCKS;
+            if (embed && j + 2 < n->n_bindings)   /* table slots: all but token and out */
                 embed_only[b[j].buffer] = true;
             else
                 other_use[b[j].buffer] = true;
@@ -166,7 +167,7 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
             loom_pc_embed pc;
             memcpy(&pc, loom_node_push(g, n), sizeof pc);
             embed_rows += pc.vocab ? b[0].size / pc.vocab : 0;
-        } else if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size == sizeof(loom_pc_embed_blocks)) {
+        } else if (n->op == LOOM_OP_EMBED_BLOCKS && n->n_bindings && n->push_size == sizeof(loom_pc_embed_blocks)) {
             loom_pc_embed_blocks pc;
             memcpy(&pc, loom_node_push(g, n), sizeof pc);
             embed_rows += pc.block_rows && pc.first == 0 ? b[0].size / pc.block_rows : 0;

@@ -1,22 +1,15 @@
 /* Human-facing dumps of a graph: the canonical text form (one line per
  * buffer, kernel and node; compared byte for byte by golden tests, so every
  * choice here is deterministic) and Graphviz DOT (hazard edges, groups as
- * clusters, barriers as red bars). JSON lives in json.c. */
+ * clusters, barriers as red bars). JSON lives in json_write.c; every
+ * format is saved to a file here. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include "internal.h"
 
 /* ---- shared helpers ----------------------------------------------------- */
-
-/* Capture always leaves side-array indices in range, but the edit API can
- * break them; a dump is how one finds out, so it must not read past the
- * arrays. Such a node prints as corrupt with no details. */
-static bool node_sane(const loom_graph *g, const loom_node *n)
-{
-    return (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
-           (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
-           (uint64_t)n->push_offset + n->push_size <= g->push.n;
-}
 
 static bool plain_name(const char *s)
 {
@@ -213,7 +206,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
             loom_str_printf(s, ")\n");
         }
         loom_str_printf(s, "node %u", i);
-        if (!node_sane(g, n))
+        if (!loom_node_sane(g, n))
             loom_str_printf(s, " corrupt (side-array indices out of range)");
         else if (n->type == LOOM_NODE_DISPATCH)
             text_dispatch(s, g, n);
@@ -242,14 +235,6 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
 }
 
 /* ---- DOT ---------------------------------------------------------------- */
-
-/* One fixed colour per op kind so the same op looks the same in every dump. */
-static const char *const op_colours[] = {
-    "#d9d9d9", "#fdfd96", "#c7e9c0", "#9ecae1", "#fdd0a2", "#fcbba1", "#bcbddc", "#c6dbef",
-    "#fee391", "#fb6a4a", "#fc9272", "#a1d99b", "#dadaeb", "#6baed6", "#fdae6b", "#74c476",
-    "#9e9ac8", "#f768a1", "#4292c6", "#41ab5d", "#807dba", "#ef3b2c", "#cb181d",
-};
-_Static_assert(sizeof op_colours / sizeof op_colours[0] == LOOM_OP_COUNT, "one colour per op kind");
 
 /* DOT string contents: quotes and backslashes escaped, anything that is not
  * printable ASCII replaced, so `dot` never sees an invalid string. */
@@ -287,7 +272,7 @@ static bool build_index(const loom_graph *g, dot_index *ix)
     size_t total = 0;
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
-        if (n->type == LOOM_NODE_DISPATCH && node_sane(g, n))
+        if (n->type == LOOM_NODE_DISPATCH && loom_node_sane(g, n))
             total += (size_t)n->n_reads + n->n_writes;
     }
     ix->start_bytes = ((size_t)nb + 1) * sizeof(uint32_t);
@@ -300,7 +285,7 @@ static bool build_index(const loom_graph *g, dot_index *ix)
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < nn; i++) {
             const loom_node *n = loom_graph_node(g, i);
-            if (n->type != LOOM_NODE_DISPATCH || !node_sane(g, n))
+            if (n->type != LOOM_NODE_DISPATCH || !loom_node_sane(g, n))
                 continue;
             const loom_range *r = loom_node_reads(g, n);
             for (uint32_t k = 0; k < (uint32_t)n->n_reads + n->n_writes; k++) {
@@ -336,7 +321,7 @@ static void dot_edge(loom_str *s, const loom_graph *g, uint32_t from, uint32_t t
     uint32_t buf = LOOM_NONE;
     const loom_node *a = loom_graph_node(g, from), *b = loom_graph_node(g, to);
     loom_hazard h = LOOM_HAZARD_SENTINEL;
-    if (node_sane(g, a) && node_sane(g, b))
+    if (loom_node_sane(g, a) && loom_node_sane(g, b))
         h = loom_nodes_conflict(g, a, b, &buf);
     loom_str_printf(s, "  n%u -> n%u [label=\"%s", from, to, loom_hazard_name(h));
     if (buf != LOOM_NONE) {
@@ -391,10 +376,10 @@ static void dot_node(loom_str *s, const loom_graph *g, uint32_t i, const char *i
                         indent, i, i);
         return;
     }
-    unsigned op = n->op < LOOM_OP_COUNT ? n->op : LOOM_OP_OTHER;
+    loom_op op = n->op < LOOM_OP_COUNT ? (loom_op)n->op : LOOM_OP_OTHER;
     loom_str_printf(s, "%sn%u [label=\"%u %s\\n", indent, i, i, loom_op_name((loom_op)n->op));
     dot_text(s, loom_graph_kernel_name(g, n->kernel));
-    loom_str_printf(s, "\", fillcolor=\"%s\"];\n", op_colours[op]);
+    loom_str_printf(s, "\", fillcolor=\"%s\"];\n", loom_op_info_get(op)->colour);
 }
 
 static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
@@ -477,7 +462,7 @@ static loom_result dump_dot(const loom_graph *g, loom_str *s)
         }
         /* A node ordered after the sentinel through a hazard edge already
          * shows that order; only the others need the dashed edge. */
-        if (!node_sane(g, n))
+        if (!loom_node_sane(g, n))
             continue;
         if (dot_range_edges(s, g, &ix, cursor, i, since) == 0 && sentinel != LOOM_NONE)
             dot_edge(s, g, sentinel, i);
@@ -507,5 +492,27 @@ loom_result loom_graph_dump(const loom_graph *g, loom_format f, loom_str *out)
     }
     if (rc == LOOM_OK && out->failed)
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "loom_graph_dump: out of memory after %zu bytes", out->len);
+    return rc;
+}
+
+loom_result loom_graph_save(const loom_graph *g, loom_format fmt, const char *path)
+{
+    if (!g || !path)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_save: NULL argument");
+    loom_str s;
+    loom_str_init(&s, loom_graph_allocator(g));
+    loom_result rc = loom_graph_dump(g, fmt, &s);
+    if (rc == LOOM_OK) {
+        FILE *f = fopen(path, "wb");
+        if (!f) {
+            rc = loom_fail(LOOM_IO, "%s: %s", path, strerror(errno));
+        } else {
+            bool ok = fwrite(s.data ? s.data : "", 1, s.len, f) == s.len;
+            ok &= fclose(f) == 0;
+            if (!ok)
+                rc = loom_fail(LOOM_IO, "%s: write failed", path);
+        }
+    }
+    loom_str_free(&s);
     return rc;
 }

@@ -50,28 +50,6 @@ bool loom_grow(const loom_allocator *a, void **p, uint32_t *cap, uint32_t need, 
 
 /* ---- names -------------------------------------------------------------- */
 
-static const struct { const char *name, *meaning; bool reorderable; } op_table[] = {
-#define X(name, meaning, reorderable) { #name, meaning, reorderable },
-#include "ops.def"
-#undef X
-};
-
-const char *loom_op_name(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].name : "?"; }
-const char *loom_op_meaning(loom_op op) { return (unsigned)op < LOOM_OP_COUNT ? op_table[op].meaning : "?"; }
-bool loom_op_reorderable(loom_op op) { return (unsigned)op < LOOM_OP_COUNT && op_table[op].reorderable; }
-
-bool loom_op_from_name(const char *name, loom_op *out)
-{
-    if (!name || !out)
-        return false;
-    for (unsigned i = 0; i < LOOM_OP_COUNT; i++)
-        if (strcmp(name, op_table[i].name) == 0) {
-            *out = (loom_op)i;
-            return true;
-        }
-    return false;
-}
-
 static const char *const usage_names[LOOM_USAGE_COUNT] = {
     "none", "weight", "input", "output", "state", "kv_cache", "scratch", "params",
 };
@@ -341,10 +319,9 @@ loom_result loom_graph_add_dispatch_lit(loom_graph *g, const loom_dispatch_desc 
     return add_dispatch(g, d, true, out_id);
 }
 
-static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool literal, uint32_t *out_id)
+/* The descriptor's counts against the fixed limits, and its arrays present. */
+static loom_result check_dispatch(const loom_graph *g, const loom_dispatch_desc *d)
 {
-    if (!g || !d)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_dispatch: NULL argument");
     uint32_t id = g->nodes.n;
     if ((unsigned)d->op >= LOOM_OP_COUNT)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u: op %d is not a loom_op", id, (int)d->op);
@@ -361,33 +338,44 @@ static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool
         (d->push_size && !d->push))
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): a count is set but its array is NULL", id,
                          loom_op_name(d->op));
-    uint32_t nb = d->n_bindings, nr = d->n_reads, nw = d->n_writes;
-    bool derive = nr == 0 && nw == 0;
-    if (derive)
-        for (uint32_t i = 0; i < nb; i++) {
-            nr += (d->bindings[i].access & LOOM_ACCESS_READ) != 0;
-            nw += (d->bindings[i].access & LOOM_ACCESS_WRITE) != 0;
-        }
-    size_t rec = LOOM_ENC_DISPATCH + (size_t)nb * sizeof(loom_binding) + (size_t)(nr + nw) * sizeof(loom_range) +
-                 d->push_size;
-    if (!LOOM_VEC_RESERVE(g->a, g->bindings, g->bindings.n + nb) ||
-        !LOOM_VEC_RESERVE(g->a, g->ranges, g->ranges.n + nr + nw) ||
-        !LOOM_VEC_RESERVE(g->a, g->push, g->push.n + d->push_size) ||
-        (g->node_enc_ok && (rec > UINT32_MAX - g->node_enc.n ||
-                            !LOOM_VEC_RESERVE(g->a, g->node_enc, g->node_enc.n + (uint32_t)rec))))
-        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
-    uint32_t kernel;
-    loom_result rc = literal ? kernel_lit(g, d->kernel, &kernel) : loom_graph_kernel(g, d->kernel, &kernel);
-    if (rc)
-        return loom_fail_wrap(rc, "node %u (%s)", id, loom_op_name(d->op));
-    loom_node *n = append_node(g);
-    if (!n)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+    return LOOM_OK;
+}
 
-    n->type = LOOM_NODE_DISPATCH;
-    n->op = (uint8_t)d->op;
-    n->kernel = kernel;
-    memcpy(n->groups, d->groups, sizeof n->groups);
+/* A dispatch's share of the graph's arrays: its range counts (from the
+ * bindings when the frontend gave no ranges) and its canonical record. */
+typedef struct dispatch_size {
+    uint32_t nb, nr, nw;
+    bool derive;
+    size_t rec;
+} dispatch_size;
+
+static dispatch_size size_dispatch(const loom_dispatch_desc *d)
+{
+    dispatch_size z = { d->n_bindings, d->n_reads, d->n_writes, d->n_reads == 0 && d->n_writes == 0, 0 };
+    if (z.derive)
+        for (uint32_t i = 0; i < z.nb; i++) {
+            z.nr += (d->bindings[i].access & LOOM_ACCESS_READ) != 0;
+            z.nw += (d->bindings[i].access & LOOM_ACCESS_WRITE) != 0;
+        }
+    z.rec = LOOM_ENC_DISPATCH + (size_t)z.nb * sizeof(loom_binding) + (size_t)(z.nr + z.nw) * sizeof(loom_range) +
+            d->push_size;
+    return z;
+}
+
+/* Room for the dispatch in every array, so that appending cannot fail. */
+static bool reserve_dispatch(loom_graph *g, const dispatch_size *z, uint32_t push_size)
+{
+    return LOOM_VEC_RESERVE(g->a, g->bindings, g->bindings.n + z->nb) &&
+           LOOM_VEC_RESERVE(g->a, g->ranges, g->ranges.n + z->nr + z->nw) &&
+           LOOM_VEC_RESERVE(g->a, g->push, g->push.n + push_size) &&
+           (!g->node_enc_ok || (z->rec <= UINT32_MAX - g->node_enc.n &&
+                                LOOM_VEC_RESERVE(g->a, g->node_enc, g->node_enc.n + (uint32_t)z->rec)));
+}
+
+/* The bindings, padding zeroed and LOOM_WHOLE sizes resolved. */
+static loom_binding *fill_bindings(loom_graph *g, loom_node *n, const loom_dispatch_desc *d)
+{
+    uint32_t nb = d->n_bindings;
     n->first_binding = g->bindings.n;
     n->n_bindings = (uint8_t)nb;
     /* With nothing reserved yet the arrays are NULL; NULL + 0 is undefined. */
@@ -401,14 +389,20 @@ static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool
         }
     }
     g->bindings.n += nb;
+    return b;
+}
 
+/* Reads then writes: the frontend's, or each binding's range by access. */
+static loom_range *fill_ranges(loom_graph *g, loom_node *n, const loom_dispatch_desc *d, const loom_binding *b,
+                               const dispatch_size *z)
+{
     n->first_range = g->ranges.n;
-    n->n_reads = (uint8_t)nr;
-    n->n_writes = (uint8_t)nw;
-    loom_range *r = nr + nw ? g->ranges.v + g->ranges.n : NULL;
-    if (derive) {
-        uint32_t ri = 0, wi = nr;
-        for (uint32_t i = 0; i < nb; i++) {
+    n->n_reads = (uint8_t)z->nr;
+    n->n_writes = (uint8_t)z->nw;
+    loom_range *r = z->nr + z->nw ? g->ranges.v + g->ranges.n : NULL;
+    if (z->derive) {
+        uint32_t ri = 0, wi = z->nr;
+        for (uint32_t i = 0; i < z->nb; i++) {
             loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
             if (b[i].access & LOOM_ACCESS_READ)
                 r[ri++] = x;
@@ -416,24 +410,59 @@ static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool
                 r[wi++] = x;
         }
     } else {
-        for (uint32_t i = 0; i < nr; i++)
+        for (uint32_t i = 0; i < z->nr; i++)
             r[i] = d->reads[i];
-        for (uint32_t i = 0; i < nw; i++)
-            r[nr + i] = d->writes[i];
-        for (uint32_t i = 0; i < nr + nw; i++)
+        for (uint32_t i = 0; i < z->nw; i++)
+            r[z->nr + i] = d->writes[i];
+        for (uint32_t i = 0; i < z->nr + z->nw; i++)
             r[i].pad_ = 0;
     }
-    g->ranges.n += nr + nw;
+    g->ranges.n += z->nr + z->nw;
+    return r;
+}
 
+static uint8_t *fill_push(loom_graph *g, loom_node *n, const loom_dispatch_desc *d)
+{
     n->push_offset = g->push.n;
     n->push_size = (uint8_t)d->push_size;
     uint8_t *push = d->push_size ? g->push.v + g->push.n : NULL;
-    for (uint32_t i = 0; i < d->push_size; i += 4)   /* a multiple of 4, checked above */
+    for (uint32_t i = 0; i < d->push_size; i += 4)   /* a multiple of 4, checked */
         memcpy(push + i, (const uint8_t *)d->push + i, 4);
     g->push.n += d->push_size;
+    return push;
+}
+
+/* Check, reserve, append, fill; the node's canonical record is encoded as
+ * it is captured (see node_enc). */
+static loom_result add_dispatch(loom_graph *g, const loom_dispatch_desc *d, bool literal, uint32_t *out_id)
+{
+    if (!g || !d)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_add_dispatch: NULL argument");
+    uint32_t id = g->nodes.n;
+    loom_result rc = check_dispatch(g, d);
+    if (rc)
+        return rc;
+    dispatch_size z = size_dispatch(d);
+    if (!reserve_dispatch(g, &z, d->push_size))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+    uint32_t kernel;
+    rc = literal ? kernel_lit(g, d->kernel, &kernel) : loom_graph_kernel(g, d->kernel, &kernel);
+    if (rc)
+        return loom_fail_wrap(rc, "node %u (%s)", id, loom_op_name(d->op));
+    loom_node *n = append_node(g);
+    if (!n)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "node %u: out of memory", id);
+
+    n->type = LOOM_NODE_DISPATCH;
+    n->op = (uint8_t)d->op;
+    n->kernel = kernel;
+    memcpy(n->groups, d->groups, sizeof n->groups);
+    const loom_binding *b = fill_bindings(g, n, d);
+    const loom_range *r = fill_ranges(g, n, d, b, &z);
+    const uint8_t *push = fill_push(g, n, d);
     if (g->node_enc_ok) {
         loom_enc_record(g->node_enc.v + g->node_enc.n, n, b, r, push);
-        g->node_enc.n += (uint32_t)rec;
+        g->node_enc.n += (uint32_t)z.rec;
     }
     g->nodes.n++;
     if (out_id)

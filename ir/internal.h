@@ -47,6 +47,16 @@ struct loom_graph {
     uint64_t arena_size;
 };
 
+/* Capture always leaves a node's side-array indices in range, but the edit
+ * API can break them; the dumps are how one finds out, so they print such
+ * a node as corrupt rather than read past the arrays. */
+static inline bool loom_node_sane(const loom_graph *g, const loom_node *n)
+{
+    return (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
+           (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
+           (uint64_t)n->push_offset + n->push_size <= g->push.n;
+}
+
 /* Copies a NUL-terminated string into the table; returns its offset. */
 bool loom_graph_intern_string(loom_graph *g, const char *s, uint32_t *out);
 
@@ -106,11 +116,22 @@ typedef struct loom_builtin_layout {
     loom_kernel_layout layout;
 } loom_builtin_layout;
 const loom_builtin_layout *loom_builtin_layout_table(size_t *count);
+/* What the build's check against ops.def reads of a kernel's SPIR-V
+ * (tools/spirv_layouts.c): its layout, its push-constant bytes (the end of
+ * the block's furthest member; 0 without one) and its local size. A member
+ * that is not a scalar or vector is LOOM_UNSUPPORTED; otherwise it fails as
+ * loom_kernel_layout_from_spirv does. */
+typedef struct loom_spirv_info {
+    loom_kernel_layout layout;
+    uint32_t push_size;
+    uint32_t local_size[3];
+} loom_spirv_info;
+loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out);
 /* loom_kernel_find without touching the error slot: the verifier asks for
  * every node's kernel and most test kernels have no layout. */
 bool loom_kernel_lookup(const char *name, loom_kernel_layout *out, bool *builtin);
 
-/* The JSON writer (json.c), reached through loom_graph_dump. */
+/* The JSON writer (json_write.c), reached through loom_graph_dump. */
 loom_result loom_dump_json(const loom_graph *g, loom_str *out);
 
 #endif

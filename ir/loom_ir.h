@@ -79,7 +79,7 @@ const loom_allocator *loom_default_allocator(void);
 /* ---- op kinds ----------------------------------------------------------- */
 
 typedef enum loom_op {
-#define X(name, meaning, reorderable) LOOM_OP_##name,
+#define X(name, ...) LOOM_OP_##name,
 #include "ops.def"
 #undef X
     LOOM_OP_COUNT
@@ -153,6 +153,34 @@ typedef struct loom_buffer {
 #define LOOM_WHOLE        UINT64_MAX  /* binding size: to the end of the buffer */
 
 enum { LOOM_ACCESS_READ = 1, LOOM_ACCESS_WRITE = 2, LOOM_ACCESS_RW = 3 };
+
+/* One binding slot of an op kind's kernel. */
+typedef struct loom_op_slot {
+    const char *name;         /* "params": the step-parameter buffer */
+    uint32_t access;          /* LOOM_ACCESS_READ, _WRITE, or _RW for a workspace */
+} loom_op_slot;
+
+/* An op kind's row of ops.def, whose header says what each column means. */
+typedef struct loom_op_info {
+    loom_op op;
+    const char *name, *meaning;
+    bool reorderable;
+    const char *kernel[2];    /* by weight dtype, [0] f32 and [1] f16 (ATTENTION: [1] for head_dim
+                                 > 64); the same name twice when the kernel has no variants; NULL
+                                 for an op with no built-in kernel */
+    bool params;              /* slot 0 is the step-parameter buffer */
+    uint32_t n_slots;
+    loom_op_slot slot[LOOM_MAX_BINDINGS];
+    uint32_t writable;        /* bit s: slot s is written (WRITE or RW) */
+    uint32_t push_size;       /* bytes */
+    uint32_t local_size;      /* local_size_x */
+    uint32_t per_group;       /* what one workgroup covers; 0: the builder decides */
+    const char *colour;       /* DOT fill, "#rrggbb" */
+    float tol_abs, tol_rel;   /* op test bound: |got - want| <= tol_abs + tol_rel * |want| */
+} loom_op_info;
+
+/* The row of op; NULL if out of range. Static storage, thread-safe. */
+const loom_op_info *loom_op_info_get(loom_op op);
 
 typedef enum loom_node_type {
     LOOM_NODE_DISPATCH = 0,

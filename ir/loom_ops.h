@@ -4,7 +4,9 @@
  *
  * The push-constant structs below are the contract between builders, the
  * fuse pass (which reads shapes from them) and the GLSL kernels in shaders/
- * (which declare the same layouts). All fields are 4 bytes.
+ * (which declare the same layouts). All fields are 4 bytes. Each op kind's
+ * push size is a column of ops.def: the compiler checks it against these
+ * structs, the build against the kernels.
  *
  * Data: vectors are f32; MATVEC weights are f32 or f16, row-major rows x
  * cols; EMBED tables likewise; token ids and ARGMAX results are u32.
@@ -62,8 +64,8 @@ typedef struct loom_pc_n        { uint32_t n; } loom_pc_n;              /* COPY 
 typedef struct loom_pc_norm     { uint32_t n; float eps; } loom_pc_norm; /* RMS_NORM and its fused forms */
 typedef struct loom_pc_matvec   { uint32_t rows, cols; } loom_pc_matvec; /* MATVEC, MATVEC_ADD, MATVEC_SILU_MUL */
 typedef struct loom_pc_embed    { uint32_t dim, vocab, token_index; } loom_pc_embed;
-/* EMBED over row blocks: the node covers tokens [first, first + vocab) of a
- * table of total rows, block_rows to a bound block (the last may hold fewer). */
+/* EMBED_BLOCKS: the node covers tokens [first, first + vocab) of a table of
+ * total rows, block_rows to a bound block (the last may hold fewer). */
 typedef struct loom_pc_embed_blocks {
     uint32_t dim, vocab, token_index, block_rows, first, total;
 } loom_pc_embed_blocks;
@@ -82,101 +84,87 @@ typedef struct loom_pc_qkv {
 } loom_pc_qkv;
 
 /* ---- builders ----------------------------------------------------------- *
- * Binding slots, in order, are listed for each; (w) marks written slots.
+ * Each builder's kernel, binding slots (in order; (w) written), push bytes
+ * and workgroup shape are its op kind's row of ops.def (loom_op_info_get).
  * Builders that need per-token values bind the step-parameter buffer
  * (loom_graph_params) at slot 0 themselves. out_node may be NULL. */
 
-/* dst = src; both same byte size, a multiple of 4. Kernel "copy": src, dst(w). */
+/* dst = src; both same byte size, a multiple of 4. */
 loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t *out_node);
-/* out = table[token_buf[token_index]]; table vocab x dim (f32|f16); out 1 x dim.
- * Kernel "embed_f32"|"embed_f16": table, token_buf, out(w). */
+/* out = table[token_buf[token_index]]; table vocab x dim (f32|f16); out 1 x dim. */
 loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
                           loom_tensor out, uint32_t *out_node);
-/* The same over a table kept as row blocks, each bound on its own (the split
- * pass makes these when a table exceeds one binding): tables[0..n_tables),
- * n_tables <= LOOM_EMBED_MAX_BLOCKS, are consecutive rows of one table, all
- * of one dtype and dim, every block but the last with the rows of the first.
- * They stand for rows [first, first + their rows) of a table of total rows:
- * the node writes out only for a token in that range, and zeros for a token
- * >= total when it holds the table's last rows, so nodes over disjoint
- * ranges (first 0 up to total) together make one EMBED. Kernel
- * "embed_blocks_f32"|"embed_blocks_f16": table0 .. table6, token_buf,
- * out(w); slots past n_tables bind the last block again (the kernel reads
- * only the block the token falls in; the node's reads name each distinct
- * block once, so a node has at most LOOM_MAX_RANGES of them). */
+/* EMBED_BLOCKS: the same over a table kept as row blocks, each bound on its
+ * own (the split pass makes these when a table exceeds one binding):
+ * tables[0..n_tables), n_tables <= LOOM_EMBED_MAX_BLOCKS, are consecutive
+ * rows of one table, all of one dtype and dim, every block but the last
+ * with the rows of the first. They stand for rows [first, first + their
+ * rows) of a table of total rows: the node writes out only for a token in
+ * that range, and zeros for a token >= total when it holds the table's last
+ * rows, so nodes over disjoint ranges (first 0 up to total) together make
+ * one EMBED. Slots past n_tables bind the last block again (the kernel
+ * reads only the block the token falls in); the node's reads name each
+ * distinct block once, so it has at most LOOM_MAX_RANGES of them. */
 #define LOOM_EMBED_MAX_BLOCKS 7u
 loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint32_t n_tables, uint32_t first,
                                  uint32_t total, uint32_t token_buf, uint32_t token_index, loom_tensor out,
                                  uint32_t *out_node);
-/* Kernel "rms_norm": x, y(w). */
 loom_result loom_op_rms_norm(loom_graph *g, loom_tensor x, loom_tensor y, float eps, uint32_t *out_node);
-/* Kernel "rms_norm_mul": x, w, y(w). */
 loom_result loom_op_rms_norm_mul(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
                                  uint32_t *out_node);
-/* Kernels "mul" / "add": a, b, y(w). */
 loom_result loom_op_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
 loom_result loom_op_add(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
-/* Kernel "add_rms_norm": a, b, sum(w), y(w). */
 loom_result loom_op_add_rms_norm(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor sum,
                                  loom_tensor y, float eps, uint32_t *out_node);
-/* Kernel "add_rms_norm_mul": a, b, w, sum(w), y(w). */
 loom_result loom_op_add_rms_norm_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor w,
                                      loom_tensor sum, loom_tensor y, float eps, uint32_t *out_node);
-/* y = W x. Kernel "matvec_f32"|"matvec_f16": W, x, y(w). */
+/* y = W x. */
 loom_result loom_op_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node);
-/* y = W x + r. Kernel "matvec_add_f32"|"matvec_add_f16": W, x, r, y(w). */
+/* y = W x + r. */
 loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
                                uint32_t *out_node);
-/* Kernel "silu_mul": a, b, y(w). */
 loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
-/* y = silu(Wg x) * (Wu x). Kernel "matvec_silu_mul_f32"|"_f16": Wg, Wu, x, y(w). */
+/* y = silu(Wg x) * (Wu x). */
 loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
                                     loom_tensor y, uint32_t *out_node);
 /* Rotary embedding (pairs (i, i + head_dim/2) of each head) at params.pos.
- * Kernel "rope": params, x, y(w). x, y are 1 x n_heads*head_dim. */
+ * x, y are 1 x n_heads*head_dim. */
 loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
                          float theta, uint32_t *out_node);
-/* kcache[pos] = k, vcache[pos] = v; caches are max_seq x dim f32.
- * Kernel "kv_append": params, k, v, kcache(w), vcache(w). The write ranges
- * cover the whole caches: the position is a per-step value. */
+/* kcache[pos] = k, vcache[pos] = v; caches are max_seq x dim f32. The
+ * write ranges cover the whole caches: the position is a per-step value. */
 loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
                               loom_tensor vcache, uint32_t *out_node);
 /* One query, grouped-query heads, over cache rows [0, params.kv_len), split
- * over the cache length so that the dispatch fills the GPU. Kernel
- * "attention": params, q, kcache, vcache, out(w), part(rw), count(rw); part
- * and count are workspace buffers the builder declares itself (plan-owned
+ * over the cache length so that the dispatch fills the GPU. Slots part and
+ * count are workspace buffers the builder declares itself (plan-owned
  * STATE, zeroed once by the runtime; the kernel leaves count zeroed). */
 loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
                               loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
                               uint32_t *out_node);
-/* Kernel "softmax": x, y(w). */
 loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node);
-/* out[0] = argmax x (lowest index on ties), u32. Kernel "argmax": x, out(w). */
+/* out[0] = argmax x (lowest index on ties), u32. */
 loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
 
 /* ---- fused matvec forms (what the fuse pass makes; frontends may call them) */
 
-/* y = W (x / rms(x) * g). Kernel "rms_norm_matvec_f32"|"_f16": W, x, g, y(w). */
+/* y = W (x / rms(x) * g). */
 loom_result loom_op_rms_norm_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw, loom_tensor y,
                                     float eps, uint32_t *out_node);
-/* n = x / rms(x) * g; y = silu(Wg n) * (Wu n).
- * Kernel "rms_norm_matvec_silu_mul_f32"|"_f16": Wg, Wu, x, g, y(w). */
+/* n = x / rms(x) * g; y = silu(Wg n) * (Wu n). */
 loom_result loom_op_rms_norm_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
                                              loom_tensor gw, loom_tensor y, float eps, uint32_t *out_node);
-/* y = W x; out[0] = argmax y (u32, lowest index on ties). Kernel
- * "matvec_argmax_f32"|"_f16": W, x, y(w), out(w), part(rw), count(rw); part
- * and count are workspace buffers the builder declares (see attention). */
+/* y = W x; out[0] = argmax y (u32, lowest index on ties). Slots part and
+ * count are workspace buffers the builder declares (see attention). */
 loom_result loom_op_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, loom_tensor out,
                                   uint32_t *out_node);
-/* The same over x / rms(x) * g. Kernel "rms_norm_matvec_argmax_f32"|"_f16":
- * W, x, g, y(w), out(w), part(rw), count(rw). */
+/* The same over x / rms(x) * g. */
 loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
                                            loom_tensor y, loom_tensor out, float eps, uint32_t *out_node);
 /* n = x / rms(x) * g; q = rope(Wq n); kcache[pos] = rope(Wk n); vcache[pos]
  * = Wv n, at params.pos (nothing written to the caches past max_seq). Wq is
  * (n_heads * head_dim) x cols, Wk and Wv (n_kv_heads * head_dim) x cols;
- * head_dim a multiple of 4. Kernel "rms_norm_qkv_rope_f32"|"_f16": params,
- * x, g, Wq, Wk, Wv, q(w), kcache(w), vcache(w). */
+ * head_dim a multiple of 4. */
 loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
                                          loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
                                          loom_tensor vcache, uint32_t head_dim, float theta, float eps,

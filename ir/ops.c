@@ -1,22 +1,20 @@
 /* Op builders: the typed front door to capture. Every builder fills an
- * op_call (views with their binding roles, push constants, workgroup count)
- * after its op-specific shape checks; emit() then applies the checks every
- * op shares (view inside its buffer, alignment, 4-byte sizes, aliasing
- * between written and read views) and appends the dispatch. Ranges are
- * derived from the bindings, so each read or write range is exactly the
- * view's bytes. Workgroup counts here must match the local sizes declared
- * in shaders/. */
+ * op_call (a view per kernel slot, push constants, workgroup count) after
+ * its op-specific shape checks; emit() then applies the checks every op
+ * shares (view inside its buffer, alignment, 4-byte sizes, aliasing between
+ * written and read views) and appends the dispatch. What the kernel is,
+ * which slots it writes, how many push bytes it takes and what one
+ * workgroup covers come from the op's row of ops.def, which the build
+ * checks against the kernels' SPIR-V. Ranges are derived from the
+ * bindings, so each read or write range is exactly the view's bytes. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
 #include "loom_ops.h"
 
-/* Local sizes and per-workgroup tiling of the kernels in shaders/. */
-#define ELEMWISE_LOCAL   256u   /* copy, mul, add, silu_mul, rope, kv_append, embed */
-#define MATVEC_ROWS_PER_WG 4u   /* matvec.glsl: MV_ROWS */
+/* Limits of the kernels in shaders/ that are not a column of ops.def. */
 #define ARGMAX_MAX_GROUPS 1024u  /* matvec.glsl MV_ARGMAX: workgroups loop over row blocks */
 #define ATTN_MAX_HEAD_DIM 256u  /* attention.comp: one invocation per dim */
 #define MAX_GROUPS       65535u /* the Vulkan minimum of maxComputeWorkGroupCount */
@@ -42,26 +40,25 @@ uint32_t loom_dtype_size(loom_dtype t)
     return 0;
 }
 
-/* One view bound to a kernel slot. Read views marked inplace may be the very
+/* The tensor a builder binds to one kernel slot; the slot's name and access
+ * are its op kind's (ops.def). A read view marked inplace may be the very
  * same view as a written one: the kernel reads each such element before the
  * same invocation overwrites it, or finishes all reads before any write. */
 typedef struct op_view {
-    const char *name;
     loom_tensor t;
-    bool write;
     bool inplace;
-    bool rw;                  /* read and written (workspace) */
 } op_view;
 
+/* What a builder fills: the views of every slot after the step parameters,
+ * in slot order, the push constants (the op kind's push_size bytes) and the
+ * workgroup count. */
 typedef struct op_call {
     loom_op op;
-    const char *kernel;
-    bool params;              /* bind the step-parameter buffer at slot 0 */
+    bool variant;             /* the row's second kernel: f16 weights, or ATTENTION's wide form */
     bool distinct_reads;      /* one read range per distinct view, not per binding */
-    op_view v[LOOM_MAX_BINDINGS - 1];
+    op_view v[LOOM_MAX_BINDINGS];
     uint32_t n;
     const void *push;
-    uint32_t push_size;
     uint64_t groups;
 } op_call;
 
@@ -81,51 +78,54 @@ static bool views_equal(const loom_tensor *a, const loom_tensor *b)
            a->cols == b->cols;
 }
 
-static loom_result check_view(loom_graph *g, const char *op, uint32_t node, const op_view *v)
+static bool writes(const loom_op_slot *s) { return (s->access & LOOM_ACCESS_WRITE) != 0; }
+
+static loom_result check_view(loom_graph *g, const char *op, uint32_t node, const loom_op_slot *s,
+                              const op_view *v)
 {
     const loom_tensor *t = &v->t;
     if (t->buffer >= loom_graph_buffer_count(g))
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.buffer %u does not exist (%u buffers)", node, op,
-                         v->name, t->buffer, loom_graph_buffer_count(g));
+                         s->name, t->buffer, loom_graph_buffer_count(g));
     if (t->dtype > LOOM_U32)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %u is not a loom_dtype", node, op, v->name,
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %u is not a loom_dtype", node, op, s->name,
                          t->dtype);
     if (t->rows == 0 || t->cols == 0)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %u x %u (empty)", node, op, v->name, t->rows,
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %u x %u (empty)", node, op, s->name, t->rows,
                          t->cols);
     if (t->offset % LOOM_BIND_ALIGN)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.offset %" PRIu64 " is not a multiple of %u", node,
-                         op, v->name, t->offset, LOOM_BIND_ALIGN);
+                         op, s->name, t->offset, LOOM_BIND_ALIGN);
     uint64_t bytes = view_bytes(t);
     if (bytes % 4)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %" PRIu64 " bytes, not a multiple of 4", node,
-                         op, v->name, bytes);
+                         op, s->name, bytes);
     const loom_buffer *b = loom_graph_buffer(g, t->buffer);
     if (t->offset > b->size || bytes > b->size - t->offset)
         return loom_fail(LOOM_INVALID_ARGUMENT,
                          "node %u (%s): %s [%" PRIu64 ", %" PRIu64 ") exceeds buffer %u '%s' of %" PRIu64 " bytes",
-                         node, op, v->name, t->offset, t->offset + bytes, t->buffer,
+                         node, op, s->name, t->offset, t->offset + bytes, t->buffer,
                          loom_graph_buffer_name(g, t->buffer), b->size);
-    if (v->write && b->usage == LOOM_USAGE_PARAMS)
+    if (writes(s) && b->usage == LOOM_USAGE_PARAMS)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s writes the step-parameter buffer %u", node, op,
-                         v->name, t->buffer);
+                         s->name, t->buffer);
     return LOOM_OK;
 }
 
 /* A written view may only coincide exactly with a read view the kernel
  * allows in place; any other overlap would race inside the dispatch. */
-static loom_result check_aliasing(const op_call *c, const char *op, uint32_t node)
+static loom_result check_aliasing(const op_call *c, const loom_op_slot *s, const char *op, uint32_t node)
 {
     for (uint32_t i = 0; i < c->n; i++) {
-        if (!c->v[i].write)
+        if (!writes(&s[i]))
             continue;
         for (uint32_t j = 0; j < c->n; j++) {
             if (j == i || !views_overlap(&c->v[i].t, &c->v[j].t))
                 continue;
-            bool ok = !c->v[j].write && c->v[j].inplace && views_equal(&c->v[i].t, &c->v[j].t);
+            bool ok = !writes(&s[j]) && c->v[j].inplace && views_equal(&c->v[i].t, &c->v[j].t);
             if (!ok)
                 return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s overlaps %s in buffer %u", node, op,
-                                 c->v[i].name, c->v[j].name, c->v[i].t.buffer);
+                                 s[i].name, s[j].name, c->v[i].t.buffer);
         }
     }
     return LOOM_OK;
@@ -137,7 +137,7 @@ static const uint8_t dtype_bytes[LOOM_U32 + 1] = { 4, 2, 4 };
 /* check_view's conditions in one pass with no message work: emit runs this
  * on every view of every dispatch and asks check_view to say what is wrong
  * only when something is. */
-static inline bool view_ok(const loom_graph *g, const op_view *v, uint64_t *bytes)
+static inline bool view_ok(const loom_graph *g, const loom_op_slot *s, const op_view *v, uint64_t *bytes)
 {
     const loom_tensor *t = &v->t;
     if (t->buffer >= g->buffers.n || t->dtype > LOOM_U32 || t->rows == 0 || t->cols == 0 ||
@@ -146,71 +146,86 @@ static inline bool view_ok(const loom_graph *g, const op_view *v, uint64_t *byte
     *bytes = (uint64_t)t->rows * t->cols * dtype_bytes[t->dtype];
     const loom_buffer *b = &g->buffers.v[t->buffer];
     return *bytes % 4 == 0 && t->offset <= b->size && *bytes <= b->size - t->offset &&
-           !(v->write && b->usage == LOOM_USAGE_PARAMS);
+           !(writes(s) && b->usage == LOOM_USAGE_PARAMS);
 }
 
-static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
+/* Every view checked, sized into bytes[]; then the aliasing between them. */
+static loom_result check_views(loom_graph *g, const op_call *c, const loom_op_slot *s, uint64_t *bytes)
 {
     uint32_t node = g->nodes.n;
-    uint64_t bytes[LOOM_MAX_BINDINGS];
     loom_result rc;
     for (uint32_t i = 0; i < c->n; i++)
-        if (!view_ok(g, &c->v[i], &bytes[i]) && (rc = check_view(g, loom_op_name(c->op), node, &c->v[i])))
+        if (!view_ok(g, &s[i], &c->v[i], &bytes[i]) && (rc = check_view(g, loom_op_name(c->op), node, &s[i], &c->v[i])))
             return rc;
     bool clash = false;
     for (uint32_t i = 0; i < c->n; i++) {
-        if (!c->v[i].write)
+        if (!writes(&s[i]))
             continue;
         const loom_tensor *a = &c->v[i].t;
         for (uint32_t j = 0; j < c->n; j++) {
             const loom_tensor *b = &c->v[j].t;
             clash |= j != i && a->buffer == b->buffer && a->offset < b->offset + bytes[j] &&
-                     b->offset < a->offset + bytes[i] &&
-                     (c->v[j].write || !c->v[j].inplace || !views_equal(a, b));
+                     b->offset < a->offset + bytes[i] && (writes(&s[j]) || !c->v[j].inplace || !views_equal(a, b));
         }
     }
-    if (clash && (rc = check_aliasing(c, loom_op_name(c->op), node)))
+    return clash ? check_aliasing(c, s, loom_op_name(c->op), node) : LOOM_OK;
+}
+
+/* Ranges from bindings as capture derives them, but a view bound to several
+ * slots (EMBED_BLOCKS repeats its last block) read once. */
+static void distinct_ranges(const loom_binding *b, uint32_t nb, loom_dispatch_desc *d, loom_range *rr,
+                            loom_range *ww)
+{
+    for (uint32_t i = 0; i < nb; i++) {
+        loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
+        bool seen = false;
+        for (uint32_t k = 0; k < d->n_reads && !seen; k++)
+            seen = rr[k].buffer == x.buffer && rr[k].offset == x.offset && rr[k].size == x.size;
+        if ((b[i].access & LOOM_ACCESS_READ) && !seen)
+            rr[d->n_reads++] = x;
+        if (b[i].access & LOOM_ACCESS_WRITE)
+            ww[d->n_writes++] = x;
+    }
+    d->reads = rr;
+    d->writes = ww;
+}
+
+static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
+{
+    const loom_op_info *info = loom_op_info_get(c->op);
+    const loom_op_slot *s = info->slot + info->params;   /* the builder's views */
+    uint32_t node = g->nodes.n;
+    if (c->n + info->params != info->n_slots)   /* a builder out of step with ops.def */
+        return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): %u views for the %u slots of ops.def", node,
+                         info->name, c->n + info->params, info->n_slots);
+    uint64_t bytes[LOOM_MAX_BINDINGS];
+    loom_result rc = check_views(g, c, s, bytes);
+    if (rc)
         return rc;
     if (c->groups == 0 || c->groups > MAX_GROUPS)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): needs %" PRIu64 " workgroups, the kernel supports %u",
-                         node, loom_op_name(c->op), c->groups, MAX_GROUPS);
+                         node, info->name, c->groups, MAX_GROUPS);
 
     loom_binding b[LOOM_MAX_BINDINGS];
     uint32_t nb = 0;
-    if (c->params) {
+    if (info->params) {
         uint32_t pid;
-        rc = loom_graph_params(g, &pid);
-        if (rc)
+        if ((rc = loom_graph_params(g, &pid)))
             return rc;
         b[nb++] = (loom_binding){ .buffer = pid, .slot = 0, .offset = 0, .size = sizeof(loom_step_params),
                                   .access = LOOM_ACCESS_READ };
     }
     for (uint32_t i = 0; i < c->n; i++, nb++)
         b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
-                                .size = bytes[i],
-                                .access = c->v[i].rw      ? LOOM_ACCESS_RW
-                                          : c->v[i].write ? LOOM_ACCESS_WRITE
-                                                          : LOOM_ACCESS_READ };
+                                .size = bytes[i], .access = s[i].access };
     loom_dispatch_desc d = {
-        .kernel = c->kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
-        .bindings = b, .n_bindings = nb, .push = c->push, .push_size = c->push_size,
+        .kernel = info->kernel[c->variant], .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
+        .bindings = b, .n_bindings = nb, .push = c->push, .push_size = info->push_size,
     };
     loom_range rr[LOOM_MAX_BINDINGS], ww[LOOM_MAX_BINDINGS];
-    if (c->distinct_reads) {
-        for (uint32_t i = 0; i < nb; i++) {
-            loom_range x = { b[i].buffer, 0, b[i].offset, b[i].size };
-            bool seen = false;
-            for (uint32_t k = 0; k < d.n_reads && !seen; k++)
-                seen = rr[k].buffer == x.buffer && rr[k].offset == x.offset && rr[k].size == x.size;
-            if ((b[i].access & LOOM_ACCESS_READ) && !seen)
-                rr[d.n_reads++] = x;
-            if (b[i].access & LOOM_ACCESS_WRITE)
-                ww[d.n_writes++] = x;
-        }
-        d.reads = rr;
-        d.writes = ww;
-    }
-    /* Every kernel name here is a literal (see matvec_kernels). */
+    if (c->distinct_reads)
+        distinct_ranges(b, nb, &d, rr, ww);
+    /* Kernel names are literals of the op table: the address finds the kernel. */
     return loom_graph_add_dispatch_lit(g, &d, out_node);
 }
 
@@ -272,7 +287,37 @@ static float inv_sqrt(uint32_t n)
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* Workgroups for `units` of what one workgroup of op covers (ops.def). */
+static uint64_t groups_for(loom_op op, uint64_t units) { return ceil_div(units, loom_op_info_get(op)->per_group); }
+
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
+
+/* Each op kind's push constants are its loom_pc_* struct, or a prefix of it
+ * (MATVEC_ARGMAX sends rows and cols of loom_pc_norm_matvec). */
+enum {
+#define X(name, meaning, reorderable, kernel, slots, push, ...) PUSH_##name = push,
+#include "ops.def"
+#undef X
+};
+_Static_assert(PUSH_COPY == sizeof(loom_pc_n) && PUSH_MUL == sizeof(loom_pc_n) && PUSH_ADD == sizeof(loom_pc_n) &&
+                   PUSH_SILU_MUL == sizeof(loom_pc_n) && PUSH_SOFTMAX == sizeof(loom_pc_n) &&
+                   PUSH_ARGMAX == sizeof(loom_pc_n),
+               "ops.def: loom_pc_n ops");
+_Static_assert(PUSH_RMS_NORM == sizeof(loom_pc_norm) && PUSH_RMS_NORM_MUL == sizeof(loom_pc_norm) &&
+                   PUSH_ADD_RMS_NORM == sizeof(loom_pc_norm) && PUSH_ADD_RMS_NORM_MUL == sizeof(loom_pc_norm),
+               "ops.def: loom_pc_norm ops");
+_Static_assert(PUSH_MATVEC == sizeof(loom_pc_matvec) && PUSH_MATVEC_ADD == sizeof(loom_pc_matvec) &&
+                   PUSH_MATVEC_SILU_MUL == sizeof(loom_pc_matvec) && PUSH_MATVEC_ARGMAX == sizeof(loom_pc_matvec),
+               "ops.def: loom_pc_matvec ops");
+_Static_assert(PUSH_RMS_NORM_MATVEC == sizeof(loom_pc_norm_matvec) &&
+                   PUSH_RMS_NORM_MATVEC_SILU_MUL == sizeof(loom_pc_norm_matvec) &&
+                   PUSH_RMS_NORM_MATVEC_ARGMAX == sizeof(loom_pc_norm_matvec),
+               "ops.def: loom_pc_norm_matvec ops");
+_Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeof(loom_pc_embed_blocks) &&
+                   PUSH_ROPE == sizeof(loom_pc_rope) &&
+                   PUSH_KV_APPEND == sizeof(loom_pc_kv) && PUSH_ATTENTION == sizeof(loom_pc_attn) &&
+                   PUSH_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_qkv),
+               "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
  * row, 2 rows each, so 64 rows a pass); attention_wide.comp the rest up to
@@ -315,22 +360,22 @@ loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32
     if (words > UINT32_MAX)
         return bad(g, LOOM_OP_COPY, "src", "words", words, UINT32_MAX);
     loom_pc_n pc = pc_n((uint32_t)words);
-    uint64_t groups = ceil_div(ceil_div(words, 4), ELEMWISE_LOCAL);
-    op_call c = { .op = LOOM_OP_COPY, .kernel = "copy", .n = 2, .push = &pc, .push_size = sizeof pc,
+    uint64_t groups = groups_for(LOOM_OP_COPY, words);
+    op_call c = { .op = LOOM_OP_COPY, .n = 2, .push = &pc,
                   .groups = groups < COPY_MAX_GROUPS ? groups : COPY_MAX_GROUPS,
-                  .v = { { "src", src, false, true }, { "dst", dst, true, false } } };
+                  .v = { { src, true }, { dst, false } } };
     return emit(g, &c, out_node);
 }
 
 /* An embedding table: f32, or f16 with an even row length (a row starts on
  * a packed pair). */
-static loom_result need_table(loom_graph *g, const char *name, const loom_tensor *t)
+static loom_result need_table(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
 {
     if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): %s.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), name, loom_dtype_name((loom_dtype)t->dtype));
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype));
     if (t->dtype == LOOM_F16 && t->cols % 2)
-        return bad(g, LOOM_OP_EMBED, name, ".cols (f16 needs even)", t->cols, t->cols + 1);
+        return bad(g, op, name, ".cols (f16 needs even)", t->cols, t->cols + 1);
     return LOOM_OK;
 }
 
@@ -339,12 +384,12 @@ static loom_result need_table(loom_graph *g, const char *name, const loom_tensor
  * narrower range would let the plan overlap this read with a write to a
  * neighbouring slot, which the descriptor (and the validation layer) would
  * see. */
-static loom_result token_view(loom_graph *g, uint32_t token_buf, uint32_t token_index, loom_tensor *out)
+static loom_result token_view(loom_graph *g, loom_op op, uint32_t token_buf, uint32_t token_index,
+                              loom_tensor *out)
 {
-    const loom_op op = LOOM_OP_EMBED;
     if (token_buf >= loom_graph_buffer_count(g))
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): token_buf %u does not exist",
-                         loom_graph_node_count(g), token_buf);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): token_buf %u does not exist",
+                         loom_graph_node_count(g), loom_op_name(op), token_buf);
     uint64_t tb = loom_graph_buffer(g, token_buf)->size;
     if ((uint64_t)token_index * 4 + 4 > tb)
         return bad(g, op, "token_index", "byte end", (uint64_t)token_index * 4 + 4, tb);
@@ -361,64 +406,70 @@ loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, 
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed: graph is NULL");
     const loom_op op = LOOM_OP_EMBED;
     loom_tensor tok;
-    loom_result rc = need_table(g, "table", &table);
+    loom_result rc = need_table(g, op, "table", &table);
     if (!rc)
         rc = need_vec(g, op, "out", &out, table.cols);
     if (!rc)
-        rc = token_view(g, token_buf, token_index, &tok);
+        rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
     loom_pc_embed pc = { table.cols, table.rows, token_index };
-    op_call c = { .op = op, .kernel = table.dtype == LOOM_F16 ? "embed_f16" : "embed_f32", .n = 3,
-                  .push = &pc, .push_size = sizeof pc, .groups = ceil_div(table.cols, ELEMWISE_LOCAL),
-                  .v = { { "table", table, false, false }, { "token_buf", tok, false, false },
-                         { "out", out, true, false } } };
+    op_call c = { .op = op, .variant = table.dtype == LOOM_F16, .n = 3, .push = &pc,
+                  .groups = groups_for(op, table.cols), .v = { { table, false }, { tok, false }, { out, false } } };
     return emit(g, &c, out_node);
+}
+
+/* The blocks of an EMBED_BLOCKS node: one table's consecutive rows, every
+ * block but the last as long as the first; *rows gets their sum. */
+static loom_result need_blocks(loom_graph *g, const loom_tensor *tables, uint32_t n, uint64_t *rows)
+{
+    static const char *const names[LOOM_EMBED_MAX_BLOCKS] = { "tables[0]", "tables[1]", "tables[2]", "tables[3]",
+                                                              "tables[4]", "tables[5]", "tables[6]" };
+    const loom_op op = LOOM_OP_EMBED_BLOCKS;
+    if (!tables || n == 0 || n > LOOM_EMBED_MAX_BLOCKS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED_BLOCKS): %u table blocks%s, want 1 to %u",
+                         loom_graph_node_count(g), n, tables ? "" : " (NULL)", LOOM_EMBED_MAX_BLOCKS);
+    const loom_tensor *t0 = &tables[0];
+    loom_result rc = need_table(g, op, names[0], t0);
+    *rows = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const loom_tensor *t = &tables[i];
+        if (t->dtype != t0->dtype)
+            rc = need_dtype(g, op, names[i], t, (loom_dtype)t0->dtype);
+        else if (t->cols != t0->cols)
+            rc = bad(g, op, names[i], ".cols", t->cols, t0->cols);
+        else if (i + 1 == n ? t->rows > t0->rows : t->rows != t0->rows)
+            rc = bad(g, op, names[i], ".rows", t->rows, t0->rows);
+        *rows += t->rows;
+    }
+    return rc;
 }
 
 loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint32_t n_tables, uint32_t first,
                                  uint32_t total, uint32_t token_buf, uint32_t token_index, loom_tensor out,
                                  uint32_t *out_node)
 {
-    static const char *const names[LOOM_EMBED_MAX_BLOCKS] = { "tables[0]", "tables[1]", "tables[2]", "tables[3]",
-                                                              "tables[4]", "tables[5]", "tables[6]" };
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed_blocks: graph is NULL");
-    const loom_op op = LOOM_OP_EMBED;
-    if (!tables || n_tables == 0 || n_tables > LOOM_EMBED_MAX_BLOCKS)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (EMBED): %u table blocks%s, want 1 to %u",
-                         loom_graph_node_count(g), n_tables, tables ? "" : " (NULL)", LOOM_EMBED_MAX_BLOCKS);
-    const loom_tensor *t0 = &tables[0];
+    const loom_op op = LOOM_OP_EMBED_BLOCKS;
     uint64_t rows = 0;
-    loom_result rc = need_table(g, names[0], t0);
-    for (uint32_t i = 0; i < n_tables && !rc; i++) {
-        const loom_tensor *t = &tables[i];
-        bool last = i + 1 == n_tables;
-        if (t->dtype != t0->dtype)
-            rc = need_dtype(g, op, names[i], t, (loom_dtype)t0->dtype);
-        else if (t->cols != t0->cols)
-            rc = bad(g, op, names[i], ".cols", t->cols, t0->cols);
-        else if (last ? t->rows > t0->rows : t->rows != t0->rows)
-            rc = bad(g, op, names[i], ".rows", t->rows, t0->rows);
-        rows += t->rows;
-    }
+    loom_tensor tok;
+    loom_result rc = need_blocks(g, tables, n_tables, &rows);
     if (!rc && (uint64_t)first + rows > total)
         rc = bad(g, op, "first + rows", "", (uint64_t)first + rows, total);
     if (!rc)
-        rc = need_vec(g, op, "out", &out, t0->cols);
-    loom_tensor tok;
+        rc = need_vec(g, op, "out", &out, tables[0].cols);
     if (!rc)
-        rc = token_view(g, token_buf, token_index, &tok);
+        rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    loom_pc_embed_blocks pc = { t0->cols, (uint32_t)rows, token_index, t0->rows, first, total };
-    op_call c = { .op = op, .kernel = t0->dtype == LOOM_F16 ? "embed_blocks_f16" : "embed_blocks_f32",
-                  .n = LOOM_EMBED_MAX_BLOCKS + 2, .distinct_reads = true, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div(t0->cols, ELEMWISE_LOCAL) };
+    loom_pc_embed_blocks pc = { tables[0].cols, (uint32_t)rows, token_index, tables[0].rows, first, total };
+    op_call c = { .op = op, .variant = tables[0].dtype == LOOM_F16, .distinct_reads = true,
+                  .n = LOOM_EMBED_MAX_BLOCKS + 2, .push = &pc, .groups = groups_for(op, tables[0].cols) };
     for (uint32_t i = 0; i < LOOM_EMBED_MAX_BLOCKS; i++)
-        c.v[i] = (op_view){ names[i], tables[i < n_tables ? i : n_tables - 1], false, false, false };
-    c.v[LOOM_EMBED_MAX_BLOCKS] = (op_view){ "token_buf", tok, false, false, false };
-    c.v[LOOM_EMBED_MAX_BLOCKS + 1] = (op_view){ "out", out, true, false, false };
+        c.v[i] = (op_view){ tables[i < n_tables ? i : n_tables - 1], false };
+    c.v[LOOM_EMBED_MAX_BLOCKS] = (op_view){ tok, false };
+    c.v[LOOM_EMBED_MAX_BLOCKS + 1] = (op_view){ out, false };
     return emit(g, &c, out_node);
 }
 
@@ -430,8 +481,9 @@ static loom_result need_weight(loom_graph *g, loom_op op, const char *name, cons
                          loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)W->dtype));
     if (W->dtype == LOOM_F16 && W->cols % 2)
         return bad(g, op, name, ".cols (f16 needs even)", W->cols, W->cols + 1);
-    if (W->rows > MAX_GROUPS * MATVEC_ROWS_PER_WG)
-        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    uint32_t rows_per_group = loom_op_info_get(op)->per_group;
+    if (W->rows > MAX_GROUPS * rows_per_group)
+        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * rows_per_group);
     return LOOM_OK;
 }
 
@@ -451,12 +503,12 @@ static loom_result need_theta(loom_graph *g, loom_op op, float theta)
     return LOOM_OK;
 }
 
-static loom_result norm_common(loom_graph *g, loom_op op, const char *kernel, const loom_tensor *a,
-                               const loom_tensor *b, const loom_tensor *w, const loom_tensor *sum,
-                               const loom_tensor *y, float eps, uint32_t *out_node)
+static loom_result norm_common(loom_graph *g, loom_op op, const loom_tensor *a, const loom_tensor *b,
+                               const loom_tensor *w, const loom_tensor *sum, const loom_tensor *y, float eps,
+                               uint32_t *out_node)
 {
     if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", kernel);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
     uint32_t n = a->cols;
     loom_result rc = need_eps(g, op, eps);
     if (!rc)
@@ -472,50 +524,50 @@ static loom_result norm_common(loom_graph *g, loom_op op, const char *kernel, co
     if (rc)
         return rc;
     loom_pc_norm pc = { n, eps };
-    op_call c = { .op = op, .kernel = kernel, .push = &pc, .push_size = sizeof pc, .groups = 1 };
+    op_call c = { .op = op, .push = &pc, .groups = 1 };
     /* One workgroup reduces, then rescales: y may replace x, a or b in place,
      * and sum may replace a or b (each invocation writes only elements it has
      * already read). */
-    c.v[c.n++] = (op_view){ b ? "a" : "x", *a, false, true, false };
+    c.v[c.n++] = (op_view){ *a, true };
     if (b)
-        c.v[c.n++] = (op_view){ "b", *b, false, true, false };
+        c.v[c.n++] = (op_view){ *b, true };
     if (w)
-        c.v[c.n++] = (op_view){ "w", *w, false, true, false };
+        c.v[c.n++] = (op_view){ *w, true };
     if (sum)
-        c.v[c.n++] = (op_view){ "sum", *sum, true, false, false };
-    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
+        c.v[c.n++] = (op_view){ *sum, false };
+    c.v[c.n++] = (op_view){ *y, false };
     return emit(g, &c, out_node);
 }
 
 loom_result loom_op_rms_norm(loom_graph *g, loom_tensor x, loom_tensor y, float eps, uint32_t *out_node)
 {
-    return norm_common(g, LOOM_OP_RMS_NORM, "rms_norm", &x, NULL, NULL, NULL, &y, eps, out_node);
+    return norm_common(g, LOOM_OP_RMS_NORM, &x, NULL, NULL, NULL, &y, eps, out_node);
 }
 
 loom_result loom_op_rms_norm_mul(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
                                  uint32_t *out_node)
 {
-    return norm_common(g, LOOM_OP_RMS_NORM_MUL, "rms_norm_mul", &x, NULL, &w, NULL, &y, eps, out_node);
+    return norm_common(g, LOOM_OP_RMS_NORM_MUL, &x, NULL, &w, NULL, &y, eps, out_node);
 }
 
 loom_result loom_op_add_rms_norm(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor sum, loom_tensor y,
                                  float eps, uint32_t *out_node)
 {
-    return norm_common(g, LOOM_OP_ADD_RMS_NORM, "add_rms_norm", &a, &b, NULL, &sum, &y, eps, out_node);
+    return norm_common(g, LOOM_OP_ADD_RMS_NORM, &a, &b, NULL, &sum, &y, eps, out_node);
 }
 
 loom_result loom_op_add_rms_norm_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor w,
                                      loom_tensor sum, loom_tensor y, float eps, uint32_t *out_node)
 {
-    return norm_common(g, LOOM_OP_ADD_RMS_NORM_MUL, "add_rms_norm_mul", &a, &b, &w, &sum, &y, eps, out_node);
+    return norm_common(g, LOOM_OP_ADD_RMS_NORM_MUL, &a, &b, &w, &sum, &y, eps, out_node);
 }
 
 /* y = f(a, b) elementwise over equal f32 shapes; y may replace a or b. */
-static loom_result binary(loom_graph *g, loom_op op, const char *kernel, loom_tensor a, loom_tensor b,
-                          loom_tensor y, uint32_t *out_node)
+static loom_result binary(loom_graph *g, loom_op op, loom_tensor a, loom_tensor b, loom_tensor y,
+                          uint32_t *out_node)
 {
     if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", kernel);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
     loom_result rc = need_dtype(g, op, "a", &a, LOOM_F32);
     if (!rc)
         rc = need_same_shape(g, op, "b", &b, &a);
@@ -527,52 +579,33 @@ static loom_result binary(loom_graph *g, loom_op op, const char *kernel, loom_te
     if (n > UINT32_MAX)
         return bad(g, op, "a", "elements", n, UINT32_MAX);
     loom_pc_n pc = pc_n((uint32_t)n);
-    op_call c = { .op = op, .kernel = kernel, .n = 3, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div(n, ELEMWISE_LOCAL),
-                  .v = { { "a", a, false, true }, { "b", b, false, true }, { "y", y, true, false } } };
+    op_call c = { .op = op, .n = 3, .push = &pc, .groups = groups_for(op, n),
+                  .v = { { a, true }, { b, true }, { y, false } } };
     return emit(g, &c, out_node);
 }
 
 loom_result loom_op_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
 {
-    return binary(g, LOOM_OP_MUL, "mul", a, b, y, out_node);
+    return binary(g, LOOM_OP_MUL, a, b, y, out_node);
 }
 
 loom_result loom_op_add(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
 {
-    return binary(g, LOOM_OP_ADD, "add", a, b, y, out_node);
+    return binary(g, LOOM_OP_ADD, a, b, y, out_node);
 }
 
 loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node)
 {
-    return binary(g, LOOM_OP_SILU_MUL, "silu_mul", a, b, y, out_node);
-}
-
-/* "<base>_f32" / "<base>_f16" for each matvec op, as literals: emit finds
- * kernels by the name's address. */
-static const char *matvec_kernel(loom_op op, bool f16)
-{
-    switch (op) {
-    case LOOM_OP_MATVEC_ADD: return f16 ? "matvec_add_f16" : "matvec_add_f32";
-    case LOOM_OP_MATVEC_SILU_MUL: return f16 ? "matvec_silu_mul_f16" : "matvec_silu_mul_f32";
-    case LOOM_OP_RMS_NORM_MATVEC: return f16 ? "rms_norm_matvec_f16" : "rms_norm_matvec_f32";
-    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
-        return f16 ? "rms_norm_matvec_silu_mul_f16" : "rms_norm_matvec_silu_mul_f32";
-    case LOOM_OP_MATVEC_ARGMAX: return f16 ? "matvec_argmax_f16" : "matvec_argmax_f32";
-    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX: return f16 ? "rms_norm_matvec_argmax_f16" : "rms_norm_matvec_argmax_f32";
-    case LOOM_OP_RMS_NORM_QKV_ROPE_KV: return f16 ? "rms_norm_qkv_rope_f16" : "rms_norm_qkv_rope_f32";
-    default: return f16 ? "matvec_f16" : "matvec_f32";
-    }
+    return binary(g, LOOM_OP_SILU_MUL, a, b, y, out_node);
 }
 
 /* The three matvec forms: W (and U for the gated form) rows x cols, f32 or
  * f16; x 1 x cols; r and y 1 x rows. y may replace r, never x. */
-static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, const loom_tensor *W,
-                                 const loom_tensor *U, const loom_tensor *x, const loom_tensor *r,
-                                 const loom_tensor *y, uint32_t *out_node)
+static loom_result matvec_common(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
+                                 const loom_tensor *x, const loom_tensor *r, const loom_tensor *y, uint32_t *out_node)
 {
     if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", base);
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
     const char *wname = U ? "Wg" : "W";
     loom_result rc = need_weight(g, op, wname, W);
     if (!rc && U)
@@ -586,33 +619,32 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const char *base, co
     if (rc)
         return rc;
     loom_pc_matvec pc = { W->rows, W->cols };
-    op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG) };
-    c.v[c.n++] = (op_view){ wname, *W, false, false, false };
+    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = &pc, .groups = groups_for(op, W->rows) };
+    c.v[c.n++] = (op_view){ *W, false };
     if (U)
-        c.v[c.n++] = (op_view){ "Wu", *U, false, false, false };
-    c.v[c.n++] = (op_view){ "x", *x, false, false, false };
+        c.v[c.n++] = (op_view){ *U, false };
+    c.v[c.n++] = (op_view){ *x, false };
     if (r)
-        c.v[c.n++] = (op_view){ "r", *r, false, true, false };
-    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
+        c.v[c.n++] = (op_view){ *r, true };
+    c.v[c.n++] = (op_view){ *y, false };
     return emit(g, &c, out_node);
 }
 
 loom_result loom_op_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node)
 {
-    return matvec_common(g, LOOM_OP_MATVEC, "matvec", &W, NULL, &x, NULL, &y, out_node);
+    return matvec_common(g, LOOM_OP_MATVEC, &W, NULL, &x, NULL, &y, out_node);
 }
 
 loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
                                uint32_t *out_node)
 {
-    return matvec_common(g, LOOM_OP_MATVEC_ADD, "matvec_add", &W, NULL, &x, &r, &y, out_node);
+    return matvec_common(g, LOOM_OP_MATVEC_ADD, &W, NULL, &x, &r, &y, out_node);
 }
 
 loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,
                                     uint32_t *out_node)
 {
-    return matvec_common(g, LOOM_OP_MATVEC_SILU_MUL, "matvec_silu_mul", &Wg, &Wu, &x, NULL, &y, out_node);
+    return matvec_common(g, LOOM_OP_MATVEC_SILU_MUL, &Wg, &Wu, &x, NULL, &y, out_node);
 }
 
 loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
@@ -637,9 +669,7 @@ loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n
     if (rc)
         return rc;
     loom_pc_rope pc = { n_heads, head_dim, theta };
-    op_call c = { .op = op, .kernel = "rope", .params = true, .n = 2, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div(n / 2, ELEMWISE_LOCAL),
-                  .v = { { "x", x, false, true }, { "y", y, true, false } } };
+    op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, n), .v = { { x, true }, { y, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -661,10 +691,8 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (rc)
         return rc;
     loom_pc_kv pc = { k.cols, kcache.rows };
-    op_call c = { .op = op, .kernel = "kv_append", .params = true, .n = 4, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div(k.cols, ELEMWISE_LOCAL),
-                  .v = { { "k", k, false, false }, { "v", v, false, false }, { "kcache", kcache, true, false },
-                         { "vcache", vcache, true, false } } };
+    op_call c = { .op = op, .n = 4, .push = &pc, .groups = groups_for(op, k.cols),
+                  .v = { { k, false }, { v, false }, { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -696,19 +724,14 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if (rc)
         return rc;
     uint32_t splits = attn_splits(kcache.rows, head_dim);
-    const char *xs = getenv("LOOM_ATTN_SPLITS"), *xk = getenv("LOOM_ATTN_KERNEL");   /* experiment */
-    if (xs)
-        splits = (uint32_t)strtoul(xs, NULL, 10);
     loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits };
     loom_tensor part, count;
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .kernel = xk ? xk : head_dim <= ATTN_NARROW_HEAD_DIM ? "attention" : "attention_wide", .params = true, .n = 6, .push = &pc, .push_size = sizeof pc,
-                  .groups = (uint64_t)n_heads * splits,
-                  .v = { { "q", q, false, true, false }, { "kcache", kcache, false, false, false },
-                         { "vcache", vcache, false, false, false }, { "out", out, true, false, false },
-                         { "part", part, true, false, true }, { "count", count, true, false, true } } };
+    op_call c = { .op = op, .variant = head_dim > ATTN_NARROW_HEAD_DIM, .n = 6, .push = &pc, .groups = (uint64_t)n_heads * splits,
+                  .v = { { q, true }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
+                         { count, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -722,8 +745,7 @@ loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_
     if (rc)
         return rc;
     loom_pc_n pc = pc_n(x.cols);
-    op_call c = { .op = LOOM_OP_SOFTMAX, .kernel = "softmax", .n = 2, .push = &pc, .push_size = sizeof pc,
-                  .groups = 1, .v = { { "x", x, false, true }, { "y", y, true, false } } };
+    op_call c = { .op = LOOM_OP_SOFTMAX, .n = 2, .push = &pc, .groups = 1, .v = { { x, true }, { y, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -739,8 +761,7 @@ loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32
     if (rc)
         return rc;
     loom_pc_n pc = pc_n(x.cols);
-    op_call c = { .op = LOOM_OP_ARGMAX, .kernel = "argmax", .n = 2, .push = &pc, .push_size = sizeof pc,
-                  .groups = 1, .v = { { "x", x, false, false }, { "out", out, true, false } } };
+    op_call c = { .op = LOOM_OP_ARGMAX, .n = 2, .push = &pc, .groups = 1, .v = { { x, false }, { out, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -773,31 +794,27 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
         rc = bad(g, op, "out", "elements", (uint64_t)out->rows * out->cols, 1);
     if (rc)
         return rc;
-    uint64_t groups = ceil_div(W->rows, MATVEC_ROWS_PER_WG);
+    uint64_t groups = groups_for(op, W->rows);
     /* The argmax forms loop over row blocks (matvec.glsl), so that the
      * per-workgroup publish-and-count tail is paid by few workgroups. */
     if (out && groups > ARGMAX_MAX_GROUPS)
         groups = ARGMAX_MAX_GROUPS;
-    const char *xg = getenv("LOOM_ARGMAX_GROUPS");   /* experiment */
-    if (out && xg && groups > strtoull(xg, NULL, 10))
-        groups = strtoull(xg, NULL, 10);
     loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
-    op_call c = { .op = op, .kernel = matvec_kernel(op, W->dtype == LOOM_F16), .push = &pc,
-                  .push_size = gw ? sizeof pc : sizeof(loom_pc_matvec), .groups = groups };
-    c.v[c.n++] = (op_view){ wname, *W, false, false, false };
+    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = &pc, .groups = groups };
+    c.v[c.n++] = (op_view){ *W, false };
     if (U)
-        c.v[c.n++] = (op_view){ "Wu", *U, false, false, false };
-    c.v[c.n++] = (op_view){ "x", *x, false, false, false };
+        c.v[c.n++] = (op_view){ *U, false };
+    c.v[c.n++] = (op_view){ *x, false };
     if (gw)
-        c.v[c.n++] = (op_view){ "g", *gw, false, false, false };
-    c.v[c.n++] = (op_view){ "y", *y, true, false, false };
+        c.v[c.n++] = (op_view){ *gw, false };
+    c.v[c.n++] = (op_view){ *y, false };
     if (out) {
         loom_tensor part, count;
         if ((rc = workspace(g, op, "part", groups * 8, &part)) || (rc = workspace(g, op, "count", 4, &count)))
             return rc;
-        c.v[c.n++] = (op_view){ "out", *out, true, false, false };
-        c.v[c.n++] = (op_view){ "part", part, true, false, true };
-        c.v[c.n++] = (op_view){ "count", count, true, false, true };
+        c.v[c.n++] = (op_view){ *out, false };
+        c.v[c.n++] = (op_view){ part, false };
+        c.v[c.n++] = (op_view){ count, false };
     }
     return emit(g, &c, out_node);
 }
@@ -853,9 +870,9 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
         rc = bad(g, op, "Wq", ".rows (a multiple of head_dim)", Wq.rows, head_dim);
     if (!rc && Wk.rows % head_dim)
         rc = bad(g, op, "Wk", ".rows (a multiple of head_dim)", Wk.rows, head_dim);
-    if (!rc && (uint64_t)Wq.rows + 2ull * Wk.rows > (uint64_t)MAX_GROUPS * MATVEC_ROWS_PER_WG)
-        rc = bad(g, op, "Wq.rows + 2 Wk.rows", "", (uint64_t)Wq.rows + 2ull * Wk.rows,
-                 (uint64_t)MAX_GROUPS * MATVEC_ROWS_PER_WG);
+    uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
+    if (!rc && groups_for(op, rows) > MAX_GROUPS)
+        rc = bad(g, op, "Wq.rows + 2 Wk.rows", "", rows, (uint64_t)MAX_GROUPS * loom_op_info_get(op)->per_group);
     if (!rc)
         rc = need_vec(g, op, "x", &x, Wq.cols);
     if (!rc)
@@ -873,15 +890,8 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     if (rc)
         return rc;
     loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
-    bool x8 = getenv("LOOM_QKV8") != NULL;   /* experiment */
-    op_call c = { .op = op,
-                  .kernel = x8 ? (Wq.dtype == LOOM_F16 ? "rms_norm_qkv_rope8_f16" : "rms_norm_qkv_rope8_f32")
-                               : matvec_kernel(op, Wq.dtype == LOOM_F16),
-                  .params = true, .n = 8, .push = &pc, .push_size = sizeof pc,
-                  .groups = ceil_div((uint64_t)Wq.rows + 2ull * Wk.rows, x8 ? 8u : MATVEC_ROWS_PER_WG),
-                  .v = { { "x", x, false, false, false }, { "g", gw, false, false, false },
-                         { "Wq", Wq, false, false, false }, { "Wk", Wk, false, false, false },
-                         { "Wv", Wv, false, false, false }, { "q", q, true, false, false },
-                         { "kcache", kcache, true, false, false }, { "vcache", vcache, true, false, false } } };
+    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 8, .push = &pc, .groups = groups_for(op, rows),
+                  .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
+                         { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
 }

@@ -1,15 +1,21 @@
 /* A small SPIR-V reader: just enough of the module to learn a compute
  * kernel's binding layout (storage buffers of set 0, and which of them are
- * NonWritable). The build runs it over every built-in kernel to generate
- * their layout table; the runtime runs it over every kernel it registers.
- * It reads ids, decorations, pointer and struct types and variables, and
- * skips every other instruction by its word count. */
+ * NonWritable), and for the build's check against ops.def its push-constant
+ * size and local size. The build runs it over every built-in kernel to
+ * generate their layout table; the runtime runs it over every kernel it
+ * registers. It reads ids, decorations, scalar, vector, pointer and struct
+ * types, variables and execution modes, and skips every other instruction
+ * by its word count. */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
 enum {
     SPV_MAGIC = 0x07230203u,
+    OP_EXECUTION_MODE = 16,
+    OP_TYPE_INT = 21,
+    OP_TYPE_FLOAT = 22,
+    OP_TYPE_VECTOR = 23,
     OP_TYPE_ARRAY = 28,
     OP_TYPE_RUNTIME_ARRAY = 29,
     OP_TYPE_STRUCT = 30,
@@ -22,8 +28,11 @@ enum {
     DEC_NON_WRITABLE = 24,
     DEC_BINDING = 33,
     DEC_DESCRIPTOR_SET = 34,
+    DEC_OFFSET = 35,
+    MODE_LOCAL_SIZE = 17,
     SC_UNIFORM_CONSTANT = 0,
     SC_UNIFORM = 2,
+    SC_PUSH_CONSTANT = 9,
     SC_STORAGE_BUFFER = 12,
 };
 
@@ -35,6 +44,8 @@ typedef struct spv_id {
     uint32_t type;              /* variable: its pointer type */
     uint32_t members;           /* struct: member count */
     uint32_t ro_members;        /* struct: members decorated NonWritable */
+    uint32_t def;               /* struct: word index of its OpTypeStruct */
+    uint32_t bytes;             /* scalar or vector type: its size */
     uint8_t op;                 /* the instruction that defined the id */
     bool non_writable, block, buffer_block;
 } spv_id;
@@ -58,7 +69,7 @@ static const spv_id *block_of(const spv_id *ids, uint32_t bound, const spv_id *v
     return NULL;
 }
 
-static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bound)
+static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bound, uint32_t *local)
 {
     for (size_t i = 5; i < n;) {
         uint32_t count = w[i] >> 16, op = w[i] & 0xffffu;
@@ -94,6 +105,22 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
                 return bad(LOOM_PARSE, "bad OpTypeStruct", (uint32_t)i);
             ids[id].op = (uint8_t)op;
             ids[id].members = na - 1;
+            ids[id].def = (uint32_t)i;
+            break;
+        case OP_TYPE_INT:
+        case OP_TYPE_FLOAT:
+            if (na < 2 || (id = a[0]) >= bound)
+                return bad(LOOM_PARSE, "bad scalar type", (uint32_t)i);
+            ids[id].bytes = a[1] / 8;
+            break;
+        case OP_TYPE_VECTOR:
+            if (na < 3 || (id = a[0]) >= bound || a[1] >= bound)
+                return bad(LOOM_PARSE, "bad OpTypeVector", (uint32_t)i);
+            ids[id].bytes = ids[a[1]].bytes * a[2];
+            break;
+        case OP_EXECUTION_MODE:
+            if (na >= 5 && a[1] == MODE_LOCAL_SIZE)
+                memcpy(local, a + 2, 3 * sizeof *local);
             break;
         case OP_TYPE_ARRAY:
         case OP_TYPE_RUNTIME_ARRAY:
@@ -152,13 +179,38 @@ static loom_result layout_of(const spv_id *ids, uint32_t bound, loom_kernel_layo
     return LOOM_OK;
 }
 
-loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_bytes, loom_kernel_layout *out)
+/* The push-constant block's size: the end of its furthest member. Only
+ * scalar and vector members are understood: all that loom's kernels use.
+ * Instruction word counts were checked by collect. */
+static loom_result push_size_of(const uint32_t *w, size_t n, const spv_id *ids, uint32_t bound, uint32_t *out)
 {
-    if (!out)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: out is NULL");
-    *out = (loom_kernel_layout){ 0, 0 };
-    if (!code)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: code is NULL");
+    const spv_id *blk = NULL;
+    for (uint32_t id = 1; id < bound && !blk; id++)
+        if (ids[id].op == OP_VARIABLE && ids[id].storage == SC_PUSH_CONSTANT)
+            blk = block_of(ids, bound, &ids[id]);
+    if (!blk)
+        return LOOM_OK;
+    uint32_t blk_id = (uint32_t)(blk - ids);
+    for (size_t i = 5; i < n; i += w[i] >> 16) {
+        const uint32_t *a = w + i + 1;
+        if ((w[i] & 0xffffu) != OP_MEMBER_DECORATE || (w[i] >> 16) < 5 || a[0] != blk_id || a[2] != DEC_OFFSET)
+            continue;
+        if (a[1] >= blk->members)
+            return bad(LOOM_PARSE, "push-constant member past its struct", (uint32_t)i);
+        uint32_t type = w[blk->def + 2 + a[1]];
+        uint32_t bytes = type < bound ? ids[type].bytes : 0;
+        if (bytes == 0)
+            return loom_fail(LOOM_UNSUPPORTED, "SPIR-V: push-constant member %u is not a scalar or vector", a[1]);
+        if (a[3] + bytes > *out)
+            *out = a[3] + bytes;
+    }
+    return LOOM_OK;
+}
+
+/* The layout, and with `push` the push-constant size too (which may fail
+ * on member types the runtime never needs to understand). */
+static loom_result reflect(const uint32_t *code, size_t size_bytes, bool push, loom_spirv_info *out)
+{
     if (size_bytes % 4 || size_bytes < 20 || code[0] != SPV_MAGIC)
         return loom_fail(LOOM_PARSE, "SPIR-V: %zu bytes do not start a SPIR-V module", size_bytes);
     size_t n = size_bytes / 4;
@@ -174,12 +226,35 @@ loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_byte
         return loom_fail(LOOM_OUT_OF_MEMORY, "SPIR-V: out of memory");
     for (uint32_t i = 0; i < bound; i++)
         ids[i] = (spv_id){ .set = UINT32_MAX, .binding = UINT32_MAX };
-    loom_kernel_layout l = { 0, 0 };
-    loom_result rc = collect(code, n, ids, bound);
+    loom_spirv_info r = { { 0, 0 }, 0, { 0, 0, 0 } };
+    loom_result rc = collect(code, n, ids, bound, r.local_size);
     if (!rc)
-        rc = layout_of(ids, bound, &l);
+        rc = layout_of(ids, bound, &r.layout);
+    if (!rc && push)
+        rc = push_size_of(code, n, ids, bound, &r.push_size);
     free(ids);
     if (!rc)
-        *out = l;
+        *out = r;
     return rc;
+}
+
+loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_bytes, loom_kernel_layout *out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: out is NULL");
+    *out = (loom_kernel_layout){ 0, 0 };
+    if (!code)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: code is NULL");
+    loom_spirv_info r;
+    loom_result rc = reflect(code, size_bytes, false, &r);
+    if (!rc)
+        *out = r.layout;
+    return rc;
+}
+
+loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out)
+{
+    *out = (loom_spirv_info){ { 0, 0 }, 0, { 0, 0, 0 } };
+    return code ? reflect(code, size_bytes, true, out)
+                : loom_fail(LOOM_INVALID_ARGUMENT, "loom_spirv_reflect: code is NULL");
 }

@@ -1,8 +1,8 @@
 /* fuse: replaces chains of nodes by one fused node, driven by a table of
  * rules. Each rule names its chain of op kinds, a matcher that finds the
  * chain ending at an anchor node and reconstructs the tensors from the
- * bindings and push constants (ir/loom_ops.h layouts), and the op builder
- * that makes the fused node.
+ * bindings and push constants (the slots of ops.def, the ir/loom_ops.h push
+ * layouts), and the op builder that makes the fused node.
  *
  * A chain is legal when every eliminated intermediate (a producer's output
  * that only the chain reads) is read by no other node while it holds that
@@ -64,33 +64,12 @@ typedef struct fuse_rule {
 /* ---- reading nodes back as ops ------------------------------------------ */
 
 typedef struct op_view {
-    const loom_binding *b[6];
+    const loom_binding *b[LOOM_MAX_BINDINGS];
     uint32_t n, rows, cols;
     float eps;
     uint32_t heads, head_dim, max_seq;   /* ROPE, KV_APPEND */
     float theta;
 } op_view;
-
-/* The builder layouts (ir/loom_ops.h) of the ops rules read back: binding
- * count (the step parameters included), push bytes, written ranges. */
-typedef struct op_layout { loom_op op; uint8_t bindings, push, writes; } op_layout;
-
-static const op_layout layouts[] = {
-    { LOOM_OP_RMS_NORM, 2, 8, 1 },        { LOOM_OP_MUL, 3, 4, 1 },
-    { LOOM_OP_ADD, 3, 4, 1 },             { LOOM_OP_SILU_MUL, 3, 4, 1 },
-    { LOOM_OP_MATVEC, 3, 8, 1 },          { LOOM_OP_RMS_NORM_MUL, 3, 8, 1 },
-    { LOOM_OP_ROPE, 3, 12, 1 },           { LOOM_OP_KV_APPEND, 5, 8, 2 },
-    { LOOM_OP_MATVEC_SILU_MUL, 4, 8, 1 }, { LOOM_OP_MATVEC_ARGMAX, 6, 8, 4 },
-    { LOOM_OP_ARGMAX, 2, 4, 1 },
-};
-
-static const op_layout *layout_of(loom_op op)
-{
-    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
-        if (layouts[i].op == op)
-            return &layouts[i];
-    return NULL;
-}
 
 static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
 {
@@ -101,19 +80,23 @@ static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32
     return NULL;
 }
 
-/* Fills v when node id is a dispatch of op with the builder's layout. */
+/* Fills v when node id is a dispatch of op with the builder's layout: the
+ * slots, written ranges and push bytes of op's row of ops.def. */
 static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
 {
     if (id >= fs->n || fs->consumed[id])   /* LOOM_NONE, or made this round: seen next round */
         return false;
     const loom_node *nd = loom_graph_node(fs->g, id);
-    const op_layout *lay = layout_of(op);
-    if (!lay || nd->type != LOOM_NODE_DISPATCH || nd->op != op || nd->n_writes != lay->writes)
+    const loom_op_info *info = loom_op_info_get(op);
+    uint32_t writes = 0;
+    for (uint32_t s = 0; s < info->n_slots; s++)
+        writes += (info->writable >> s) & 1u;
+    if (nd->type != LOOM_NODE_DISPATCH || nd->op != op || nd->n_writes != writes)
         return false;
     const uint8_t *pc = loom_node_push(fs->g, nd);
-    if (nd->n_bindings != lay->bindings || nd->push_size != lay->push)
+    if (nd->n_bindings != info->n_slots || nd->push_size != info->push_size)
         return false;
-    for (uint32_t s = 0; s < lay->bindings; s++)
+    for (uint32_t s = 0; s < info->n_slots; s++)
         if (!(v->b[s] = slot(fs->g, nd, s)))
             return false;
     if (op == LOOM_OP_MATVEC || op == LOOM_OP_MATVEC_SILU_MUL || op == LOOM_OP_MATVEC_ARGMAX) {

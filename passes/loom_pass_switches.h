@@ -1,14 +1,12 @@
-/* The passes' on/off switches and the default pipeline: constants the
- * compiler's public API re-exports (loom_compiler.h) and the pass table in
- * passes/manager.c uses, so each is written once. No functions here. */
+/* The list of passes, their on/off switches and the default pipeline:
+ * constants the compiler's public API re-exports (loom_compiler.h) and the
+ * pass table in passes/manager.c is made from, so each is written once. No
+ * functions here. */
 #ifndef LOOM_PASS_SWITCHES_H
 #define LOOM_PASS_SWITCHES_H
 
-/* Every registered pass, in canonical order: the pipeline when none is named. */
-#define LOOM_PASS_PIPELINE_DEFAULT "verify,fuse,split,reorder,barriers,lifetimes"
-
 /* Switches for bisection and benchmarks, one bit per pass that may be
- * skipped (the pass table names each pass's bit). Bits above
+ * skipped (the list below names each pass's bit). Bits above
  * LOOM_DISABLE_PASS_MASK belong to the compiler. */
 enum {
     LOOM_DISABLE_FUSE      = 1u << 0,
@@ -17,5 +15,23 @@ enum {
     LOOM_DISABLE_LIFETIMES = 1u << 3,  /* no classes, no arena: every buffer its own memory */
     LOOM_DISABLE_PASS_MASK = (1u << 4) - 1,
 };
+
+/* Every registered pass in canonical order, as P(name, switch, "summary"):
+ * the pass runs as loom_pass_<name>, and switch is the LOOM_DISABLE_* bit
+ * that skips it (0: it always runs). The first entry goes to FIRST instead,
+ * so that the list can also be spelled as a pipeline string. */
+#define LOOM_PASS_LIST(FIRST, P)                                                                        \
+    FIRST(verify, 0, "check ids, ranges, counts and annotations")                                      \
+    P(fuse, LOOM_DISABLE_FUSE, "replace matching op chains by fused kernels")                          \
+    P(split, 0, "cut nodes whose bindings exceed the binding limit into row blocks")                   \
+    P(reorder, LOOM_DISABLE_REORDER, "schedule nodes into concurrency groups within a lookahead window") \
+    P(barriers, LOOM_DISABLE_BARRIERS, "place the minimal barriers the groups need")                   \
+    P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")
+
+#define LOOM_PASS_NAME_FIRST_(name, bit, summary) #name
+#define LOOM_PASS_NAME_NEXT_(name, bit, summary) "," #name
+/* The pipeline when none is named: every pass of the list, in order
+ * ("verify,fuse,split,reorder,barriers,lifetimes"). */
+#define LOOM_PASS_PIPELINE_DEFAULT LOOM_PASS_LIST(LOOM_PASS_NAME_FIRST_, LOOM_PASS_NAME_NEXT_)
 
 #endif

@@ -7,17 +7,13 @@
 #include <sys/stat.h>
 #include "internal.h"
 
-/* The one list of passes: names, the "known passes" message, the switch
- * that skips each. Canonical order is LOOM_PASS_PIPELINE_DEFAULT (a test
- * checks the two agree). */
+/* The registry: LOOM_PASS_LIST (loom_pass_switches.h), which also spells
+ * the default pipeline. The "known passes" message and the skip mask read
+ * this table. */
 static const loom_pass pass_table[] = {
-    { "verify", "check ids, ranges, counts and annotations", loom_pass_verify, 0 },
-    { "fuse", "replace matching op chains by fused kernels", loom_pass_fuse, LOOM_DISABLE_FUSE },
-    { "split", "cut nodes whose bindings exceed the binding limit into row blocks", loom_pass_split, 0 },
-    { "reorder", "schedule nodes into concurrency groups within a lookahead window", loom_pass_reorder,
-      LOOM_DISABLE_REORDER },
-    { "barriers", "place the minimal barriers the groups need", loom_pass_barriers, LOOM_DISABLE_BARRIERS },
-    { "lifetimes", "classify buffers and pack scratch into one arena", loom_pass_lifetimes, LOOM_DISABLE_LIFETIMES },
+#define PASS_ENTRY(name, bit, summary) { #name, summary, loom_pass_##name, bit },
+    LOOM_PASS_LIST(PASS_ENTRY, PASS_ENTRY)
+#undef PASS_ENTRY
 };
 #define N_PASSES (sizeof pass_table / sizeof pass_table[0])
 

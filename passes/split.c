@@ -9,10 +9,11 @@
  *   The blocks write disjoint bytes, so reorder runs them as one group.
  * - The argmax forms become the blocks of their form without the argmax,
  *   then one ARGMAX over the whole of y (the logits a frontend reads anyway).
- * - EMBED becomes loom_op_embed_blocks nodes: one dispatch binds up to
- *   LOOM_EMBED_MAX_BLOCKS row blocks of the table and the token picks one;
- *   a table needing more blocks takes several such nodes, each writing the
- *   output only for its own tokens (ordered by their write-after-write).
+ * - EMBED becomes EMBED_BLOCKS nodes (loom_op_embed_blocks): one dispatch
+ *   binds up to LOOM_EMBED_MAX_BLOCKS row blocks of the table and the token
+ *   picks one; a table needing more blocks takes several such nodes, each
+ *   writing the output only for its own tokens (ordered by their
+ *   write-after-write).
  *
  * Blocks are as even as the alignment allows and start where every binding
  * offset stays a multiple of LOOM_BIND_ALIGN (256 bytes, the largest
@@ -35,32 +36,29 @@
 
 #define ROW_ALIGN (LOOM_BIND_ALIGN / 4u)   /* matvec block rows: y's offsets stay aligned */
 
-/* The matvec forms, read back in their builders' slot order (ir/ops.c):
- * W [Wu] x [g] [r] y [out part count]. */
-typedef struct mv_form {
-    loom_op op, block_op;
-    uint8_t n_mat, norm, add, argmax;
-} mv_form;
-
-static const mv_form mv_forms[] = {
-    { LOOM_OP_MATVEC, LOOM_OP_MATVEC, 1, 0, 0, 0 },
-    { LOOM_OP_MATVEC_ADD, LOOM_OP_MATVEC_ADD, 1, 0, 1, 0 },
-    { LOOM_OP_MATVEC_SILU_MUL, LOOM_OP_MATVEC_SILU_MUL, 2, 0, 0, 0 },
-    { LOOM_OP_RMS_NORM_MATVEC, LOOM_OP_RMS_NORM_MATVEC, 1, 1, 0, 0 },
-    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, 2, 1, 0, 0 },
-    { LOOM_OP_MATVEC_ARGMAX, LOOM_OP_MATVEC, 1, 0, 0, 1 },
-    { LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC, 1, 1, 0, 1 },
+/* The matvec forms and the op each row block takes: the same, or for the
+ * argmax forms the same without the argmax. Their slots (W or Wg, Wu, x,
+ * g, r, y, out) are read back by name from their rows of ops.def. */
+static const struct { loom_op op, block_op; } mv_forms[] = {
+    { LOOM_OP_MATVEC, LOOM_OP_MATVEC },
+    { LOOM_OP_MATVEC_ADD, LOOM_OP_MATVEC_ADD },
+    { LOOM_OP_MATVEC_SILU_MUL, LOOM_OP_MATVEC_SILU_MUL },
+    { LOOM_OP_RMS_NORM_MATVEC, LOOM_OP_RMS_NORM_MATVEC },
+    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL },
+    { LOOM_OP_MATVEC_ARGMAX, LOOM_OP_MATVEC },
+    { LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC },
 };
 
-static const mv_form *mv_form_of(uint32_t op)
+/* The op a row block of op takes; LOOM_OP_COUNT when op is not a matvec form. */
+static loom_op block_op_of(uint32_t op)
 {
     for (size_t i = 0; i < sizeof mv_forms / sizeof mv_forms[0]; i++)
         if ((uint32_t)mv_forms[i].op == op)
-            return &mv_forms[i];
-    return NULL;
+            return mv_forms[i].block_op;
+    return LOOM_OP_COUNT;
 }
 
-bool pass_split_handles(loom_op op) { return op == LOOM_OP_EMBED || mv_form_of(op); }
+bool pass_split_handles(loom_op op) { return op == LOOM_OP_EMBED || block_op_of(op) != LOOM_OP_COUNT; }
 
 /* The node being cut, copied out of the graph: the builders append to the
  * arrays its pointers would point into. */
@@ -134,15 +132,29 @@ static loom_result whole_part(const split_state *s, const cut *c, const char *fi
                      c->pos, c->op, c->nd.capture_index, field, bytes, s->limit);
 }
 
-/* A built-in kernel for weights of dtype dt: what the op's builder names. */
-static bool builder_kernel(const loom_graph *g, const loom_node *nd, loom_dtype dt)
+/* c is laid out as its op's builder lays it out (ops.def): every slot bound,
+ * the push bytes, and the kernel for weights of dtype dt. */
+static bool builder_made(const split_state *s, const cut *c, loom_dtype dt)
 {
-    const char *name = loom_graph_kernel_name(g, nd->kernel);
-    size_t len = name ? strlen(name) : 0;
-    loom_kernel_layout l;
-    bool builtin = false;
-    return len > 4 && loom_kernel_find(name, &l, &builtin) == LOOM_OK && builtin &&
-           !strcmp(name + len - 4, dt == LOOM_F16 ? "_f16" : "_f32");
+    const loom_op_info *in = loom_op_info_get((loom_op)c->nd.op);
+    const char *kernel = loom_graph_kernel_name(s->g, c->nd.kernel);
+    if (!in || !in->kernel[0] || c->nd.n_bindings != in->n_slots || c->nd.push_size != in->push_size || !kernel ||
+        strcmp(kernel, in->kernel[dt == LOOM_F16]))
+        return false;
+    for (uint32_t k = 0; k < in->n_slots; k++)
+        if (!at_slot(c, k))
+            return false;
+    return true;
+}
+
+/* The binding of c's slot called name in its op's row of ops.def, or NULL. */
+static const loom_binding *named(const cut *c, const char *name)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)c->nd.op);
+    for (uint32_t k = 0; in && k < in->n_slots; k++)
+        if (!strcmp(in->slot[k].name, name))
+            return at_slot(c, k);
+    return NULL;
 }
 
 /* Rows per block: at most what fits the limit and a multiple of align
@@ -194,66 +206,52 @@ static loom_result build_block(loom_graph *g, loom_op op, const mv_views *v, uin
     }
 }
 
-/* Reads c back as the views its builder was given; false when it is not
- * laid out the way the builder lays it out. */
-static bool mv_read(const split_state *s, const cut *c, const mv_form *f, mv_views *v)
+/* One vector slot of c read back: n floats; false when it is bound with
+ * another length. Absent (NULL) slots leave *t zero. */
+static bool vec_slot(const loom_binding *b, uint32_t n, loom_tensor *t)
 {
-    uint32_t n_slots = f->n_mat + 2u + f->norm + f->add + 3u * f->argmax;
-    if (c->nd.n_bindings != n_slots || c->nd.push_size != (f->norm ? 12u : 8u))
-        return false;
-    const loom_binding *b[LOOM_MAX_BINDINGS];
-    for (uint32_t k = 0; k < n_slots; k++)
-        if (!(b[k] = at_slot(c, k)))
-            return false;
-    uint32_t rows = pc_word(c, 0), cols = pc_word(c, 1), k = 0;
-    uint64_t elems = (uint64_t)rows * cols;
-    loom_dtype dt = b[0]->size == elems * 2 ? LOOM_F16 : LOOM_F32;
-    if (rows == 0 || cols == 0 || b[0]->size != elems * loom_dtype_size(dt) ||
-        !builder_kernel(s->g, &c->nd, dt))
-        return false;
-    memset(v, 0, sizeof *v);
-    if (f->norm)
-        memcpy(&v->eps, c->push + 8, 4);
-    v->w = (loom_tensor){ b[k]->buffer, dt, b[k]->offset, rows, cols };
-    k++;
-    if (f->n_mat == 2) {
-        v->u = (loom_tensor){ b[k]->buffer, dt, b[k]->offset, rows, cols };
-        if (b[k++]->size != b[0]->size)
-            return false;
-    }
-    v->x = loom_vec_at(b[k]->buffer, b[k]->offset, cols);
-    if (b[k++]->size != (uint64_t)cols * 4)
-        return false;
-    if (f->norm) {
-        v->gw = loom_vec_at(b[k]->buffer, b[k]->offset, cols);
-        if (b[k++]->size != (uint64_t)cols * 4)
-            return false;
-    }
-    if (f->add) {
-        v->r = loom_vec_at(b[k]->buffer, b[k]->offset, rows);
-        if (b[k++]->size != (uint64_t)rows * 4)
-            return false;
-    }
-    v->y = loom_vec_at(b[k]->buffer, b[k]->offset, rows);
-    if (b[k++]->size != (uint64_t)rows * 4)
-        return false;
-    if (f->argmax) {
-        v->out = (loom_tensor){ b[k]->buffer, LOOM_U32, b[k]->offset, 1, 1 };
-        if (b[k]->size != 4)
-            return false;
-    }
-    return true;
+    if (b)
+        *t = loom_vec_at(b->buffer, b->offset, n);
+    return !b || b->size == (uint64_t)n * 4;
 }
 
-static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
+/* Reads c back as the views its builder was given; false when it is not
+ * laid out the way the builder lays it out. */
+static bool mv_read(const split_state *s, const cut *c, mv_views *v)
+{
+    const loom_binding *w = named(c, "W"), *wg = named(c, "Wg"), *u = named(c, "Wu"), *out = named(c, "out");
+    const loom_binding *x = named(c, "x"), *g = named(c, "g"), *r = named(c, "r"), *y = named(c, "y");
+    w = w ? w : wg;
+    if (!w || !x || !y || c->nd.push_size < 8)
+        return false;
+    uint32_t rows = pc_word(c, 0), cols = pc_word(c, 1);
+    uint64_t elems = (uint64_t)rows * cols;
+    loom_dtype dt = w->size == elems * 2 ? LOOM_F16 : LOOM_F32;
+    if (elems == 0 || w->size != elems * loom_dtype_size(dt) || (u && u->size != w->size) ||
+        (out && out->size != 4) || !builder_made(s, c, dt))
+        return false;
+    memset(v, 0, sizeof *v);
+    if (g)
+        memcpy(&v->eps, c->push + 8, 4);
+    v->w = (loom_tensor){ w->buffer, dt, w->offset, rows, cols };
+    if (u)
+        v->u = (loom_tensor){ u->buffer, dt, u->offset, rows, cols };
+    if (out)
+        v->out = (loom_tensor){ out->buffer, LOOM_U32, out->offset, 1, 1 };
+    return vec_slot(x, cols, &v->x) && vec_slot(g, cols, &v->gw) && vec_slot(r, rows, &v->r) &&
+           vec_slot(y, rows, &v->y);
+}
+
+static loom_result cut_matvec(split_state *s, const cut *c, loom_op block_op)
 {
     mv_views v;
-    if (!mv_read(s, c, f, &v))
+    if (!mv_read(s, c, &v))
         return refuse(s, c, "it is not laid out as its op builder lays it out, so it cannot be cut into row blocks");
+    bool argmax = block_op != (loom_op)c->nd.op, gated = v.u.cols != 0;
     loom_result rc = whole_part(s, c, "x", (uint64_t)v.x.cols * 4);
-    if (!rc && f->norm)
+    if (!rc && v.gw.cols)
         rc = whole_part(s, c, "g", (uint64_t)v.gw.cols * 4);
-    if (!rc && f->argmax)
+    if (!rc && argmax)
         rc = whole_part(s, c, "y (read whole by the ARGMAX that follows the blocks)", (uint64_t)v.y.cols * 4);
     if (rc)
         return rc;
@@ -265,7 +263,7 @@ static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
                          "node %u (%s, capture %u): a row block of %s is at least %u rows of %" PRIu64
                          " bytes (binding offsets stay multiples of %u), %" PRIu64
                          " bytes, above the binding limit of %" PRIu64 " bytes",
-                         c->pos, c->op, c->nd.capture_index, f->n_mat == 2 ? "Wg" : "W", ROW_ALIGN, row_bytes,
+                         c->pos, c->op, c->nd.capture_index, gated ? "Wg" : "W", ROW_ALIGN, row_bytes,
                          LOOM_BIND_ALIGN, ROW_ALIGN * row_bytes, s->limit);
     for (uint64_t r0 = 0; r0 < rows; r0 += block) {
         uint32_t n = (uint32_t)(rows - r0 < block ? rows - r0 : block);
@@ -277,13 +275,13 @@ static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
         bv.y = loom_vec_at(v.y.buffer, v.y.offset + r0 * 4, n);
         bv.r = loom_vec_at(v.r.buffer, v.r.offset + r0 * 4, n);
         uint32_t id;
-        if ((rc = build_block(s->g, f->block_op, &bv, &id)))
+        if ((rc = build_block(s->g, block_op, &bv, &id)))
             return loom_fail_wrap(rc, "split node %u (%s), rows [%" PRIu64 ", %" PRIu64 ")", c->pos, c->op, r0,
                                   r0 + n);
         if ((rc = made(s, c, id)))
             return rc;
     }
-    if (!f->argmax)
+    if (!argmax)
         return LOOM_OK;
     uint32_t id;
     if ((rc = loom_op_argmax(s->g, v.y, v.out, &id)))
@@ -295,13 +293,13 @@ static loom_result cut_matvec(split_state *s, const cut *c, const mv_form *f)
 
 static loom_result cut_embed(split_state *s, const cut *c)
 {
-    const loom_binding *bt = at_slot(c, 0), *bk = at_slot(c, 1), *bo = at_slot(c, 2);
+    const loom_binding *bt = named(c, "table"), *bk = named(c, "token_buf"), *bo = named(c, "out");
     uint32_t dim = c->nd.push_size == sizeof(loom_pc_embed) ? pc_word(c, 0) : 0;
     uint32_t vocab = dim ? pc_word(c, 1) : 0, token_index = dim ? pc_word(c, 2) : 0;
     uint64_t elems = (uint64_t)vocab * dim;
     loom_dtype dt = bt && bt->size == elems * 2 ? LOOM_F16 : LOOM_F32;
-    if (c->nd.n_bindings != 3 || !bt || !bk || !bo || elems == 0 || bt->size != elems * loom_dtype_size(dt) ||
-        bo->size != (uint64_t)dim * 4 || bk->offset != 0 || !builder_kernel(s->g, &c->nd, dt))
+    if (!bt || !bk || !bo || elems == 0 || bt->size != elems * loom_dtype_size(dt) ||
+        bo->size != (uint64_t)dim * 4 || bk->offset != 0 || !builder_made(s, c, dt))
         return refuse(s, c, "it is not laid out as loom_op_embed lays it out, so it cannot be cut into row blocks");
     loom_result rc = whole_part(s, c, "token_buf", bk->size);
     if (!rc)
@@ -353,10 +351,10 @@ static loom_result cut_node(split_state *s, uint32_t pos)
     memcpy(c.caps, loom_node_members(s->g, nd), (size_t)nd->fused * sizeof c.caps[0]);
     if (c.nd.op == LOOM_OP_EMBED)
         return cut_embed(s, &c);
-    const mv_form *f = mv_form_of(c.nd.op);
-    if (!f)
+    loom_op block_op = block_op_of(c.nd.op);
+    if (block_op == LOOM_OP_COUNT)
         return refuse(s, &c, "only the matvec forms and EMBED are cut into row blocks");
-    return cut_matvec(s, &c, f);
+    return cut_matvec(s, &c, block_op);
 }
 
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)

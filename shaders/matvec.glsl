@@ -24,7 +24,7 @@
 #define WG 256u
 layout(local_size_x = 256) in;
 #ifndef MV_ROWS
-#define MV_ROWS 4u   // ir/ops.c: MATVEC_ROWS_PER_WG
+#define MV_ROWS 4u   // ir/ops.def: per_group of the matvec rows
 #endif
 
 #ifdef MV_F16

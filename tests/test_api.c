@@ -16,6 +16,7 @@
 #include "loom_ops.h"
 #include "loom_passes.h"
 #include "loom_runtime.h"
+#include "runner.h"
 
 /* runtime/internal.h: the failure-injection hook (not exported). */
 void rt_inject_vk_failure(loom_rt *rt, const char *call, int vr);
@@ -635,7 +636,7 @@ START_TEST(test_two_threads_one_plan)
 }
 END_TEST
 
-int main(void)
+static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("null");
@@ -659,9 +660,12 @@ int main(void)
     tcase_add_test(tc, test_two_threads_one_plan);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, api_suite());
 }

@@ -7,6 +7,7 @@
 #include "loom_compiler.h"
 #include "loom_ops.h"
 #include "loom_passes.h"
+#include "runner.h"
 
 static loom_graph *make(uint64_t size, uint32_t n)
 {
@@ -382,7 +383,7 @@ START_TEST(test_env_unknown)
 }
 END_TEST
 
-int main(void)
+static Suite *compiler_suite(void)
 {
     Suite *s = suite_create("compiler");
     TCase *tc = tcase_create("compile");
@@ -401,9 +402,12 @@ int main(void)
     tcase_add_test(tc, test_env_cache);
     tcase_add_test(tc, test_env_unknown);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, compiler_suite());
 }

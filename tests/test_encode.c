@@ -13,6 +13,7 @@
 #include "loom_compiler.h"
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
+#include "runner.h"
 
 #define OK(expr) ck_assert_int_eq((expr), LOOM_OK)
 #define DIM 64u
@@ -362,7 +363,7 @@ START_TEST(test_capture_oom_keeps_records_exact)
 }
 END_TEST
 
-int main(void)
+static Suite *encode_suite(void)
 {
     Suite *s = suite_create("encode");
     TCase *tc = tcase_create("kept_records");
@@ -381,9 +382,12 @@ int main(void)
     tc = tcase_create("oom");
     tcase_add_test(tc, test_capture_oom_keeps_records_exact);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, encode_suite());
 }

@@ -23,6 +23,7 @@
 #include "gguf.h"
 #include "llama.h"
 #include "loom_ref.h"
+#include "runner.h"
 
 #define TOL 2e-3f
 #define STEPS 4
@@ -1183,7 +1184,7 @@ static Suite *writer_suite(void)
     return s;
 }
 
-int main(int argc, char **argv)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
         corpus_dir = argv[2];
@@ -1191,9 +1192,5 @@ int main(int argc, char **argv)
         model_path = argv[2];
         model_type = argv[3];
     }
-    SRunner *sr = srunner_create(corpus_dir || model_path ? writer_suite() : gguf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    loom_test_add_suite(r, corpus_dir || model_path ? writer_suite() : gguf_suite());
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "loom_ir.h"
 #include "loom_ir_edit.h"
+#include "runner.h"
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -1024,11 +1025,9 @@ static Suite *ir_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(ir_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, ir_suite());
 }

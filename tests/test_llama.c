@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "llama_run.h"
+#include "runner.h"
 
 #define ALL_OFF (LOOM_DISABLE_FUSE | LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS | LOOM_DISABLE_LIFETIMES)
 #define TOL 2e-3f
@@ -311,11 +312,9 @@ static Suite *llama_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(llama_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, llama_suite());
 }

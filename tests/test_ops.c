@@ -12,55 +12,20 @@
 #include "loom_ops.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
+#include "runner.h"
 #ifdef LOOM_OPS_FUSE_TESTS
 #include "loom_compiler.h"
 #endif
 
 static loom_rt *rt;
 
-/* ---- tolerance per op: |got - want| <= abs + rel * |want| ---------------- */
-
-typedef struct tol { float abs, rel; } tol;
-
-static tol tolerance(loom_op op)
-{
-    switch (op) {
-    case LOOM_OP_COPY:
-    case LOOM_OP_EMBED:
-    case LOOM_OP_KV_APPEND:
-    case LOOM_OP_ARGMAX:
-        return (tol){ 0, 0 };
-    case LOOM_OP_MUL:
-    case LOOM_OP_ADD:
-        return (tol){ 0, 1e-7f };
-    case LOOM_OP_SILU_MUL:
-        return (tol){ 1e-6f, 1e-5f };
-    case LOOM_OP_MATVEC:
-    case LOOM_OP_MATVEC_ADD:
-    case LOOM_OP_MATVEC_SILU_MUL:
-    case LOOM_OP_MATVEC_ARGMAX:
-        return (tol){ 1e-4f, 1e-4f };
-    case LOOM_OP_RMS_NORM_MATVEC:
-    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
-    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX:
-    case LOOM_OP_RMS_NORM_QKV_ROPE_KV:
-        return (tol){ 2e-4f, 2e-4f };
-    case LOOM_OP_ROPE:
-        return (tol){ 2e-4f, 0 };
-    case LOOM_OP_ATTENTION:
-        return (tol){ 1e-4f, 1e-4f };
-    case LOOM_OP_SOFTMAX:
-        return (tol){ 1e-7f, 1e-4f };
-    default: /* the norms */
-        return (tol){ 1e-5f, 1e-4f };
-    }
-}
+/* ---- tolerance per op (ops.def): |got - want| <= abs + rel * |want| ------ */
 
 static void expect_close(loom_op op, const char *what, const float *got, const float *want, uint64_t n)
 {
-    tol t = tolerance(op);
+    const loom_op_info *t = loom_op_info_get(op);
     for (uint64_t i = 0; i < n; i++) {
-        float lim = t.abs + t.rel * fabsf(want[i]);
+        float lim = t->tol_abs + t->tol_rel * fabsf(want[i]);
         /* NaN fails: the comparison below is false for it */
         ck_assert_msg(fabsf(got[i] - want[i]) <= lim, "%s %s: element %llu is %.9g, want %.9g (+- %g)",
                       loom_op_name(op), what, (unsigned long long)i, got[i], want[i], lim);
@@ -814,7 +779,7 @@ START_TEST(fuse)
 END_TEST
 #endif
 
-Suite *ops_suite(void)
+static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
     struct { const char *name; const TTest *test; int n; } cases[] = {
@@ -840,14 +805,14 @@ Suite *ops_suite(void)
     return s;
 }
 
-int main(void)
+static void release_device(void) { loom_rt_destroy(rt); }
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *r = srunner_create(ops_suite());
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, ops_suite());
     /* one device for the whole run: no fork per test */
-    srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    loom_rt_destroy(rt);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    loom_test_no_fork(r);
+    loom_test_at_end(r, release_device);
 }

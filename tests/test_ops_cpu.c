@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loom_ops.h"
+#include "runner.h"
 
 typedef struct fixture {
     loom_graph *g;
@@ -303,7 +304,43 @@ START_TEST(params_buffer_is_never_written)
 }
 END_TEST
 
-Suite *ops_builders_suite(void)
+/* Every row of ops.def is well formed: what the layout check at build time
+ * cannot see (it compares only rows that name a kernel, and never the
+ * dump or test columns). */
+START_TEST(op_table_rows)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)_i);
+    ck_assert_ptr_nonnull(in);
+    const char *op = in->name;
+    loom_op back;
+    ck_assert_msg(in->op == (loom_op)_i && loom_op_from_name(op, &back) && back == in->op, "%s: name", op);
+    ck_assert_msg(in->reorderable == loom_op_reorderable(in->op), "%s: reorderable", op);
+    ck_assert_msg((in->kernel[0] == NULL) == (in->n_slots == 0) && (in->kernel[0] == NULL) == (in->kernel[1] == NULL),
+                  "%s: a kernel and its slots go together", op);
+    ck_assert_msg(in->push_size % 4 == 0 && in->push_size <= LOOM_MAX_PUSH, "%s: push %u", op, in->push_size);
+    ck_assert_msg(in->tol_abs >= 0 && in->tol_rel >= 0 && in->tol_abs < 1 && in->tol_rel < 1, "%s: tolerance", op);
+    uint32_t writable = 0;
+    for (uint32_t s = 0; s < in->n_slots; s++) {
+        const loom_op_slot *sl = &in->slot[s];
+        ck_assert_msg(sl->name[0] && (strcmp(sl->name, "params") || (s == 0 && sl->access == LOOM_ACCESS_READ)),
+                      "%s: slot %u '%s'", op, s, sl->name);
+        for (uint32_t t = 0; t < s; t++)
+            ck_assert_msg(strcmp(in->slot[t].name, sl->name), "%s: slots %u and %u are both '%s'", op, t, s,
+                          sl->name);
+        writable |= (sl->access & LOOM_ACCESS_WRITE) ? 1u << s : 0;
+    }
+    ck_assert_msg(writable == in->writable && (in->n_slots == 0 || writable), "%s: written slots", op);
+    /* "#rrggbb", one colour per op kind so the same op looks the same in
+     * every dump and no two look alike. */
+    ck_assert_msg(strlen(in->colour) == 7 && in->colour[0] == '#' && strspn(in->colour + 1, "0123456789abcdef") == 6,
+                  "%s: colour '%s'", op, in->colour);
+    for (int o = 0; o < _i; o++)
+        ck_assert_msg(strcmp(loom_op_info_get((loom_op)o)->colour, in->colour), "%s: colour of %s", op,
+                      loom_op_name((loom_op)o));
+}
+END_TEST
+
+static Suite *ops_builders_suite(void)
 {
     Suite *s = suite_create("ops-builders");
     TCase *tc = tcase_create("dtypes");
@@ -318,14 +355,15 @@ Suite *ops_builders_suite(void)
     tcase_add_test(tc, rejects_bad_shapes);
     tcase_add_test(tc, params_buffer_is_never_written);
     suite_add_tcase(s, tc);
+    tc = tcase_create("table");
+    tcase_add_loop_test(tc, op_table_rows, 0, LOOM_OP_COUNT);
+    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *r = srunner_create(ops_builders_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, ops_builders_suite());
 }

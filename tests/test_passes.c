@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "loom_ops.h"
 #include "loom_passes.h"
+#include "runner.h"
 
 static loom_graph *G;
 
@@ -833,10 +834,11 @@ START_TEST(test_split_matvec_forms)
 }
 END_TEST
 
-/* EMBED: the table's row blocks tile it, seven at most to a node; nodes
- * cover consecutive token ranges [first, first + vocab) of the whole table;
- * each node reads every distinct block once. A row length that is not a
- * divisor of 256 bytes puts block starts on multiples of several rows. */
+/* EMBED: EMBED_BLOCKS nodes whose row blocks tile the table, seven at most
+ * to a node; nodes cover consecutive token ranges [first, first + vocab) of
+ * the whole table; each node reads every distinct block once. A row length
+ * that is not a divisor of 256 bytes puts block starts on multiples of
+ * several rows. */
 START_TEST(test_split_embed)
 {
     static const struct { loom_dtype t; uint32_t vocab, dim; uint64_t limit; uint32_t nodes; } cases[] = {
@@ -862,7 +864,7 @@ START_TEST(test_split_embed)
         uint32_t next = 0;
         for (uint32_t i = 0; i < n; i++) {
             const loom_node *nd = loom_graph_node(G, i);
-            ck_assert_uint_eq(nd->op, LOOM_OP_EMBED);
+            ck_assert_uint_eq(nd->op, LOOM_OP_EMBED_BLOCKS);
             ck_assert_uint_eq(nd->push_size, sizeof(loom_pc_embed_blocks));
             loom_pc_embed_blocks pc;
             memcpy(&pc, loom_node_push(G, nd), sizeof pc);
@@ -981,7 +983,7 @@ START_TEST(test_split_json_round_trip)
 }
 END_TEST
 
-Suite *passes_suite(void)
+static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
     struct { const char *name; const TTest *t[8]; } cases[] = {
@@ -1009,11 +1011,9 @@ Suite *passes_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(passes_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, passes_suite());
 }

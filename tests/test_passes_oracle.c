@@ -34,6 +34,7 @@
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
 #include "loom_ref.h"
+#include "runner.h"
 
 #define N 64u                /* floats per vector view: one 256-byte binding unit */
 #define VB (N * 4u)          /* bytes per view */
@@ -903,16 +904,19 @@ START_TEST(test_oracle)
 }
 END_TEST
 
-int main(void)
+static Suite *oracle_suite(void)
 {
     Suite *s = suite_create("passes");
     TCase *tc = tcase_create("oracle");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_oracle);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, oracle_suite());
 }

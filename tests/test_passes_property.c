@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loom_compiler.h"
+#include "runner.h"
 
 typedef struct rng { uint64_t s; } rng;
 static uint32_t rnd(rng *r, uint32_t n)
@@ -203,16 +204,19 @@ START_TEST(test_random_graphs)
 }
 END_TEST
 
-int main(void)
+static Suite *property_suite(void)
 {
     Suite *s = suite_create("passes");
     TCase *tc = tcase_create("property");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_random_graphs, 0, 4);   /* 1000 graphs x 6 switch sets */
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, property_suite());
 }

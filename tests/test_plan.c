@@ -11,6 +11,7 @@
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
 #include "loom_runtime.h"
+#include "runner.h"
 
 #define N 256u         /* vector length */
 #define LAYERS 3u
@@ -317,11 +318,9 @@ static Suite *plan_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(plan_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, plan_suite());
 }

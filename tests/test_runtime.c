@@ -10,6 +10,7 @@
 #include <vulkan/vulkan.h>
 #include "loom_ir_edit.h"
 #include "loom_runtime.h"
+#include "runner.h"
 
 /* runtime/internal.h: how a device's memory types classify (not exported). */
 loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
@@ -1073,11 +1074,9 @@ static Suite *runtime_suite(void)
     return s;
 }
 
-int main(void)
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
 {
-    SRunner *sr = srunner_create(runtime_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, runtime_suite());
 }

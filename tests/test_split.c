@@ -16,6 +16,7 @@
 #include "loom_ops.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
+#include "runner.h"
 
 #define LIMIT 16384u
 
@@ -380,27 +381,32 @@ START_TEST(too_small)
 }
 END_TEST
 
-static void teardown_all(void)
+static void release_devices(void)
 {
     loom_rt_destroy(big);
     loom_rt_destroy(small);
     big = small = NULL;
 }
 
-int main(void)
+static Suite *split_suite(void)
 {
     Suite *s = suite_create("split");
     TCase *tc = tcase_create("blocks");
-    tcase_add_unchecked_fixture(tc, setup, teardown_all);
+    tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_loop_test(tc, matvec_forms, 0, (int)(sizeof forms / sizeof forms[0]));
     tcase_add_test(tc, lm_head_unfused);
     tcase_add_loop_test(tc, embed, 0, 3);
     tcase_add_test(tc, too_small);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
+}
+
+void loom_test_register(loom_test_runner *r, int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    loom_test_add_suite(r, split_suite());
+    /* two devices for the whole run: no fork per test */
+    loom_test_no_fork(r);
+    loom_test_at_end(r, release_devices);
 }

@@ -1,547 +1,14 @@
-/* The JSON file format (docs/json-format.md): the writer, a hand-written
- * parser, and load/save. The parser reads untrusted input: it first builds a
- * small document tree (bounded depth, bounded sizes, every value tagged with
- * its line and column), then converts the tree into a graph through the
- * capture and edit APIs, so a file can never produce a graph that capture
- * could not. Structural nonsense is LOOM_PARSE with "line L, column C: …";
- * semantic nonsense (a range past its buffer, zero workgroups) parses and is
- * left to loom_graph_verify. */
+/* The JSON schema: a document tree (json_parse.c) into a graph, and graph
+ * files. The tree is converted through the capture and edit APIs, so a
+ * file can never produce a graph that capture could not. Semantic nonsense
+ * (a range past its buffer, zero workgroups) parses and is left to
+ * loom_graph_verify; capture indices and members are checked, never
+ * trusted. */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include "internal.h"
-
-#define JSON_FORMAT "loom-graph"
-#define JSON_VERSION 1
-#define JSON_MAX_DEPTH 32           /* the format itself needs 5 */
-#define JSON_MAX_VALUES (1u << 24)
-#define JSON_MAX_STRING 65536       /* bytes, after unescaping */
-#define JSON_MAX_INPUT (1u << 30)
-
-/* ---- writer ------------------------------------------------------------- */
-
-static void json_string(loom_str *s, const char *p)
-{
-    loom_str_append(s, "\"", 1);
-    const char *run = p;
-    for (; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
-            continue;
-        loom_str_append(s, run, (size_t)(p - run));
-        run = p + 1;
-        switch (c) {
-        case '"': loom_str_append(s, "\\\"", 2); break;
-        case '\\': loom_str_append(s, "\\\\", 2); break;
-        case '\n': loom_str_append(s, "\\n", 2); break;
-        case '\t': loom_str_append(s, "\\t", 2); break;
-        case '\r': loom_str_append(s, "\\r", 2); break;
-        default: loom_str_printf(s, "\\u%04x", c); break;
-        }
-    }
-    loom_str_append(s, run, (size_t)(p - run));
-    loom_str_append(s, "\"", 1);
-}
-
-static void json_range(loom_str *s, const loom_range *r)
-{
-    loom_str_printf(s, "{\"buffer\": %u, \"offset\": %" PRIu64 ", \"size\": %" PRIu64 "}", r->buffer, r->offset,
-                    r->size);
-}
-
-static void json_ranges(loom_str *s, const char *key, const loom_range *r, uint32_t n)
-{
-    loom_str_printf(s, ", \"%s\": [", key);
-    for (uint32_t i = 0; i < n; i++) {
-        if (i)
-            loom_str_append(s, ", ", 2);
-        json_range(s, &r[i]);
-    }
-    loom_str_append(s, "]", 1);
-}
-
-static void json_dispatch(loom_str *s, const loom_graph *g, const loom_node *n)
-{
-    loom_str_printf(s, "\"type\": \"dispatch\", \"op\": ");
-    json_string(s, loom_op_name((loom_op)n->op));
-    loom_str_printf(s, ", \"kernel\": ");
-    json_string(s, loom_graph_kernel_name(g, n->kernel));
-    loom_str_printf(s, ", \"groups\": [%u, %u, %u], \"bindings\": [", n->groups[0], n->groups[1], n->groups[2]);
-    const loom_binding *b = loom_node_bindings(g, n);
-    for (uint32_t i = 0; i < n->n_bindings; i++) {
-        loom_str_printf(s, "%s{\"slot\": %u, \"buffer\": %u, \"offset\": %" PRIu64 ", \"size\": %" PRIu64
-                           ", \"access\": ",
-                        i ? ", " : "", b[i].slot, b[i].buffer, b[i].offset, b[i].size);
-        if (b[i].access == LOOM_ACCESS_READ)
-            loom_str_printf(s, "\"r\"}");
-        else if (b[i].access == LOOM_ACCESS_WRITE)
-            loom_str_printf(s, "\"w\"}");
-        else if (b[i].access == LOOM_ACCESS_RW)
-            loom_str_printf(s, "\"rw\"}");
-        else
-            loom_str_printf(s, "%u}", b[i].access);
-    }
-    loom_str_printf(s, "], \"push\": [");
-    const uint8_t *p = loom_node_push(g, n);
-    for (uint32_t i = 0; i < n->push_size; i += 4) {
-        uint32_t w = 0;
-        for (uint32_t k = 0; k < 4 && i + k < n->push_size; k++)
-            w |= (uint32_t)p[i + k] << (8 * k);
-        loom_str_printf(s, "%s%u", i ? ", " : "", w);
-    }
-    loom_str_append(s, "]", 1);
-    json_ranges(s, "reads", loom_node_reads(g, n), n->n_reads);
-    json_ranges(s, "writes", loom_node_writes(g, n), n->n_writes);
-}
-
-static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
-{
-    loom_str_append(s, "{", 1);
-    bool sane = (uint64_t)n->first_binding + n->n_bindings <= g->bindings.n &&
-                (uint64_t)n->first_range + n->n_reads + n->n_writes <= g->ranges.n &&
-                (uint64_t)n->push_offset + n->push_size <= g->push.n;
-    if (!sane)  /* only the edit API can do this; never read past the arrays */
-        loom_str_printf(s, "\"type\": \"corrupt\"");
-    else if (n->type == LOOM_NODE_DISPATCH)
-        json_dispatch(s, g, n);
-    else if (n->type == LOOM_NODE_BARRIER)
-        loom_str_printf(s, "\"type\": \"barrier\"");
-    else
-        loom_str_printf(s, "\"type\": %u", n->type);
-    if (n->flags)
-        loom_str_printf(s, ", \"flags\": %u", n->flags);
-    if (n->fused != 1)
-        loom_str_printf(s, ", \"fused\": %u", n->fused);
-    loom_str_printf(s, ", \"capture_index\": %u", n->capture_index);
-    const uint32_t *m = loom_node_members(g, n);
-    if (m != &n->capture_index) {   /* every captured node a fused node stands for */
-        loom_str_printf(s, ", \"members\": [");
-        for (uint32_t k = 0; k < n->fused; k++)
-            loom_str_printf(s, "%s%u", k ? ", " : "", m[k]);
-        loom_str_append(s, "]", 1);
-    }
-    if (n->window != LOOM_NONE)
-        loom_str_printf(s, ", \"window\": %u", n->window);
-    if (n->group != LOOM_NONE)
-        loom_str_printf(s, ", \"group\": %u", n->group);
-    const loom_barrier_info *bi = n->barrier != LOOM_NONE ? loom_graph_barrier_info(g, n->barrier) : NULL;
-    if (bi) {
-        loom_str_printf(s, ", \"barrier\": {\"hazard\": ");
-        json_string(s, loom_hazard_name((loom_hazard)bi->hazard));
-        if (bi->buffer == LOOM_NONE)
-            loom_str_printf(s, ", \"buffer\": null");
-        else
-            loom_str_printf(s, ", \"buffer\": %u", bi->buffer);
-        loom_str_printf(s, ", \"before\": %u, \"after\": %u}", bi->before, bi->after);
-    }
-    loom_str_append(s, "}", 1);
-}
-
-loom_result loom_dump_json(const loom_graph *g, loom_str *s)
-{
-    loom_str_printf(s, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"name\": ", JSON_FORMAT, JSON_VERSION);
-    json_string(s, loom_graph_name(g));
-    loom_str_printf(s, ",\n  \"scheduled\": %s,\n  \"arena_size\": %" PRIu64 ",\n  \"buffers\": [",
-                    loom_graph_scheduled(g) ? "true" : "false", loom_graph_arena_size(g));
-    uint32_t nb = loom_graph_buffer_count(g), nk = loom_graph_kernel_count(g), nn = loom_graph_node_count(g);
-    for (uint32_t i = 0; i < nb; i++) {
-        const loom_buffer *b = loom_graph_buffer(g, i);
-        loom_str_printf(s, "%s\n    {\"id\": %u, \"name\": ", i ? "," : "", i);
-        json_string(s, loom_graph_buffer_name(g, i));
-        loom_str_printf(s, ", \"size\": %" PRIu64 ", \"usage\": ", b->size);
-        json_string(s, loom_usage_name((loom_usage)b->usage));
-        if (b->external)
-            loom_str_printf(s, ", \"external\": %" PRIu64, b->external);
-        if (b->keep)
-            loom_str_printf(s, ", \"keep\": true");
-        if (b->cls != LOOM_CLASS_UNKNOWN) {
-            loom_str_printf(s, ", \"class\": ");
-            json_string(s, loom_class_name((loom_class)b->cls));
-        }
-        if (b->arena_offset || b->cls == LOOM_CLASS_SCRATCH)   /* placement explicit, 0 included */
-            loom_str_printf(s, ", \"arena_offset\": %" PRIu64, b->arena_offset);
-        loom_str_append(s, "}", 1);
-    }
-    loom_str_printf(s, "%s],\n  \"kernels\": [", nb ? "\n  " : "");
-    for (uint32_t i = 0; i < nk; i++) {
-        if (i)
-            loom_str_append(s, ", ", 2);
-        json_string(s, loom_graph_kernel_name(g, i));
-    }
-    loom_str_printf(s, "],\n  \"nodes\": [");
-    for (uint32_t i = 0; i < nn; i++) {
-        loom_str_printf(s, "%s\n    ", i ? "," : "");
-        json_node(s, g, loom_graph_node(g, i));
-    }
-    loom_str_printf(s, "%s]\n}\n", nn ? "\n  " : "");
-    return LOOM_OK;
-}
-
-/* ---- document tree ------------------------------------------------------ */
-
-enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
-static const char *const jtype_names[] = { "null", "false", "true", "a number", "a string", "an array", "an object" };
-
-typedef struct jv {
-    uint8_t t;
-    uint32_t line, col;
-    uint32_t a, n;              /* NUM: input offset, length; STR: pool offset, length */
-    uint32_t key;               /* member of an object: pool offset of its key */
-    uint32_t first, next, count;
-} jv;
-
-typedef struct jp {
-    const loom_allocator *al;
-    const char *s;
-    size_t len, i;
-    uint32_t line;
-    size_t line_start;
-    LOOM_VEC(jv) v;
-    LOOM_VEC(char) pool;
-    loom_result rc;
-} jp;
-
-static uint32_t col_of(const jp *p) { return (uint32_t)(p->i - p->line_start + 1); }
-
-/* Records the first failure only: later ones are consequences. */
-static loom_result jfail(jp *p, loom_result rc, uint32_t line, uint32_t col, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-static loom_result jfail(jp *p, loom_result rc, uint32_t line, uint32_t col, const char *fmt, ...)
-{
-    if (p->rc)
-        return p->rc;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    p->rc = loom_fail(rc, "line %u, column %u: %s", line, col, msg);
-    return p->rc;
-}
-
-#define SYNTAX(p, ...) jfail((p), LOOM_PARSE, (p)->line, col_of(p), __VA_ARGS__)
-#define AT(p, val, ...) jfail((p), LOOM_PARSE, (val)->line, (val)->col, __VA_ARGS__)
-
-static void skip_ws(jp *p)
-{
-    while (p->i < p->len) {
-        char c = p->s[p->i];
-        if (c == '\n') {
-            p->line++;
-            p->line_start = p->i + 1;
-        } else if (c != ' ' && c != '\t' && c != '\r') {
-            return;
-        }
-        p->i++;
-    }
-}
-
-static uint32_t new_value(jp *p, uint8_t t)
-{
-    if (p->v.n >= JSON_MAX_VALUES) {
-        SYNTAX(p, "more than %u values", JSON_MAX_VALUES);
-        return LOOM_NONE;
-    }
-    if (!LOOM_VEC_RESERVE(p->al, p->v, p->v.n + 1)) {
-        jfail(p, LOOM_OUT_OF_MEMORY, p->line, col_of(p), "out of memory");
-        return LOOM_NONE;
-    }
-    jv *v = &p->v.v[p->v.n];
-    memset(v, 0, sizeof *v);
-    v->t = t;
-    v->line = p->line;
-    v->col = col_of(p);
-    v->key = v->first = v->next = LOOM_NONE;
-    return p->v.n++;
-}
-
-static bool pool_put(jp *p, const char *src, uint32_t n)
-{
-    if (!LOOM_VEC_RESERVE(p->al, p->pool, p->pool.n + n)) {
-        jfail(p, LOOM_OUT_OF_MEMORY, p->line, col_of(p), "out of memory");
-        return false;
-    }
-    memcpy(p->pool.v + p->pool.n, src, n);
-    p->pool.n += n;
-    return true;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static bool read_hex4(jp *p, uint32_t *out)
-{
-    if (p->len - p->i < 4)
-        return SYNTAX(p, "truncated \\u escape"), false;
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = hexval(p->s[p->i + k]);
-        if (h < 0)
-            return SYNTAX(p, "bad hex digit in \\u escape"), false;
-        v = v << 4 | (uint32_t)h;
-    }
-    p->i += 4;
-    *out = v;
-    return true;
-}
-
-static bool put_utf8(jp *p, uint32_t cp)
-{
-    char b[4];
-    uint32_t n;
-    if (cp < 0x80) {
-        b[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | cp >> 6);
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | cp >> 12);
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        b[0] = (char)(0xf0 | cp >> 18);
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    return pool_put(p, b, n);
-}
-
-static bool read_escape(jp *p)
-{
-    if (p->i >= p->len)
-        return SYNTAX(p, "truncated escape"), false;
-    char c = p->s[p->i++];
-    const char *simple = "\"\"\\\\//b\bf\fn\nr\rt\t";
-    for (const char *e = simple; *e; e += 2)
-        if (c == e[0])
-            return pool_put(p, e + 1, 1);
-    if (c != 'u') {
-        p->i--;
-        return SYNTAX(p, "bad escape '\\%c'", c >= 0x20 && c < 0x7f ? c : '?'), false;
-    }
-    uint32_t cp;
-    if (!read_hex4(p, &cp))
-        return false;
-    if (cp >= 0xdc00 && cp <= 0xdfff)
-        return SYNTAX(p, "lone low surrogate \\u%04x", cp), false;
-    if (cp >= 0xd800 && cp <= 0xdbff) {
-        uint32_t lo;
-        if (p->len - p->i < 2 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
-            return SYNTAX(p, "high surrogate \\u%04x without its low half", cp), false;
-        p->i += 2;
-        if (!read_hex4(p, &lo))
-            return false;
-        if (lo < 0xdc00 || lo > 0xdfff)
-            return SYNTAX(p, "high surrogate \\u%04x followed by \\u%04x", cp, lo), false;
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-    }
-    if (cp == 0)
-        return SYNTAX(p, "\\u0000 in a string"), false;
-    return put_utf8(p, cp);
-}
-
-/* Reads a string at p->i (on the opening quote) into the pool, NUL-
- * terminated; *off and *n describe it. */
-static bool read_string(jp *p, uint32_t *off, uint32_t *n)
-{
-    p->i++;
-    *off = p->pool.n;
-    for (;;) {
-        if (p->i >= p->len)
-            return SYNTAX(p, "unterminated string"), false;
-        if (p->pool.n - *off > JSON_MAX_STRING)
-            return SYNTAX(p, "string longer than %u bytes", JSON_MAX_STRING), false;
-        unsigned char c = (unsigned char)p->s[p->i];
-        if (c == '"') {
-            p->i++;
-            break;
-        }
-        if (c == 0)
-            return SYNTAX(p, "NUL byte in a string"), false;
-        if (c < 0x20)
-            return SYNTAX(p, "control character 0x%02x in a string", c), false;
-        if (c == '\\') {
-            p->i++;
-            if (!read_escape(p))
-                return false;
-            continue;
-        }
-        /* Copy the plain run at once rather than byte by byte. */
-        size_t j = p->i;
-        while (j < p->len && (unsigned char)p->s[j] >= 0x20 && p->s[j] != '"' && p->s[j] != '\\' &&
-               j - p->i < JSON_MAX_STRING)
-            j++;
-        if (!pool_put(p, p->s + p->i, (uint32_t)(j - p->i)))
-            return false;
-        p->i = j;
-    }
-    *n = p->pool.n - *off;
-    return pool_put(p, "", 1);
-}
-
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-static bool read_number(jp *p, jv *v)
-{
-    size_t start = p->i;
-    if (p->s[p->i] == '-')
-        p->i++;
-    if (p->i >= p->len || !is_digit(p->s[p->i]))
-        return SYNTAX(p, "expected a digit"), false;
-    if (p->s[p->i] == '0' && p->i + 1 < p->len && is_digit(p->s[p->i + 1]))
-        return SYNTAX(p, "leading zero in a number"), false;
-    while (p->i < p->len && is_digit(p->s[p->i]))
-        p->i++;
-    if (p->i < p->len && p->s[p->i] == '.') {
-        p->i++;
-        if (p->i >= p->len || !is_digit(p->s[p->i]))
-            return SYNTAX(p, "expected a digit after '.'"), false;
-        while (p->i < p->len && is_digit(p->s[p->i]))
-            p->i++;
-    }
-    if (p->i < p->len && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        p->i++;
-        if (p->i < p->len && (p->s[p->i] == '+' || p->s[p->i] == '-'))
-            p->i++;
-        if (p->i >= p->len || !is_digit(p->s[p->i]))
-            return SYNTAX(p, "expected a digit in the exponent"), false;
-        while (p->i < p->len && is_digit(p->s[p->i]))
-            p->i++;
-    }
-    v->a = (uint32_t)start;
-    v->n = (uint32_t)(p->i - start);
-    return true;
-}
-
-static uint32_t parse_value(jp *p, uint32_t depth);
-
-/* Parses an array or object body; the opener is at p->i. */
-static bool parse_container(jp *p, uint32_t self, uint32_t depth, bool object)
-{
-    char close = object ? '}' : ']';
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->len && p->s[p->i] == close) {
-        p->i++;
-        return true;
-    }
-    uint32_t last = LOOM_NONE;
-    for (;;) {
-        uint32_t key = LOOM_NONE, key_len;
-        if (object) {
-            skip_ws(p);
-            if (p->i >= p->len || p->s[p->i] != '"')
-                return SYNTAX(p, "expected a key string"), false;
-            if (!read_string(p, &key, &key_len))
-                return false;
-            skip_ws(p);
-            if (p->i >= p->len || p->s[p->i] != ':')
-                return SYNTAX(p, "expected ':' after a key"), false;
-            p->i++;
-        }
-        uint32_t child = parse_value(p, depth + 1);
-        if (child == LOOM_NONE)
-            return false;
-        p->v.v[child].key = key;
-        if (last == LOOM_NONE)
-            p->v.v[self].first = child;
-        else
-            p->v.v[last].next = child;
-        last = child;
-        p->v.v[self].count++;
-        skip_ws(p);
-        if (p->i < p->len && p->s[p->i] == ',') {
-            p->i++;
-            continue;
-        }
-        if (p->i < p->len && p->s[p->i] == close) {
-            p->i++;
-            return true;
-        }
-        if (p->i >= p->len)
-            return SYNTAX(p, "unexpected end of input"), false;
-        return SYNTAX(p, "expected ',' or '%c'", close), false;
-    }
-}
-
-static uint32_t parse_value(jp *p, uint32_t depth)
-{
-    skip_ws(p);
-    if (depth > JSON_MAX_DEPTH) {
-        SYNTAX(p, "nesting deeper than %u", JSON_MAX_DEPTH);
-        return LOOM_NONE;
-    }
-    if (p->i >= p->len) {
-        SYNTAX(p, "unexpected end of input");
-        return LOOM_NONE;
-    }
-    char c = p->s[p->i];
-    static const struct { const char *word; uint8_t t; } literals[] = {
-        { "null", J_NULL }, { "false", J_FALSE }, { "true", J_TRUE },
-    };
-    for (unsigned k = 0; k < 3; k++) {
-        size_t n = strlen(literals[k].word);
-        if (c != literals[k].word[0])
-            continue;
-        if (p->len - p->i < n || memcmp(p->s + p->i, literals[k].word, n) != 0) {
-            SYNTAX(p, "unknown literal (expected %s)", literals[k].word);
-            return LOOM_NONE;
-        }
-        uint32_t v = new_value(p, literals[k].t);
-        p->i += n;
-        return v;
-    }
-    uint32_t v;
-    if (c == '{' || c == '[') {
-        v = new_value(p, c == '{' ? J_OBJ : J_ARR);
-        if (v == LOOM_NONE || !parse_container(p, v, depth, c == '{'))
-            return LOOM_NONE;
-    } else if (c == '"') {
-        v = new_value(p, J_STR);
-        uint32_t off, n;
-        if (v == LOOM_NONE || !read_string(p, &off, &n))
-            return LOOM_NONE;
-        p->v.v[v].a = off;
-        p->v.v[v].n = n;
-    } else if (c == '-' || is_digit(c)) {
-        v = new_value(p, J_NUM);
-        if (v == LOOM_NONE || !read_number(p, &p->v.v[v]))
-            return LOOM_NONE;
-    } else {
-        if (c == 0)
-            SYNTAX(p, "NUL byte");
-        else if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7f)
-            SYNTAX(p, "unexpected character '%c'", c);
-        else
-            SYNTAX(p, "unexpected byte 0x%02x", (unsigned char)c);
-        return LOOM_NONE;
-    }
-    return v;
-}
-
-/* ---- tree → graph ------------------------------------------------------- */
-
-static const jv *J(const jp *p, uint32_t i) { return &p->v.v[i]; }
-static const char *jstr(const jp *p, uint32_t i) { return p->pool.v + p->v.v[i].a; }
+#include "json.h"
 
 static bool want_type(jp *p, uint32_t i, uint8_t t, const char *what)
 {
@@ -580,6 +47,17 @@ static bool need(jp *p, uint32_t obj, uint32_t member, const char *key, const ch
         return true;
     AT(p, J(p, obj), "%s has no \"%s\"", what, key);
     return false;
+}
+
+/* fields() for an object whose every key is required. */
+static bool all_fields(jp *p, uint32_t obj, const char *what, const char *const *keys, unsigned nkeys, uint32_t *out)
+{
+    if (!fields(p, obj, what, keys, nkeys, out))
+        return false;
+    for (unsigned k = 0; k < nkeys; k++)
+        if (!need(p, obj, out[k], keys[k], what))
+            return false;
+    return true;
 }
 
 static bool get_u64(jp *p, uint32_t i, uint64_t max, const char *what, uint64_t *out)
@@ -728,11 +206,8 @@ static bool parse_binding(jp *p, loom_graph *g, uint32_t obj, loom_binding *b)
 {
     static const char *const keys[] = { "slot", "buffer", "offset", "size", "access" };
     uint32_t f[5];
-    if (!fields(p, obj, "a binding", keys, 5, f))
+    if (!all_fields(p, obj, "a binding", keys, 5, f))
         return false;
-    for (unsigned k = 0; k < 5; k++)
-        if (!need(p, obj, f[k], keys[k], "a binding"))
-            return false;
     memset(b, 0, sizeof *b);
     if (!get_u32(p, f[0], UINT32_MAX, "slot", &b->slot) ||
         !get_buffer_id(p, g, f[1], "binding buffer", &b->buffer) ||
@@ -835,11 +310,8 @@ static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out
 {
     static const char *const keys[] = { "hazard", "buffer", "before", "after" };
     uint32_t f[4];
-    if (!fields(p, obj, "a barrier", keys, 4, f))
+    if (!all_fields(p, obj, "a barrier", keys, 4, f))
         return false;
-    for (unsigned k = 0; k < 4; k++)
-        if (!need(p, obj, f[k], keys[k], "a barrier"))
-            return false;
     loom_barrier_info bi = { .buffer = LOOM_NONE };
     if (!want_type(p, f[0], J_STR, "hazard"))
         return false;
@@ -1045,20 +517,13 @@ loom_result loom_graph_parse_json(const char *text, size_t len, const loom_graph
              .s = text ? text : "", .len = len, .line = 1 };
     if (!p.al->realloc)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_parse_json: allocator has no realloc");
-    uint32_t root = parse_value(&p, 1);
-    if (root != LOOM_NONE) {
-        skip_ws(&p);
-        if (p.i < p.len)
-            SYNTAX(&p, "unexpected data after the document");
-        else
-            build_graph(&p, root, desc, out);
-    }
+    uint32_t root = json_parse_document(&p);
+    if (root != LOOM_NONE)
+        build_graph(&p, root, desc, out);
     LOOM_VEC_FREE(p.al, p.v);
     LOOM_VEC_FREE(p.al, p.pool);
     return p.rc;
 }
-
-/* ---- files -------------------------------------------------------------- */
 
 loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_graph **out)
 {
@@ -1096,27 +561,5 @@ loom_result loom_graph_load(const char *path, const loom_graph_desc *desc, loom_
             loom_fail_wrap(rc, "%s", path);
     }
     loom_free(a, buf, cap);
-    return rc;
-}
-
-loom_result loom_graph_save(const loom_graph *g, loom_format fmt, const char *path)
-{
-    if (!g || !path)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_graph_save: NULL argument");
-    loom_str s;
-    loom_str_init(&s, loom_graph_allocator(g));
-    loom_result rc = loom_graph_dump(g, fmt, &s);
-    if (rc == LOOM_OK) {
-        FILE *f = fopen(path, "wb");
-        if (!f) {
-            rc = loom_fail(LOOM_IO, "%s: %s", path, strerror(errno));
-        } else {
-            bool ok = fwrite(s.data ? s.data : "", 1, s.len, f) == s.len;
-            ok &= fclose(f) == 0;
-            if (!ok)
-                rc = loom_fail(LOOM_IO, "%s: write failed", path);
-        }
-    }
-    loom_str_free(&s);
     return rc;
 }

@@ -670,7 +670,10 @@ static loom_result prepare(loom_llama *m)
 {
     loom_plan *plan = NULL;
     bool hit = false;
+    uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
     loom_result rc = loom_cache_compile(m->cache, m->graph, &m->opts, &plan, &hit);
+    if (t0)
+        loom_rt_trace_span(m->rt, "compile", t0, 0, "cache", rc ? "failed" : hit ? "hit" : "miss");
     if (rc)
         return rc;
     if (hit)
@@ -707,7 +710,13 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
     if (m->chain && m->step == 0 &&
         (rc = loom_rt_buffer_write(m->rt, m->gbuf[GB_ARGMAX], 0, &token, sizeof token)))
         return rc;
-    if ((rc = loom_llama_capture_step(m, m->graph)) || (rc = prepare(m)))
+    /* The trace shows the host's share of a step: capture, then compile. */
+    uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
+    if ((rc = loom_llama_capture_step(m, m->graph)))
+        return rc;
+    if (t0)
+        loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
+    if ((rc = prepare(m)))
         return rc;
     loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step };
     uint64_t id = 0;

@@ -68,7 +68,10 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
             return rc;
     }
     bool h = false;
+    uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     rc = loom_cache_compile(rt->plans, g, opts, out, &h);
+    if (t0)
+        rt_trace_cpu(rt, "compile", t0, rt_trace_now(), 0, "cache", rc ? "failed" : h ? "hit" : "miss");
     if (hit)
         *hit = h;
     return rc;

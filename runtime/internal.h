@@ -296,6 +296,9 @@ const char *rt_trace_device_extension(loom_rt *rt);
 /* Writes the file (when tracing) and frees the trace. */
 void rt_trace_destroy(loom_rt *rt);
 uint64_t rt_trace_now(void);
+/* Test hook: forget the calibration, so the trace aligns GPU time by the
+ * submit rule as on a device without calibrated timestamps. */
+void rt_trace_test_uncalibrated(loom_rt *rt);
 /* A host span; step 0: none; key/value may be NULL. */
 void rt_trace_cpu(loom_rt *rt, const char *name, uint64_t t0, uint64_t t1, uint64_t step, const char *key,
                   const char *value);

@@ -194,6 +194,7 @@ void loom_rt_collect_timestamps(loom_rt *rt);
  * in front of it are charged to it, and the groups of a step add up to the
  * step. */
 typedef struct loom_rt_profile_group {
+    uint32_t index;                 /* the group's place in plan order */
     uint32_t first_node, n_nodes;   /* nodes [first_node, first_node + n_nodes) of the program's graph */
     uint32_t dispatches;
     double us;                      /* mean GPU time per profiled step */

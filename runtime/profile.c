@@ -223,6 +223,7 @@ loom_result loom_rt_profile_groups(loom_rt *rt, loom_rt_program *p, loom_rt_prof
     for (uint32_t g = 0; g < gr->n && g < cap; g++) {
         loom_rt_profile_group *o = &out[g];
         memset(o, 0, sizeof *o);
+        o->index = g;
         o->first_node = gr->first[g];
         o->n_nodes = gr->first[g + 1] - gr->first[g];
         o->dispatches = gr->dispatches[g];

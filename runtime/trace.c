@@ -166,6 +166,12 @@ void rt_trace_device_ready(loom_rt *rt)
         t->calibrate = NULL;
 }
 
+void rt_trace_test_uncalibrated(loom_rt *rt)
+{
+    if (rt && rt->trace)
+        rt->trace->calibrate = NULL;
+}
+
 /* ---- recording ---------------------------------------------------------- */
 
 static void copy_text(char *dst, const char *src)

@@ -211,7 +211,9 @@ typedef struct loom_rt_profile_op {
 
 typedef struct loom_rt_profile {
     uint64_t steps;                 /* completed replays summed (since creation or reset) */
-    uint32_t groups, barriers, dispatches;   /* per step: groups == barriers + 1 */
+    /* Per step. groups == barriers + 1, except where the graph opens with
+     * a barrier sentinel: that barrier starts no group. */
+    uint32_t groups, barriers, dispatches;
     double step_us;                 /* mean GPU time of a step: first to last timestamp */
     loom_rt_profile_op ops[LOOM_OP_COUNT];
 } loom_rt_profile;
@@ -246,7 +248,8 @@ void loom_rt_trace_span(loom_rt *rt, const char *name, uint64_t begin_ns, uint64
 /* Writes the trace file now with every completed step recorded so far
  * (never waits for the GPU); the file is replaced whole (written beside it,
  * then renamed), so it is valid JSON whenever it exists. Tracing goes on.
- * LOOM_IO naming the path on failure; LOOM_OK and nothing when not tracing. */
+ * LOOM_IO naming the path on failure; LOOM_OK and nothing when not tracing;
+ * LOOM_INVALID_ARGUMENT for a NULL rt. */
 loom_result loom_rt_trace_flush(loom_rt *rt);
 
 /* Convenience for tests and tools: program_create + replay + wait + release. */

@@ -471,7 +471,9 @@ static loom_result write_file(loom_rt *rt, rt_trace *t)
 
 loom_result loom_rt_trace_flush(loom_rt *rt)
 {
-    if (!rt || !rt->trace)
+    if (!rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_trace_flush: rt is NULL");
+    if (!rt->trace)
         return LOOM_OK;
     loom_rt_collect_timestamps(rt);
     return write_file(rt, rt->trace);

@@ -513,6 +513,10 @@ START_TEST(test_profile_off)
     loom_rt_profile_reset(rt, p);   /* harmless */
     OK(loom_rt_trace_flush(rt));    /* not tracing: nothing to do */
     loom_rt_trace_span(rt, "capture", 1, 2, NULL, NULL);
+    loom_rt_trace_span(NULL, "capture", 1, 2, NULL, NULL);
+    ck_assert(!loom_rt_tracing(NULL));
+    RC(loom_rt_trace_flush(NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_rt_profiling(NULL), LOOM_PROFILE_OFF);
     loom_rt_program_release(p);
     loom_graph_destroy(g);
     fixture_free(&fx);
@@ -733,6 +737,18 @@ START_TEST(test_trace_flush)
     trace_facts tf = check_trace(path, 3);
     ck_assert_uint_eq(tf.gpu_steps, 2);
     ck_assert_uint_eq(tf.gpu_groups, 6);
+    /* The trace's timestamps feed the group profile too. */
+    loom_graph *g = diamond(&fx);
+    loom_plan *plan = NULL;
+    loom_rt_program *p = NULL;
+    OK(loom_rt_compile(rt, g, NULL, &plan, NULL));
+    OK(loom_rt_plan_program(rt, plan, &p));
+    loom_rt_profile prof;
+    OK(loom_rt_profile_get(rt, p, &prof));
+    ck_assert_uint_eq(prof.steps, 2);
+    ck_assert_uint_eq(prof.groups, 3);
+    loom_plan_release(plan);
+    loom_graph_destroy(g);
     run_steps(rt, &fx, 1, false);   /* a hit: the plan cache outlives the flush */
     OK(loom_rt_wait_idle(rt));
     loom_rt_trace_span(rt, "idle", loom_rt_trace_clock(), 0, NULL, NULL);

@@ -5,9 +5,10 @@
  * copy of the weights, all alive at once. The variants take turns, a
  * round of timed steps each (each round starting one variant later), so
  * that drift on a shared machine or in the GPU clock falls on all of them
- * alike; the table gives the median over
- * the rounds, per token, and its ratio to the untimed step. The first round
- * of each variant follows a clock warm-up (none with --quick). */
+ * alike; the table gives the median and the best of the rounds' wall time
+ * and the median of their CPU time, per token, each with its ratio to the
+ * untimed step. The first round of each variant follows a clock warm-up
+ * (none with --quick). */
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
@@ -36,7 +37,7 @@ typedef struct run {
     bool on;
     loom_rt *rt;
     loom_llama *m;
-    double wall[MAX_ROUNDS], gpu[MAX_ROUNDS];
+    double wall[MAX_ROUNDS], cpu[MAX_ROUNDS], gpu[MAX_ROUNDS];
     uint32_t queries;        /* timestamps per step */
     loom_result rc;
 } run;
@@ -81,6 +82,15 @@ static loom_result start(run *r, const variant *v, const bench_opts *o, const lo
     return rc;
 }
 
+/* CPU time of the process, every thread: on a CPU Vulkan device this is
+ * the device's work too, and a busy machine does not inflate it. */
+static double cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
 /* One round: a run of timed steps (after a warm-up), and the timestamps
  * per step of the plan it ran. */
 static loom_result round_of(run *r, const variant *v, const bench_opts *o, uint32_t k)
@@ -88,9 +98,11 @@ static loom_result round_of(run *r, const variant *v, const bench_opts *o, uint3
     double warm = o->quick ? 0 : k == 0 ? WARMUP_S : REWARM_S;
     loom_llama_run_opts ro = { .steps = o->steps, .token = 1, .warmup_s = warm };
     loom_llama_result res;
+    double cpu0 = cpu_us();
     loom_result rc = loom_llama_run(r->rt, r->m, NULL, &ro, 0, &res);
     if (rc)
         return rc;
+    r->cpu[k] = (cpu_us() - cpu0) / (double)(res.steps + res.warmup_steps);
     r->wall[k] = res.wall_us_per_token;
     r->gpu[k] = res.gpu_us_per_token;
     const loom_plan *plan = loom_llama_plan(r->m);
@@ -102,20 +114,35 @@ static loom_result round_of(run *r, const variant *v, const bench_opts *o, uint3
     return LOOM_OK;
 }
 
+/* "n/a", or x / base to three places. */
+static void ratio(char *buf, size_t n, double x, double base)
+{
+    if (base > 0 && x > 0)
+        snprintf(buf, n, "%.3f", x / base);
+    else
+        snprintf(buf, n, "n/a");
+}
+
 static void print_table(const run *runs, const bench_opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("loom bench profile on %s: config %s (dim %u, %u layers, ffn %u, vocab %u, %s); %u timed steps x %u "
-           "rounds per variant, %u in flight; medians over the rounds\n",
+           "rounds per variant, %u in flight\n",
            device, o->shape.config_name, c->dim, c->n_layers, c->ffn, c->vocab, c->wtype == LOOM_F16 ? "f16" : "f32",
            o->steps, o->rounds, runs[0].rt ? loom_rt_in_flight(runs[0].rt) : 0);
-    printf("%-24s %7s %12s %7s %10s %7s %7s %11s %8s\n", "variant", "ts/step", "wall us/tok", "vs off", "best",
-           "vs off", "spread", "GPU us/tok", "vs steps");
-    double off = 0, off_best = 0, steps_gpu = 0, lo, hi;
-    if (runs[0].on && !runs[0].rc)
-        off = median(runs[0].wall, o->rounds, &off_best, &hi);
-    if (runs[1].on && !runs[1].rc)
-        steps_gpu = median(runs[1].gpu, o->rounds, &lo, &hi);
+    printf("%-24s %7s %11s %6s %10s %6s %7s %10s %6s %10s %6s\n", "variant", "ts/step", "wall us/tok", "vs off",
+           "best", "vs off", "spread", "CPU us/tok", "vs off", "GPU us/tok", "vs ts");
+    double med[N_VARIANTS][3] = { { 0 } }, best[N_VARIANTS] = { 0 }, spread[N_VARIANTS] = { 0 }, lo, hi;
+    for (size_t v = 0; v < N_VARIANTS; v++) {
+        const run *r = &runs[v];
+        if (!r->on || r->rc)
+            continue;
+        med[v][0] = median(r->wall, o->rounds, &lo, &hi);
+        best[v] = lo;
+        spread[v] = med[v][0] > 0 ? (hi - lo) / med[v][0] : 0;
+        med[v][1] = median(r->cpu, o->rounds, &lo, &hi);
+        med[v][2] = median(r->gpu, o->rounds, &lo, &hi);
+    }
     for (size_t v = 0; v < N_VARIANTS; v++) {
         const run *r = &runs[v];
         if (!r->on)
@@ -124,24 +151,21 @@ static void print_table(const run *runs, const bench_opts *o, const char *device
             printf("%-24s failed: %s\n", variants[v].name, loom_result_str(r->rc));
             continue;
         }
-        double wall = median(r->wall, o->rounds, &lo, &hi), best = lo, spread = wall > 0 ? (hi - lo) / wall : 0;
-        char vs[16] = "n/a", bvs[16] = "n/a", gpu[16] = "n/a", gvs[16] = "n/a";
-        if (off > 0)
-            snprintf(vs, sizeof vs, "%.3f", wall / off);
-        if (off_best > 0)
-            snprintf(bvs, sizeof bvs, "%.3f", best / off_best);
-        double g = median(r->gpu, o->rounds, &lo, &hi);
-        if (g > 0) {
-            snprintf(gpu, sizeof gpu, "%.1f", g);
-            if (steps_gpu > 0)
-                snprintf(gvs, sizeof gvs, "%.3f", g / steps_gpu);
-        }
-        printf("%-24s %7u %12.1f %7s %10.1f %7s %6.1f%% %11s %8s\n", variants[v].name, r->queries, wall, vs, best,
-               bvs, 100.0 * spread, gpu, gvs);
+        char vs[3][16], gpu[16] = "n/a";
+        ratio(vs[0], sizeof vs[0], med[v][0], med[0][0]);
+        ratio(vs[1], sizeof vs[1], best[v], best[0]);
+        ratio(vs[2], sizeof vs[2], med[v][1], med[0][1]);
+        if (med[v][2] > 0)
+            snprintf(gpu, sizeof gpu, "%.1f", med[v][2]);
+        char gvs[16];
+        ratio(gvs, sizeof gvs, med[v][2], med[1][2]);
+        printf("%-24s %7u %11.1f %6s %10.1f %6s %6.1f%% %10.1f %6s %10s %6s\n", variants[v].name, r->queries,
+               med[v][0], vs[0], best[v], vs[1], 100.0 * spread[v], med[v][1], vs[2], gpu, gvs);
     }
-    printf("ts/step: GPU timestamps written per step; wall: host clock over the timed steps (the cost a user\n"
-           "sees), median of the rounds; best: the fastest round; spread: (max - min) / median of the rounds;\n"
-           "GPU: first to last timestamp of a step (median), against the step-timestamp pair (off has none).\n");
+    printf("ts/step: GPU timestamps written per step. wall: host clock over the timed steps, median of the rounds;\n"
+           "best: the fastest round; spread: (max - min) / median. CPU: the process's CPU time per step, warm-up\n"
+           "steps included (on a CPU device it holds the device's work, and other processes do not inflate it).\n"
+           "GPU: first to last timestamp of a step, against the step-timestamp pair (vs ts; off has none).\n");
     if (runs[N_VARIANTS - 1].on && !runs[N_VARIANTS - 1].rc)
         printf("trace written to %s when its runtime is destroyed (the newest 1024 steps)\n", o->trace_file);
 }

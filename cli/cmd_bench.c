@@ -11,6 +11,7 @@ int loom_bench_ops(int argc, char **argv) WEAK;      /* op library: MATVEC GB/s 
 int loom_bench_cache(int argc, char **argv) WEAK;    /* capture + hash + lookup + submit per step */
 int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1k..100k nodes */
 int loom_bench_decode(int argc, char **argv) WEAK;   /* the example decoder's step under each plan variant */
+int loom_bench_profile(int argc, char **argv) WEAK;  /* the same step untimed, profiled and traced */
 
 static const struct {
     const char *name, *options, *summary;
@@ -24,6 +25,10 @@ static const struct {
       "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
     { "decode", "[--config tiny|1b|7b] [shape flags] [--steps N] [--in-flight K] [--device NAME] [--quick]",
       "the example decoder's step under each plan variant, against the weight-read floor", loom_bench_decode },
+    { "profile", "[--config tiny|1b|7b] [shape flags] [--steps N] [--rounds R] [--variants LIST] [--trace-file F] "
+      "[--in-flight K] [--device NAME] [--quick]",
+      "what profiling costs: the decoder's step untimed, with step, group and node timestamps, and traced",
+      loom_bench_profile },
 };
 #define N_BENCHES (sizeof benches / sizeof benches[0])
 
@@ -38,7 +43,7 @@ void loom_bench_usage(FILE *f)
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: loom bench micro|ops|cache|compile|decode [options]\n");
+        fprintf(stderr, "usage: loom bench micro|ops|cache|compile|decode|profile [options]\n");
         loom_bench_usage(stderr);
         return 2;
     }

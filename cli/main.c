@@ -30,7 +30,7 @@ static const struct {
       "      --max-binding-range are cut into row blocks (default: no limit)", loom_cmd_compile },
     { "info", "info [--device INDEX|NAME] [--validate]",
       "list Vulkan devices, then the one loom would choose and its limits", loom_cmd_info },
-    { "bench", "bench micro|ops|cache|compile [OPTIONS]",
+    { "bench", "bench micro|ops|cache|compile|decode|profile [OPTIONS]",
       "print a benchmark table; `loom bench WHICH --help` lists its options", loom_cmd_bench },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -40,7 +40,8 @@ static const char ENVIRONMENT[] =
     "  LOOM_DEVICE=INDEX|NAME    the Vulkan device (default: discrete, integrated, then CPU)\n"
     "  LOOM_VALIDATE=1           Khronos validation layer with synchronization validation\n"
     "  LOOM_DUMP=DIR             dump the graph after every pass as NN-<pass>.{txt,dot,json}\n"
-    "  LOOM_PROFILE=1            a GPU timestamp after every node\n"
+    "  LOOM_PROFILE=1|2          GPU timestamps per concurrency group (1) or per node too (2)\n"
+    "  LOOM_TRACE=FILE.json      Chrome trace of the steps run (open in Perfetto)\n"
     "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
     "  LOOM_KERNEL_STATS=1       print each pipeline's driver statistics (registers, ...) to stderr\n"
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,reorder,barriers,lifetimes,cache\n"

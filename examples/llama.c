@@ -681,7 +681,10 @@ static loom_result prepare(loom_llama *m)
     loom_compile_options o = m->opts;
     if (m->binding_limit && (!o.max_binding_range || o.max_binding_range > m->binding_limit))
         o.max_binding_range = m->binding_limit;
+    uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
     loom_result rc = loom_cache_compile(m->cache, m->graph, &o, &plan, &hit);
+    if (t0)
+        loom_rt_trace_span(m->rt, "compile", t0, 0, "cache", rc ? "failed" : hit ? "hit" : "miss");
     if (rc)
         return rc;
     if (hit)
@@ -720,10 +723,16 @@ static loom_result submit(loom_llama *m, uint32_t token, uint32_t pos, bool feed
     if (m->chain && !feed && m->step == 0 &&
         (rc = loom_rt_buffer_write(m->rt, m->gbuf[GB_ARGMAX], 0, &token, sizeof token)))
         return rc;
+    /* The trace shows the host's share of a step: capture, then compile. */
+    uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
     m->feeding = feed;
     rc = loom_llama_capture_step(m, m->graph);
     m->feeding = false;
-    if (rc || (rc = prepare(m)))
+    if (rc)
+        return rc;
+    if (t0)
+        loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
+    if ((rc = prepare(m)))
         return rc;
     loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step };
     uint64_t id = 0;

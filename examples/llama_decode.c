@@ -9,12 +9,16 @@
  *                copy bandwidth of the same device for the weight-read floor
  *   --dry-run    capture and compile only, no Vulkan device: plan figures
  *   --json       one JSON object on the last line of stdout
- *   --profile    GPU time of the last step by op kind (a timestamp per node)
  *   --prompt-ids prefill by decode steps: the ids are fed one per step, then
  *                decoding goes on from the last one's argmax (any config)
  *   --max-binding-range BYTES   compile for bindings of at most BYTES (the
  *                device's, or smaller to force row-block splitting; dry run:
  *                no limit unless given here or in LOOM_MAX_BINDING_RANGE)
+ *   --profile    GPU time per concurrency group over the decoded steps: the
+ *                most expensive groups and the totals by op kind
+ *   --profile-nodes  the same from a timestamp after every node, plus the
+ *                last step's time by node
+ *   --trace FILE Chrome trace-event JSON of the steps (Perfetto)
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -34,8 +38,9 @@ typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, profile, token_set;
-    const char *device, *model;
+    bool check, json, bench, dry_run, quiet, steps_set, token_set;
+    loom_rt_profile_level profile;
+    const char *device, *model, *trace;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
 } opts;
 
@@ -64,7 +69,9 @@ static void usage(FILE *f)
             "                        no limit unless given): larger weights are split into row blocks\n"
             "  --no-fuse --no-reorder --barrier-every --no-cache   ablations\n"
             "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
-            "  --profile             GPU time of the last step by op kind (a timestamp per node)\n"
+            "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
+            "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
+            "  --trace FILE.json     Chrome trace of the steps, for Perfetto (LOOM_TRACE=FILE)\n"
             "  --quiet               no per-step lines\n",
             loom_llama_args_help, BENCH_STEPS, WARMUP_S);
 }
@@ -170,7 +177,9 @@ static int parse(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
-            o->profile = true;
+            o->profile = o->profile > LOOM_PROFILE_GROUPS ? o->profile : LOOM_PROFILE_GROUPS;
+        } else if (!strcmp(a, "--profile-nodes")) {
+            o->profile = LOOM_PROFILE_NODES;
         } else {
             flag = false;
             for (size_t k = 0; k < sizeof ablations / sizeof ablations[0]; k++)
@@ -203,6 +212,8 @@ static int parse(int argc, char **argv, opts *o)
             o->device = v;
         } else if (!strcmp(a, "--model")) {
             o->model = v;
+        } else if (!strcmp(a, "--trace")) {
+            o->trace = v;
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!parse_ids(v, o))
                 return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
@@ -327,7 +338,7 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
 }
 
 /* GPU time of the last replay by op kind (timestamps after every node). */
-static loom_result print_profile(loom_rt *rt, loom_llama *m)
+static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
 {
     const loom_graph *g = loom_plan_graph(loom_llama_plan(m));
     uint32_t n = loom_graph_node_count(g);
@@ -343,7 +354,7 @@ static loom_result print_profile(loom_rt *rt, loom_llama *m)
         after_barrier[node->op] += node->barrier != LOOM_NONE;
     }
     if (!rc) {
-        printf("GPU time of one step: %.1f us (a timestamp after every node; a barrier's drain is charged to the "
+        printf("last step by node: %.1f us (a timestamp after every node; a barrier's drain is charged to the "
                "node after it)\n%-18s %6s %9s %9s %8s\n", total, "op", "nodes", "after-bar", "us", "us/node");
         for (int op = 0; op < LOOM_OP_COUNT; op++)
             if (count[op])
@@ -365,6 +376,68 @@ static bool dry_binding_limit(const opts *o, uint64_t *out)
         return false;
     }
     return true;
+}
+
+#define TOP_GROUPS 12u
+
+static int by_us_desc(const void *a, const void *b)
+{
+    double x = ((const loom_rt_profile_group *)a)->us, y = ((const loom_rt_profile_group *)b)->us;
+    return x > y ? -1 : x < y;
+}
+
+/* The group profile of the decoded steps: the most expensive groups, then
+ * the totals by op kind. */
+static loom_result print_group_profile(loom_rt *rt, loom_llama *m)
+{
+    loom_rt_program *p = loom_llama_program(m);
+    loom_rt_profile prof;
+    uint32_t n = 0;
+    loom_result rc = loom_rt_profile_get(rt, p, &prof);
+    if (!rc)
+        rc = loom_rt_profile_groups(rt, p, NULL, 0, &n);
+    loom_rt_profile_group *gr = rc ? NULL : calloc(n ? n : 1, sizeof *gr);
+    if (!rc && !gr)
+        rc = loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory");
+    if (!rc)
+        rc = loom_rt_profile_groups(rt, p, gr, n, &n);
+    if (rc) {
+        free(gr);
+        return rc;
+    }
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += gr[i].us;
+    qsort(gr, n, sizeof *gr, by_us_desc);
+    double step = prof.step_us > 0 ? prof.step_us : 1;
+    printf("GPU profile of %llu steps: %.1f us per step in %u groups (%u barriers), %u dispatches; the groups sum "
+           "to %.1f us\n", (unsigned long long)prof.steps, prof.step_us, prof.groups, prof.barriers, prof.dispatches,
+           sum);
+    printf("most expensive groups (a group's time includes the drain of the barrier before it):\n"
+           "%6s %11s %5s %9s %6s  %s\n", "group", "nodes", "disp", "us", "share", "ops");
+    for (uint32_t i = 0; i < n && i < TOP_GROUPS; i++) {
+        char nodes[24];
+        snprintf(nodes, sizeof nodes, "%u-%u", gr[i].first_node, gr[i].first_node + gr[i].n_nodes - 1);
+        printf("%6u %11s %5u %9.2f %5.1f%%  %s\n", gr[i].index, nodes, gr[i].dispatches, gr[i].us,
+               100.0 * gr[i].us / step, gr[i].label);
+    }
+    printf("by op kind (a group's time split evenly among its dispatches):\n%-26s %6s %6s %9s %6s %8s\n", "op",
+           "nodes", "groups", "us", "share", "us/node");
+    bool done[LOOM_OP_COUNT] = { false };
+    for (;;) {
+        int best = -1;
+        for (int op = 0; op < LOOM_OP_COUNT; op++)
+            if (!done[op] && prof.ops[op].nodes && (best < 0 || prof.ops[op].us > prof.ops[best].us))
+                best = op;
+        if (best < 0)
+            break;
+        done[best] = true;
+        const loom_rt_profile_op *o = &prof.ops[best];
+        printf("%-26s %6u %6u %9.2f %5.1f%% %8.2f\n", loom_op_name((loom_op)best), o->nodes, o->groups, o->us,
+               100.0 * o->us / step, o->us / o->nodes);
+    }
+    free(gr);
+    return LOOM_OK;
 }
 
 static int dry_run(const opts *o)
@@ -467,7 +540,9 @@ static int run(opts *o, loom_rt *rt, const char *device)
     if (o->check)
         printf("check: %u mismatches in %u steps, max |err| %.3g (tolerance %.g relative)\n", r.mismatches, r.steps,
                r.max_err, TOLERANCE);
-    if (o->profile && (rc = print_profile(rt, m)))
+    if (o->profile && (rc = print_group_profile(rt, m)))
+        goto out;
+    if (o->profile == LOOM_PROFILE_NODES && (rc = print_node_profile(rt, m)))
         goto out;
     if (o->json)
         print_json(o, device, &f, &r, copy_gbps, tokens + first);
@@ -491,7 +566,7 @@ int main(int argc, char **argv)
         return dry_run(&o);
     loom_rt *rt = NULL;
     loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile,
-                       .max_binding_range = o.max_binding_range };
+                       .max_binding_range = o.max_binding_range, .trace_path = o.trace };
     loom_result rc = loom_rt_create(&d, &rt);
     if (rc) {
         fprintf(stderr, "llama-decode: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());

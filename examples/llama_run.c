@@ -406,6 +406,8 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
         rc = loom_rt_wait_idle(rt);
     loom_rt_counters c0, c1;
     uint64_t h0, m0, h1, m1;
+    /* A group profile covers the timed steps only. */
+    loom_rt_profile_reset(rt, loom_llama_program(m));
     loom_rt_collect_timestamps(rt);
     loom_rt_get_counters(rt, &c0);
     loom_llama_cache_counts(m, &h0, &m0);

@@ -385,7 +385,7 @@ static loom_result create_device(loom_rt *rt)
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
         .pipelineExecutableInfo = VK_TRUE,
     };
-    const char *dev_exts[1];
+    const char *dev_exts[2];
     uint32_t n_dev_exts = 0;
     const char *stats = getenv("LOOM_KERNEL_STATS");
     if (stats && *stats && strcmp(stats, "0") && device_has_extension(rt->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
@@ -393,6 +393,11 @@ static loom_result create_device(loom_rt *rt)
         want11.pNext = &pep;
         rt->kernel_stats = true;
     }
+    /* Tracing aligns GPU time to the host clock through calibrated
+     * timestamps where the device has them. */
+    const char *ext = rt_trace_device_extension(rt);
+    if (ext)
+        dev_exts[n_dev_exts++] = ext;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &want,
@@ -405,6 +410,7 @@ static loom_result create_device(loom_rt *rt)
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkCreateDevice");
     vkGetDeviceQueue(rt->device, rt->queue_family, 0, &rt->queue);
+    rt_trace_device_ready(rt);
 
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -449,6 +455,21 @@ static loom_result binding_limit(loom_rt *rt, uint64_t want)
     return LOOM_OK;
 }
 
+/* $LOOM_PROFILE: 1 or "groups", 2 or "nodes"; anything else leaves the
+ * desc's level. */
+static loom_rt_profile_level profile_level(loom_rt_profile_level desc)
+{
+    const char *env = getenv("LOOM_PROFILE");
+    loom_rt_profile_level e = LOOM_PROFILE_OFF;
+    if (env && (!strcmp(env, "1") || !strcmp(env, "groups")))
+        e = LOOM_PROFILE_GROUPS;
+    else if (env && (!strcmp(env, "2") || !strcmp(env, "nodes")))
+        e = LOOM_PROFILE_NODES;
+    if (desc > LOOM_PROFILE_NODES)
+        desc = LOOM_PROFILE_NODES;
+    return e > desc ? e : desc;
+}
+
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
 {
     if (!out)
@@ -467,15 +488,16 @@ loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
     rt->plan_cache_capacity = d.plan_cache_capacity;
     rt->in_flight = d.in_flight;
     rt->timestamps = d.timestamps;
-    const char *prof = getenv("LOOM_PROFILE");
-    rt->profile = d.profile || (prof && prof[0] == '1');
+    rt->profile = profile_level(d.profile);
     const char *env = getenv("LOOM_VALIDATE");
     rt->validate = d.validate || (env && !strcmp(env, "1"));
     rt->next_serial = 1;
 
     const char *dev = d.device ? d.device : getenv("LOOM_DEVICE");
     const char *cache = d.pipeline_cache_path ? d.pipeline_cache_path : getenv("LOOM_PIPELINE_CACHE");
-    loom_result rc = create_instance(rt);
+    loom_result rc = rt_trace_create(rt, d.trace_path, d.trace_steps);
+    if (!rc)
+        rc = create_instance(rt);
     if (!rc)
         rc = pick_device(rt, dev);
     if (!rc)
@@ -515,6 +537,9 @@ void loom_rt_destroy(loom_rt *rt)
             rt_program_destroy(p);
         }
         rt_collect(rt);
+        /* Every replay was read back as its program died: the trace is
+         * complete. */
+        rt_trace_destroy(rt);
         while (rt->zombie_buffers) {
             loom_rt_buffer *b = rt->zombie_buffers;
             rt->zombie_buffers = b->next_zombie;
@@ -532,6 +557,7 @@ void loom_rt_destroy(loom_rt *rt)
             vkDestroyCommandPool(rt->device, rt->cmd_pool, NULL);
         vkDestroyDevice(rt->device, NULL);
     }
+    rt_trace_destroy(rt);   /* creation failed before the device: nothing recorded */
     if (rt->messenger)
         rt->destroy_messenger(rt->instance, rt->messenger, NULL);
     if (rt->instance)

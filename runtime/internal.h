@@ -101,7 +101,24 @@ typedef struct rt_copy {
     VkQueryPool queries;
     uint64_t last_step;
     uint64_t timed_step;     /* last step whose GPU time is in the counters */
+    uint64_t submit_ns;      /* tracing: host clock at the last submit */
 } rt_copy;
+
+/* The concurrency groups of a program as recorded (a new group at every
+ * recorded barrier, except one before the first node), their labels, and
+ * which timestamp ends each. Shared by the program and the trace's steps,
+ * which outlive it: reference-counted. */
+typedef struct rt_groups {
+    uint32_t refs;
+    uint32_t n;              /* groups, at least 1 */
+    uint32_t *first;         /* n + 1: group g is nodes [first[g], first[g + 1]) */
+    uint32_t *end_query;     /* n: the timestamp written after group g */
+    uint32_t *dispatches;    /* n */
+    uint32_t *label;         /* n: offsets into text */
+    char *text;
+    size_t bytes;            /* of the one allocation behind all of the above */
+    char program[48];        /* the graph's name */
+} rt_groups;
 
 struct loom_rt_program {
     loom_rt *rt;
@@ -115,6 +132,12 @@ struct loom_rt_program {
     rt_copy *copies;         /* the ring of replays in flight */
     uint32_t n_copies;
     uint32_t n_queries;      /* per copy; 0 without timestamps */
+    /* Profiling or tracing: the groups, the timestamps of one replay as
+     * read back, and the sums over profiled replays. NULL/0 otherwise. */
+    rt_groups *groups;
+    uint64_t *ticks;         /* n_queries */
+    uint64_t *group_ticks;   /* groups->n: summed over profiled replays */
+    uint64_t prof_steps, prof_step_ticks;
     uint32_t n_dispatches, n_barriers;
     bool host_barrier;       /* a buffer the host may read is written: end with a host-read barrier */
     uint64_t last_step;
@@ -172,8 +195,9 @@ struct loom_rt {
 
     loom_cache *plans;       /* loom_rt_compile's cache, made on first use */
     uint32_t plan_cache_capacity;
-    bool profile;
+    loom_rt_profile_level profile;
     bool timestamps;         /* a timestamp pair around every replay */
+    struct rt_trace *trace;  /* NULL unless tracing */
     uint32_t in_flight;      /* copies per program; 0: LOOM_RT_DEFAULT_IN_FLIGHT */
     volatile uint64_t validation_messages;
     loom_rt_counters counters;
@@ -251,6 +275,47 @@ void rt_pipeline_cache_close(loom_rt *rt);
 
 /* program.c */
 void rt_program_destroy(loom_rt_program *p);
+
+/* Whether a barrier is recorded before node i: the rule record_nodes
+ * follows and the group table mirrors. Unscheduled graphs get one between
+ * every pair; the leading barrier already orders the first node. */
+static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
+{
+    return n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+}
+
+/* profile.c */
+/* Group timestamps are wanted: profiling or tracing. */
+static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != LOOM_PROFILE_OFF || rt->trace; }
+/* Makes p->groups, p->ticks and p->group_ticks and sets p->n_queries, when
+ * rt_group_queries(rt). */
+loom_result rt_profile_setup(loom_rt_program *p);
+void rt_profile_destroy(loom_rt_program *p);
+void rt_groups_unref(loom_rt *rt, rt_groups *gr);
+/* Reads every timestamp of copy c's completed replay, counts its GPU time
+ * and adds it to the profile and the trace. */
+void rt_profile_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c);
+
+/* trace.c */
+typedef struct rt_trace rt_trace;
+/* Parses $LOOM_TRACE / desc; rt->trace stays NULL when not tracing. */
+loom_result rt_trace_create(loom_rt *rt, const char *path, uint32_t steps);
+/* After the device exists: clock calibration where the device offers it. */
+void rt_trace_device_ready(loom_rt *rt);
+/* The device extension to enable for calibration, or NULL. */
+const char *rt_trace_device_extension(loom_rt *rt);
+/* Writes the file (when tracing) and frees the trace. */
+void rt_trace_destroy(loom_rt *rt);
+uint64_t rt_trace_now(void);
+/* Test hook: forget the calibration, so the trace aligns GPU time by the
+ * submit rule as on a device without calibrated timestamps. */
+void rt_trace_test_uncalibrated(loom_rt *rt);
+/* A host span; step 0: none; key/value may be NULL. */
+void rt_trace_cpu(loom_rt *rt, const char *name, uint64_t t0, uint64_t t1, uint64_t step, const char *key,
+                  const char *value);
+/* One completed replay of p: its step id, the host clock at submit and
+ * every timestamp (p->n_queries ticks). */
+void rt_trace_gpu(loom_rt *rt, loom_rt_program *p, uint64_t step, uint64_t submit_ns, const uint64_t *ticks);
 
 /* sync.c */
 /* Submits cmd signalling the next step; *out_step gets it. */

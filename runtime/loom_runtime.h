@@ -27,6 +27,18 @@ typedef struct loom_rt_program loom_rt_program;
 
 typedef enum loom_log_level { LOOM_LOG_DEBUG, LOOM_LOG_INFO, LOOM_LOG_WARN, LOOM_LOG_ERROR } loom_log_level;
 
+/* What GPU timestamps a program records (see loom_rt_profile_get). */
+typedef enum loom_rt_profile_level {
+    LOOM_PROFILE_OFF = 0,
+    /* One timestamp at the step's start and one at the end of every
+     * concurrency group (the nodes between two barriers), written just
+     * before the barrier that ends it, where the queue drains anyway. */
+    LOOM_PROFILE_GROUPS = 1,
+    /* One after every node as well (loom_rt_program_timings): finer, but a
+     * timestamp inside a group costs GPU time of its own. */
+    LOOM_PROFILE_NODES = 2,
+} loom_rt_profile_level;
+
 typedef struct loom_rt_desc {
     /* Device index or name substring; NULL: $LOOM_DEVICE, else the first
      * discrete GPU, then integrated, then CPU. */
@@ -41,9 +53,11 @@ typedef struct loom_rt_desc {
     void *log_user;
     uint32_t spin_polls;               /* wait: counter polls before blocking; 0: default */
     uint32_t plan_cache_capacity;      /* plans kept by loom_rt_compile; 0: 64 */
-    /* Record a GPU timestamp after every node (also $LOOM_PROFILE=1), read
-     * with loom_rt_program_timings. Costs a little GPU time per node. */
-    bool profile;
+    /* GPU timestamps per concurrency group or per node, read with
+     * loom_rt_profile_get. $LOOM_PROFILE=1 (or "groups") and =2 (or
+     * "nodes") raise it; 0 and unset leave it. Applies to programs made
+     * after creation. */
+    loom_rt_profile_level profile;
     /* Replays of one program that may be in flight at once: each has its own
      * recorded command buffer and step-parameter buffer, recorded on first
      * need. 0: 3; at most 16. */
@@ -58,6 +72,14 @@ typedef struct loom_rt_desc {
      * the device's). loom_rt_compile compiles for it; programs refuse bindings
      * above it. */
     uint64_t max_binding_range;
+    /* Chrome trace-event JSON of the steps run (CPU spans and, on a GPU
+     * track, every group of every step), written to this file by
+     * loom_rt_trace_flush and by loom_rt_destroy; NULL: $LOOM_TRACE, else
+     * none. Implies group timestamps. See docs/profiling.md. */
+    const char *trace_path;
+    /* Steps the trace keeps, the newest (a ring; older ones are dropped and
+     * counted in the file's metadata), and 8 host spans per step. 0: 1024. */
+    uint32_t trace_steps;
 } loom_rt_desc;
 
 loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out);
@@ -191,8 +213,9 @@ loom_result loom_rt_program_write(loom_rt *rt, loom_rt_program *p, uint32_t buff
 /* GPU time of the program's last completed replay, per node in plan order:
  * node_us[i] is the time from the end of node i-1 (or the step's start) to
  * the end of node i, so a barrier's drain is charged to the node after it.
- * Needs a runtime created with .profile; waits for the last replay. n is the
- * capacity of node_us (the graph's node count); total_us may be NULL. */
+ * Needs a runtime created with .profile = LOOM_PROFILE_NODES; waits for the
+ * last replay. n is the capacity of node_us (the graph's node count);
+ * total_us may be NULL. */
 loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *node_us, uint32_t n, double *total_us);
 
 /* Adds the GPU time of every completed replay not yet counted to
@@ -200,6 +223,72 @@ loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *nod
  * or .profile). Never waits: call loom_rt_wait_idle first for a complete
  * sum. Replays are also counted when their copy is reused or freed. */
 void loom_rt_collect_timestamps(loom_rt *rt);
+
+/* ---- profile: GPU time per concurrency group and per op kind ------------ */
+
+/* A group is a run of nodes in plan order between two recorded barriers.
+ * Its time runs from the timestamp that ends the group before it (or the
+ * step's first timestamp) to its own: the drain and refill of the barrier
+ * in front of it are charged to it, and the groups of a step add up to the
+ * step. */
+typedef struct loom_rt_profile_group {
+    uint32_t index;                 /* the group's place in plan order */
+    uint32_t first_node, n_nodes;   /* nodes [first_node, first_node + n_nodes) of the program's graph */
+    uint32_t dispatches;
+    double us;                      /* mean GPU time per profiled step */
+    char label[64];                 /* its op kinds, e.g. "MATVEC_ADD" or "COPY x8" or "ADD x2 + MUL" */
+} loom_rt_profile_group;
+
+typedef struct loom_rt_profile_op {
+    /* A group's time split evenly among its dispatches, summed by op kind:
+     * the kinds add up to the step. */
+    double us;                      /* mean per profiled step */
+    uint32_t nodes;                 /* dispatches of this kind per step */
+    uint32_t groups;                /* groups holding at least one of them */
+} loom_rt_profile_op;
+
+typedef struct loom_rt_profile {
+    uint64_t steps;                 /* completed replays summed (since creation or reset) */
+    /* Per step. groups == barriers + 1, except where the graph opens with
+     * a barrier sentinel: that barrier starts no group. */
+    uint32_t groups, barriers, dispatches;
+    double step_us;                 /* mean GPU time of a step: first to last timestamp */
+    loom_rt_profile_op ops[LOOM_OP_COUNT];
+} loom_rt_profile;
+
+/* The profile of program p: every completed replay is counted once, when
+ * its copy is reused or by this call (which never waits: loom_rt_wait_idle
+ * first for the newest). Needs group timestamps (.profile, or tracing),
+ * else LOOM_UNSUPPORTED; LOOM_NOT_FOUND before the first completed replay. */
+loom_result loom_rt_profile_get(loom_rt *rt, loom_rt_program *p, loom_rt_profile *out);
+/* The groups in plan order: up to cap of them into out (may be NULL when
+ * cap is 0); *n gets the program's group count. Same rules as above. */
+loom_result loom_rt_profile_groups(loom_rt *rt, loom_rt_program *p, loom_rt_profile_group *out, uint32_t cap,
+                                   uint32_t *n);
+/* Forgets the replays summed so far (e.g. after a warm-up). */
+void loom_rt_profile_reset(loom_rt *rt, loom_rt_program *p);
+/* The level the runtime records at (desc and $LOOM_PROFILE together). */
+loom_rt_profile_level loom_rt_profiling(const loom_rt *rt);
+
+/* ---- trace: Chrome trace-event JSON ------------------------------------- */
+
+/* True when the runtime records a trace (.trace_path or $LOOM_TRACE). */
+bool loom_rt_tracing(const loom_rt *rt);
+/* The host clock of the trace, in ns (CLOCK_MONOTONIC). */
+uint64_t loom_rt_trace_clock(void);
+/* Adds a span [begin_ns, end_ns) to the host track, e.g. a frontend's
+ * capture; end_ns 0 means now. Names and the optional argument (key and
+ * value may be NULL) are copied, cut to 23 bytes. Does nothing when not
+ * tracing. The runtime itself records compile (loom_rt_compile), record,
+ * submit and wait spans. */
+void loom_rt_trace_span(loom_rt *rt, const char *name, uint64_t begin_ns, uint64_t end_ns, const char *key,
+                        const char *value);
+/* Writes the trace file now with every completed step recorded so far
+ * (never waits for the GPU); the file is replaced whole (written beside it,
+ * then renamed), so it is valid JSON whenever it exists. Tracing goes on.
+ * LOOM_IO naming the path on failure; LOOM_OK and nothing when not tracing;
+ * LOOM_INVALID_ARGUMENT for a NULL rt. */
+loom_result loom_rt_trace_flush(loom_rt *rt);
 
 /* Convenience for tests and tools: program_create + replay + wait + release. */
 loom_result loom_rt_run_graph(loom_rt *rt, const loom_graph *g, const loom_step_params *params);

@@ -72,7 +72,10 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
     if (!o.max_binding_range || o.max_binding_range > rt->max_binding_range)
         o.max_binding_range = rt->max_binding_range;
     bool h = false;
+    uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     rc = loom_cache_compile(rt->plans, g, &o, out, &h);
+    if (t0)
+        rt_trace_cpu(rt, "compile", t0, rt_trace_now(), 0, "cache", rc ? "failed" : h ? "hit" : "miss");
     if (hit)
         *hit = h;
     return rc;

@@ -247,8 +247,10 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
     VkCommandBuffer cmd = c->cmd;
     bool scheduled = loom_graph_scheduled(g);
     bool labels = rt->debug_utils;
-    bool per_node = c->queries && rt->profile;
-    uint32_t group = LOOM_NONE, barriers = 0, dispatches = 0;
+    bool per_node = c->queries && rt->profile == LOOM_PROFILE_NODES;
+    /* Group timestamps: one before each barrier that opens a new group. */
+    const uint32_t *group_first = c->queries && p->groups && !per_node ? p->groups->first : NULL;
+    uint32_t group_at = 1, group = LOOM_NONE, barriers = 0, dispatches = 0;
     bool group_open = false;
     VkPipeline bound = VK_NULL_HANDLE;
     char text[160];
@@ -262,9 +264,9 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
             label(rt, cmd, text, 0.3f, 0.6f, 0.9f);
             group_open = true;
         }
-        /* Unscheduled: a barrier between every pair; the leading barrier
-         * already orders the first node. */
-        bool need = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+        if (group_first && group_at < p->groups->n && i == group_first[group_at])
+            vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, group_at++);
+        bool need = rt_node_barrier(n, i, scheduled);
         if (need) {
             cmd_barrier(cmd);
             barriers++;
@@ -343,8 +345,9 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     if (c->queries)
         vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
     record_nodes(p, c);
-    if (c->queries && !rt->profile)
-        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
+    /* The step's end (and the last group's); per node, the last node wrote it. */
+    if (c->queries && rt->profile != LOOM_PROFILE_NODES)
+        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, p->n_queries - 1);
     if (p->host_barrier) {
         VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
@@ -359,6 +362,17 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     return LOOM_OK;
 }
 
+/* record_copy with a host span in the trace: recording is CPU time a
+ * replay pays on a copy's first use. */
+static loom_result record_traced(loom_rt_program *p, rt_copy *c)
+{
+    uint64_t t0 = p->rt->trace ? rt_trace_now() : 0;
+    loom_result rc = record_copy(p, c);
+    if (t0)
+        rt_trace_cpu(p->rt, "record", t0, rt_trace_now(), 0, "program", loom_graph_name(p->g));
+    return rc;
+}
+
 /* ---- GPU time per replay ------------------------------------------------ */
 
 /* Adds a completed, not yet counted replay of copy c to the counters. The
@@ -367,6 +381,10 @@ static void harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
 {
     if (!c->queries || !c->last_step || c->last_step <= c->timed_step || c->last_step > rt->completed)
         return;
+    if (p->groups) {
+        rt_profile_harvest(rt, p, c);
+        return;
+    }
     uint64_t t0 = 0, t1 = 0;
     VkResult a = vkGetQueryPoolResults(rt->device, c->queries, 0, 1, sizeof t0, &t0, sizeof t0,
                                        VK_QUERY_RESULT_64_BIT);
@@ -411,6 +429,7 @@ void rt_program_destroy(loom_rt_program *p)
     uint32_t n_nodes = p->g ? loom_graph_node_count(p->g) : 0;
     /* Destroyed only once its submissions completed: count their time. */
     harvest_program(rt, p);
+    rt_profile_destroy(p);
     for (uint32_t i = 0; i < p->n_copies; i++) {
         rt_copy *c = &p->copies[i];
         if (c->cmd)
@@ -453,13 +472,15 @@ static loom_result program_setup(loom_rt_program *p)
         return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
     memset(p->copies, 0, k * sizeof *p->copies);
     p->n_copies = k;
-    p->n_queries = rt->profile ? n_nodes + 1 : rt->timestamps ? 2 : 0;
+    p->n_queries = rt->timestamps ? 2 : 0;
     p->n_slots = n_slots;
     if (p->n_slots)
         memset(p->slots, 0, p->n_slots * sizeof *p->slots);
     if (n_nodes)
         memset(p->pipes, 0, n_nodes * sizeof *p->pipes);
-    loom_result rc = resolve_buffers(p);
+    loom_result rc = rt_profile_setup(p);   /* may set n_queries */
+    if (!rc)
+        rc = resolve_buffers(p);
     uint32_t n_sets = 0, n_descs = 0;
     if (!rc)
         rc = zero_state(p);
@@ -479,7 +500,7 @@ static loom_result program_setup(loom_rt_program *p)
         if (vr != VK_SUCCESS)
             return rt_vk_fail(rt, vr, "vkCreateDescriptorPool");
     }
-    return record_copy(p, &p->copies[0]);
+    return record_traced(p, &p->copies[0]);
 }
 
 loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_program **out)
@@ -561,7 +582,7 @@ static loom_result pick_copy(loom_rt *rt, loom_rt_program *p, rt_copy **out)
     }
     loom_result rc;
     if (fresh) {
-        if ((rc = record_copy(p, fresh)))
+        if ((rc = record_traced(p, fresh)))
             return rc;
         *out = fresh;
         return LOOM_OK;
@@ -588,6 +609,7 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     if ((rc = pick_copy(rt, p, &c)))
         return rc;
     harvest(rt, p, c);   /* its timestamps are about to be overwritten */
+    uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     if (params && c->params.mapped) {
         uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;
         memcpy(c->params.mapped, params, n);
@@ -595,6 +617,10 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     uint64_t step;
     if ((rc = rt_submit(rt, c->cmd, &step)))
         return rc;
+    if (t0) {
+        c->submit_ns = t0;
+        rt_trace_cpu(rt, "submit", t0, rt_trace_now(), step, NULL, NULL);
+    }
     c->last_step = step;
     __atomic_store_n(&p->last_step, step, __ATOMIC_RELEASE);   /* read by attachment_busy on other threads */
     if (p->host_barrier)
@@ -740,8 +766,9 @@ loom_result loom_rt_program_timings(loom_rt *rt, loom_rt_program *p, double *nod
     for (uint32_t i = 1; i < p->n_copies; i++)
         if (p->copies[i].last_step > c->last_step)
             c = &p->copies[i];
-    if (!c->queries || !rt->profile)
-        return loom_fail(LOOM_UNSUPPORTED, "loom_rt_program_timings: the runtime was created without .profile");
+    if (!c->queries || rt->profile != LOOM_PROFILE_NODES)
+        return loom_fail(LOOM_UNSUPPORTED, "loom_rt_program_timings: the runtime was created without .profile = "
+                         "LOOM_PROFILE_NODES (LOOM_PROFILE=2)");
     if (!c->last_step)
         return loom_fail(LOOM_NOT_FOUND, "loom_rt_program_timings: the program has not been replayed");
     loom_result rc = loom_rt_wait(rt, c->last_step);

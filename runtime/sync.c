@@ -94,11 +94,14 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
         rt_collect(rt);
         return LOOM_OK;
     }
+    uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     for (uint32_t i = 0; i < rt->spin_polls; i++) {
         if ((rc = rt_poll(rt)))
             return rc;
         if (step <= rt->completed) {
             rt->counters.waits_spun++;
+            if (t0)
+                rt_trace_cpu(rt, "wait", t0, rt_trace_now(), step, "how", "spin");
             rt_collect(rt);
             return LOOM_OK;
         }
@@ -116,6 +119,8 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkWaitSemaphores");
     rt->counters.waits_blocked++;
+    if (t0)
+        rt_trace_cpu(rt, "wait", t0, rt_trace_now(), step, "how", "block");
     if ((rc = rt_poll(rt)))
         return rc;
     rt_collect(rt);

@@ -26,7 +26,7 @@ for c in dump compile info bench; do
     expect 0 "$c" --help
     expect 0 "$c" -h
 done
-for b in micro ops cache compile; do
+for b in micro ops cache compile profile; do
     expect 0 bench "$b" --help
     expect 2 bench "$b" --no-such-option
 done

@@ -1,12 +1,15 @@
 #version 450
 // ARGMAX: out[0] = index of the largest of n elements, lowest index on
-// ties, in one workgroup. Each invocation scans its elements in ascending
-// order, then pairs combine in a tree; UINT_MAX marks "no element yet".
+// ties, in one workgroup. Each invocation scans its elements (t, t + 256,
+// ...) in ascending order, UNROLL loads issued together per round so the
+// scan is n / (256 * UNROLL) round trips, not n / 256; then pairs combine
+// in a tree. UINT_MAX marks "no element yet".
 layout(local_size_x = 256) in;
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1) writeonly buffer Out { uint result[]; };
 layout(push_constant) uniform Pc { uint n; } pc;
 const uint NONE = 0xffffffffu;
+#define UNROLL 8u
 shared float best_v[256];
 shared uint best_i[256];
 
@@ -20,11 +23,18 @@ void main()
     uint t = gl_LocalInvocationID.x;
     float bv = 0.0;
     uint bi = NONE;
-    for (uint i = t; i < pc.n; i += 256u) {
-        float v = x[i];
-        if (better(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
+    for (uint base = t; base < pc.n; base += 256u * UNROLL) {
+        float v[UNROLL];
+        for (uint j = 0u; j < UNROLL; j++) {
+            uint i = base + j * 256u;
+            v[j] = i < pc.n ? x[i] : 0.0;
+        }
+        for (uint j = 0u; j < UNROLL; j++) {
+            uint i = base + j * 256u;
+            if (i < pc.n && better(v[j], i, bv, bi)) {
+                bv = v[j];
+                bi = i;
+            }
         }
     }
     best_v[t] = bv;

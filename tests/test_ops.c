@@ -459,14 +459,18 @@ END_TEST
 
 START_TEST(argmax)
 {
-    static const uint32_t sizes[] = { 1, 7, 1000, 3001 };
+    /* 40000: many rounds of the kernel's unrolled loads */
+    static const uint32_t sizes[] = { 1, 7, 1000, 3001, 40000 };
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         seed(1000 + s);
         uint32_t n = sizes[s];
         float *x = rand_f32(n, 1);
-        /* a tie for the maximum: the lower index must win */
+        /* a tie for the maximum: the lower index must win, also against a
+         * later element of the same invocation's round (index + 3 * 256) */
         x[n - 1] = 5.0f;
         x[n * 2 / 3] = 5.0f;
+        if (n > 4000)
+            x[n * 2 / 3 + 768] = 5.0f;
         uint32_t want = loom_ref_argmax(x, n);
         ck_assert_uint_eq(want, n * 2 / 3);
         harness h = begin();

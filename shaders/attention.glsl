@@ -51,13 +51,9 @@ void main()
     uint h = gl_WorkGroupID.x / pc.splits, split = gl_WorkGroupID.x % pc.splits;
     uint kvh = h / (pc.n_heads / pc.n_kv_heads);
     uint dim = pc.n_kv_heads * hd, koff = kvh * hd;
-    // Shares of the whole cache, not of the rows in use, so that the first
-    // pass's K and V addresses do not wait for kv_len to arrive: its loads
-    // go out with q's, and rows at or past kv_len are masked afterwards.
-    uint share = (pc.max_seq + pc.splits - 1u) / pc.splits;
-    uint first = min(pc.max_seq, split * share), end = min(pc.max_seq, first + share);
     uint len = min(step_params.kv_len, pc.max_seq);
-    uint last = max(first, min(len, end));
+    uint share = (len + pc.splits - 1u) / pc.splits;
+    uint first = min(len, split * share), last = min(len, first + share);
     uint r = t / TPR, c = t % TPR;   // row slot r takes rows r, r + RPP, ...
 
     float qv[DPT], kv[RPT][DPT], vv[RPT][DPT], acc[DPT];
@@ -67,25 +63,18 @@ void main()
         acc[k] = 0.0;
     }
     float m = NEG_BIG, l = 0.0;
-    for (uint base = first; base < end; base += RPT * RPP) {
+    for (uint base = first; base < last; base += RPT * RPP) {
         for (uint i = 0u; i < RPT; i++) {
             uint row = base + r + i * RPP;
+            bool live = row < last;
             uint at = row * dim + koff;
             for (uint k = 0u; k < DPT; k++) {
                 uint d = c + k * TPR;
-                bool ok = row < end && d < hd;
+                bool ok = live && d < hd;
                 kv[i][k] = ok ? kcache[at + d] : 0.0;
                 vv[i][k] = ok ? vcache[at + d] : 0.0;
             }
         }
-        if (base >= last)   // uniform: no row of this pass is in use
-            break;
-        // Rows past kv_len hold whatever the cache had (even NaN): their V
-        // values are dropped here and their scores below.
-        for (uint i = 0u; i < RPT; i++)
-            if (base + r + i * RPP >= last)
-                for (uint k = 0u; k < DPT; k++)
-                    vv[i][k] = 0.0;
         for (uint i = 0u; i < RPT; i++) {
             float s = 0.0;
             for (uint k = 0u; k < DPT; k++)

@@ -265,10 +265,6 @@ uint best_row = 0xffffffffu;
 
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
 // invocation 0's best.
-#ifdef MV_QKV
-uint step_pos;   // read before the weights stream, not in the epilogue
-#endif
-
 void block()
 {
     const uint NS = MV_ROWS * NMAT + 1u;   // the last slot sums x^2
@@ -354,7 +350,7 @@ void block()
     if (t < np && live[t]) {
         float va = total[t] * scale, vb = total[t + np] * scale;
         uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
-        uint pos = step_pos;
+        uint pos = step_params.pos;
         if (m < 2u) {
             uint i = la % pc.head_dim;   // < head_dim / 2 by construction
             float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
@@ -454,9 +450,6 @@ void main()
         }
     }
 #else
-#ifdef MV_QKV
-    step_pos = step_params.pos;
-#endif
     wg_block = gl_WorkGroupID.x;
     block();
 #endif

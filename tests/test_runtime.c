@@ -511,7 +511,7 @@ static void ring_case(uint32_t k)
     bool saw_wait = false;
     /* The host may be descheduled long enough for the GPU to catch up, so a
      * run where nothing was busy at the K+1th replay retries, longer. */
-    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_wait; attempt++, iters *= 2) {
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 7 && !saw_wait; attempt++, iters *= 2) {
         uint32_t zero[N] = { 0 }, out[N];
         OK(loom_rt_buffer_write(rt, o, 0, zero, sizeof zero));
         loom_graph *g = graph_new();
@@ -827,7 +827,7 @@ START_TEST(test_host_input_in_flight)
     loom_rt_buffer *in = rbuf(rt, "in", LOOM_USAGE_INPUT, N * 4), *out = rbuf(rt, "out", LOOM_USAGE_OUTPUT, N * 4);
     loom_rt_buffer *other = rbuf(rt, "other", LOOM_USAGE_INPUT, N * 4), *busy = rbuf(rt, "busy", 0, 256);
     bool saw_wait = false;
-    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_wait; attempt++, iters *= 2) {
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 7 && !saw_wait; attempt++, iters *= 2) {
         loom_graph *g = graph_new();
         uint32_t gin = gext(g, in, "in"), gout = gext(g, out, "out");
         spin(g, gext(g, busy, "busy"), iters);
@@ -894,7 +894,9 @@ START_TEST(test_host_read_last_writer)
     OK(loom_rt_program_create(rt, g, &writer));
     loom_graph_destroy(g);
     bool saw_busy = false;
-    for (uint32_t iters = 2000000, attempt = 0; attempt < 4 && !saw_busy; attempt++, iters *= 2) {
+    /* Longer spins until one outlasts the reads: a loaded machine may not run
+     * this thread again before a short one ends. */
+    for (uint32_t iters = 2000000, attempt = 0; attempt < 7 && !saw_busy; attempt++, iters *= 2) {
         g = graph_new();
         spin(g, gext(g, busy, "busy"), iters);
         addk(g, gext(g, w, "w"), gext(g, tmp, "tmp"), 1);

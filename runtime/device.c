@@ -1,8 +1,10 @@
 /* The Vulkan instance and device behind a loom_rt: loader setup, optional
  * validation (with synchronization validation, messages counted), device
- * choice (LOOM_DEVICE, else discrete > integrated > CPU), queue, timeline
- * semaphore, and the descriptive calls (info, device listing, counters). */
-#include <stdarg.h>
+ * choice (LOOM_DEVICE, else discrete > integrated > CPU), the VkDevice and
+ * its queue, what the device's memory types allow the host, and the
+ * descriptive calls (info, device listing, counters). Each creation is a
+ * row of short steps: choose what to enable, fill the create info, create,
+ * fetch what creation made available. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,102 +1,14 @@
 /* The Vulkan instance and device behind a loom_rt: loader setup, optional
  * validation (with synchronization validation, messages counted), device
- * choice (LOOM_DEVICE, else discrete > integrated > CPU), queue, timeline
- * semaphore, and the descriptive calls (info, device listing, counters). */
-#include <stdarg.h>
+ * choice (LOOM_DEVICE, else discrete > integrated > CPU), the VkDevice and
+ * its queue, what the device's memory types allow the host, and the
+ * descriptive calls (info, device listing, counters). Each creation is a
+ * row of short steps: choose what to enable, fill the create info, create,
+ * fetch what creation made available. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
-
-/* ---- small helpers ------------------------------------------------------ */
-
-void *rt_alloc_bytes(loom_rt *rt, size_t n) { return rt->a.realloc(rt->a.user, NULL, 0, n); }
-
-void rt_free_bytes(loom_rt *rt, void *p, size_t n)
-{
-    if (p)
-        rt->a.realloc(rt->a.user, p, n, 0);
-}
-
-bool rt_grow(loom_rt *rt, void **p, uint32_t *cap, uint32_t need, size_t es)
-{
-    if (need <= *cap)
-        return true;
-    uint32_t nc = *cap ? *cap * 2 : 8;
-    while (nc < need)
-        nc *= 2;
-    void *q = rt->a.realloc(rt->a.user, *p, (size_t)*cap * es, (size_t)nc * es);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
-char *rt_strdup(loom_rt *rt, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = rt_alloc_bytes(rt, n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
-void rt_log(loom_rt *rt, loom_log_level level, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rt->log)
-        rt->log(rt->log_user, level, msg);
-    else if (level >= LOOM_LOG_WARN)
-        fprintf(stderr, "loom: %s\n", msg);
-}
-
-const char *rt_vk_str(VkResult vr)
-{
-    switch (vr) {
-    case VK_SUCCESS: return "VK_SUCCESS";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
-    default: return "VkResult(?)";
-    }
-}
-
-loom_result rt_vk_fail(loom_rt *rt, VkResult vr, const char *what)
-{
-    if (vr == VK_ERROR_DEVICE_LOST) {
-        if (rt)
-            rt->lost = true;
-        return loom_fail(LOOM_DEVICE_LOST, "%s: %s", what, rt_vk_str(vr));
-    }
-    if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY)
-        return loom_fail(LOOM_DEVICE_OOM, "%s: %s", what, rt_vk_str(vr));
-    if (vr == VK_ERROR_OUT_OF_HOST_MEMORY)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "%s: %s", what, rt_vk_str(vr));
-    return loom_fail(LOOM_VULKAN, "%s: %s (%d)", what, rt_vk_str(vr), (int)vr);
-}
-
-void rt_inject_vk_failure(loom_rt *rt, const char *call, int vr)
-{
-    rt->inject_call = call;
-    rt->inject_result = (VkResult)vr;
-}
-
-loom_result rt_check_lost(const loom_rt *rt, const char *fn)
-{
-    return rt->lost ? loom_fail(LOOM_DEVICE_LOST, "%s: the device was lost", fn) : LOOM_OK;
-}
 
 /* ---- instance ----------------------------------------------------------- */
 
@@ -145,37 +57,40 @@ static bool has_instance_ext(const char *name)
 }
 
 static const char VALIDATION_LAYER[] = "VK_LAYER_KHRONOS_validation";
+static const VkValidationFeatureEnableEXT SYNC_VALIDATION[] = {
+    VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT,
+};
 
-static loom_result create_instance(loom_rt *rt)
+/* Debug utils where the loader has them (labels, and validation's
+ * messages); validation needs both the layer and them. */
+static loom_result instance_extensions(loom_rt *rt, const char **exts, uint32_t *n_exts)
 {
-    VkApplicationInfo app = {
-        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-        .pApplicationName = "loom",
-        .pEngineName = "loom",
-        .apiVersion = VK_API_VERSION_1_2,
-    };
-    const char *exts[1];
-    uint32_t n_exts = 0;
     rt->debug_utils = has_instance_ext(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     if (rt->debug_utils)
-        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-    if (rt->validate) {
-        if (!has_layer(VALIDATION_LAYER))
-            return loom_fail(LOOM_UNSUPPORTED, "validation was requested (desc.validate or LOOM_VALIDATE=1) but "
-                             "%s is not installed", VALIDATION_LAYER);
-        if (!rt->debug_utils)
-            return loom_fail(LOOM_UNSUPPORTED, "validation needs %s, which the loader does not offer",
-                             VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-    }
-    VkValidationFeatureEnableEXT enables[] = { VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT };
-    VkValidationFeaturesEXT features = {
+        exts[(*n_exts)++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    if (!rt->validate)
+        return LOOM_OK;
+    if (!has_layer(VALIDATION_LAYER))
+        return loom_fail(LOOM_UNSUPPORTED, "validation was requested (desc.validate or LOOM_VALIDATE=1) but "
+                         "%s is not installed", VALIDATION_LAYER);
+    if (!rt->debug_utils)
+        return loom_fail(LOOM_UNSUPPORTED, "validation needs %s, which the loader does not offer",
+                         VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    return LOOM_OK;
+}
+
+/* Warnings and errors of every kind to on_debug_message, with
+ * synchronization validation enabled through the chain. */
+static void messenger_info(loom_rt *rt, VkValidationFeaturesEXT *features, VkDebugUtilsMessengerCreateInfoEXT *mci)
+{
+    *features = (VkValidationFeaturesEXT){
         .sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
         .enabledValidationFeatureCount = 1,
-        .pEnabledValidationFeatures = enables,
+        .pEnabledValidationFeatures = SYNC_VALIDATION,
     };
-    VkDebugUtilsMessengerCreateInfoEXT mci = {
+    *mci = (VkDebugUtilsMessengerCreateInfoEXT){
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-        .pNext = &features,
+        .pNext = features,
         .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
                            VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
         .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
@@ -183,6 +98,50 @@ static loom_result create_instance(loom_rt *rt)
                        VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
         .pfnUserCallback = on_debug_message,
         .pUserData = rt,
+    };
+}
+
+/* The messenger that outlives instance creation (the chained one covers
+ * only vkCreateInstance itself). */
+static loom_result messenger_create(loom_rt *rt, VkDebugUtilsMessengerCreateInfoEXT *mci)
+{
+    PFN_vkCreateDebugUtilsMessengerEXT create =
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(rt->instance, "vkCreateDebugUtilsMessengerEXT");
+    rt->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+        rt->instance, "vkDestroyDebugUtilsMessengerEXT");
+    mci->pNext = NULL;
+    if (!create || !rt->destroy_messenger)
+        return loom_fail(LOOM_UNSUPPORTED, "vkCreateDebugUtilsMessengerEXT is missing");
+    VkResult vr = create(rt->instance, mci, NULL, &rt->messenger);
+    return vr == VK_SUCCESS ? LOOM_OK : rt_vk_fail(rt, vr, "vkCreateDebugUtilsMessengerEXT");
+}
+
+static void labels_fetch(loom_rt *rt)
+{
+    if (!rt->debug_utils)
+        return;
+    rt->begin_label = (PFN_vkCmdBeginDebugUtilsLabelEXT)vkGetInstanceProcAddr(rt->instance,
+                                                                             "vkCmdBeginDebugUtilsLabelEXT");
+    rt->end_label = (PFN_vkCmdEndDebugUtilsLabelEXT)vkGetInstanceProcAddr(rt->instance,
+                                                                         "vkCmdEndDebugUtilsLabelEXT");
+    rt->debug_utils = rt->begin_label && rt->end_label;
+}
+
+static loom_result create_instance(loom_rt *rt)
+{
+    const char *exts[1];
+    uint32_t n_exts = 0;
+    loom_result rc = instance_extensions(rt, exts, &n_exts);
+    if (rc)
+        return rc;
+    VkValidationFeaturesEXT features;
+    VkDebugUtilsMessengerCreateInfoEXT mci;
+    messenger_info(rt, &features, &mci);
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "loom",
+        .pEngineName = "loom",
+        .apiVersion = VK_API_VERSION_1_2,
     };
     VkInstanceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
@@ -197,25 +156,9 @@ static loom_result create_instance(loom_rt *rt)
     VkResult vr = vkCreateInstance(&ci, NULL, &rt->instance);
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkCreateInstance");
-    if (rt->validate) {
-        PFN_vkCreateDebugUtilsMessengerEXT create =
-            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(rt->instance, "vkCreateDebugUtilsMessengerEXT");
-        rt->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            rt->instance, "vkDestroyDebugUtilsMessengerEXT");
-        mci.pNext = NULL;
-        if (!create || !rt->destroy_messenger)
-            return loom_fail(LOOM_UNSUPPORTED, "vkCreateDebugUtilsMessengerEXT is missing");
-        vr = create(rt->instance, &mci, NULL, &rt->messenger);
-        if (vr != VK_SUCCESS)
-            return rt_vk_fail(rt, vr, "vkCreateDebugUtilsMessengerEXT");
-    }
-    if (rt->debug_utils) {
-        rt->begin_label = (PFN_vkCmdBeginDebugUtilsLabelEXT)vkGetInstanceProcAddr(rt->instance,
-                                                                                 "vkCmdBeginDebugUtilsLabelEXT");
-        rt->end_label = (PFN_vkCmdEndDebugUtilsLabelEXT)vkGetInstanceProcAddr(rt->instance,
-                                                                             "vkCmdEndDebugUtilsLabelEXT");
-        rt->debug_utils = rt->begin_label && rt->end_label;
-    }
+    if (rt->validate && (rc = messenger_create(rt, &mci)))
+        return rc;
+    labels_fetch(rt);
     return LOOM_OK;
 }
 
@@ -232,7 +175,7 @@ static int type_rank(VkPhysicalDeviceType t)
     }
 }
 
-static const char *type_name(VkPhysicalDeviceType t)
+const char *rt_device_type_name(VkPhysicalDeviceType t)
 {
     switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
@@ -339,7 +282,9 @@ static bool device_has_extension(VkPhysicalDevice pd, const char *name)
     return found;
 }
 
-static loom_result create_device(loom_rt *rt)
+/* What the chosen device is: properties, subgroup size, memory types and
+ * the compute queue's family. */
+static void device_fetch(loom_rt *rt)
 {
     VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
     VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg };
@@ -348,30 +293,75 @@ static loom_result create_device(loom_rt *rt)
     rt->subgroup_size = sg.subgroupSize;
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
     compute_queue(rt->phys, &rt->queue_family);
+}
 
+/* The features chain of vkCreateDevice; filled in place, as it points into
+ * itself. */
+typedef struct device_features {
+    VkPhysicalDeviceFeatures2 want;
+    VkPhysicalDeviceVulkan12Features want12;
+    VkPhysicalDeviceVulkan11Features want11;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep;
+} device_features;
+
+/* Timeline semaphores always; kernels may use 16-bit storage / f16 math
+ * and int64 where present. */
+static void features_fill(loom_rt *rt, device_features *f)
+{
     VkPhysicalDeviceVulkan12Features have12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
     VkPhysicalDeviceFeatures2 have = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &have12 };
     vkGetPhysicalDeviceFeatures2(rt->phys, &have);
-    /* Kernels may use 16-bit storage / f16 math and int64 where present. */
-    VkPhysicalDeviceVulkan11Features want11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-    };
     VkPhysicalDeviceVulkan11Features have11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES };
     VkPhysicalDeviceFeatures2 have_b = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &have11 };
     vkGetPhysicalDeviceFeatures2(rt->phys, &have_b);
-    want11.storageBuffer16BitAccess = have11.storageBuffer16BitAccess;
-    VkPhysicalDeviceVulkan12Features want12 = {
+    f->want11 = (VkPhysicalDeviceVulkan11Features){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .storageBuffer16BitAccess = have11.storageBuffer16BitAccess,
+    };
+    f->want12 = (VkPhysicalDeviceVulkan12Features){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = &want11,
+        .pNext = &f->want11,
         .timelineSemaphore = VK_TRUE,
         .shaderFloat16 = have12.shaderFloat16,
         .storageBuffer8BitAccess = have12.storageBuffer8BitAccess,
     };
-    VkPhysicalDeviceFeatures2 want = {
+    f->want = (VkPhysicalDeviceFeatures2){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-        .pNext = &want12,
+        .pNext = &f->want12,
         .features = { .shaderInt64 = have.features.shaderInt64, .shaderInt16 = have.features.shaderInt16 },
     };
+    f->pep = (VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE,
+    };
+}
+
+/* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
+ * (registers, spills, ...) on stderr, where the device reports them.
+ * Tracing aligns GPU time to the host clock through calibrated timestamps
+ * where the device has them. */
+static void device_extensions(loom_rt *rt, device_features *f, const char **exts, uint32_t *n_exts)
+{
+    const char *stats = getenv("LOOM_KERNEL_STATS");
+    if (stats && *stats && strcmp(stats, "0") &&
+        device_has_extension(rt->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        exts[(*n_exts)++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+        f->want11.pNext = &f->pep;
+        rt->kernel_stats = true;
+    }
+    const char *ext = rt_trace_device_extension(rt);
+    if (ext)
+        exts[(*n_exts)++] = ext;
+}
+
+static loom_result create_device(loom_rt *rt)
+{
+    device_fetch(rt);
+    device_features f;
+    features_fill(rt, &f);
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    device_extensions(rt, &f, exts, &n_exts);
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -379,192 +369,89 @@ static loom_result create_device(loom_rt *rt)
         .queueCount = 1,
         .pQueuePriorities = &prio,
     };
-    /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
-     * (registers, spills, ...) on stderr, where the device reports them. */
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-        .pipelineExecutableInfo = VK_TRUE,
-    };
-    const char *dev_exts[2];
-    uint32_t n_dev_exts = 0;
-    const char *stats = getenv("LOOM_KERNEL_STATS");
-    if (stats && *stats && strcmp(stats, "0") && device_has_extension(rt->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-        dev_exts[n_dev_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
-        want11.pNext = &pep;
-        rt->kernel_stats = true;
-    }
-    /* Tracing aligns GPU time to the host clock through calibrated
-     * timestamps where the device has them. */
-    const char *ext = rt_trace_device_extension(rt);
-    if (ext)
-        dev_exts[n_dev_exts++] = ext;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-        .pNext = &want,
+        .pNext = &f.want,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
-        .enabledExtensionCount = n_dev_exts,
-        .ppEnabledExtensionNames = n_dev_exts ? dev_exts : NULL,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = n_exts ? exts : NULL,
     };
     VkResult vr = vkCreateDevice(rt->phys, &dci, NULL, &rt->device);
     if (vr != VK_SUCCESS)
         return rt_vk_fail(rt, vr, "vkCreateDevice");
     vkGetDeviceQueue(rt->device, rt->queue_family, 0, &rt->queue);
     rt_trace_device_ready(rt);
-
-    VkCommandPoolCreateInfo pci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = rt->queue_family,
-    };
-    vr = vkCreateCommandPool(rt->device, &pci, NULL, &rt->cmd_pool);
-    if (vr != VK_SUCCESS)
-        return rt_vk_fail(rt, vr, "vkCreateCommandPool");
-    VkSemaphoreTypeCreateInfo sti = {
-        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-        .initialValue = 0,
-    };
-    VkSemaphoreCreateInfo sci = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti };
-    vr = vkCreateSemaphore(rt->device, &sci, NULL, &rt->timeline);
-    if (vr != VK_SUCCESS)
-        return rt_vk_fail(rt, vr, "vkCreateSemaphore(timeline)");
     return LOOM_OK;
 }
 
-/* ---- create / destroy --------------------------------------------------- */
-
-/* The binding limit in force: the device's, or less when asked (the desc,
- * else $LOOM_MAX_BINDING_RANGE, where 0 means the device's), so tests can
- * make small devices. */
-static loom_result binding_limit(loom_rt *rt, uint64_t want)
+loom_result rt_device_create(loom_rt *rt, const char *want)
 {
-    uint64_t dev = rt->props.limits.maxStorageBufferRange;
-    const char *env = getenv("LOOM_MAX_BINDING_RANGE");
-    if (!want && env && *env) {
-        char *end;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (*end || env[0] < '0' || env[0] > '9')
-            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_MAX_BINDING_RANGE '%s' is not a byte count", env);
-        want = v;
-    }
-    rt->max_binding_range = want && want < dev ? want : dev;
-    if (rt->max_binding_range < dev)
-        rt_log(rt, LOOM_LOG_INFO, "binding limit %llu bytes (the device allows %llu)",
-               (unsigned long long)rt->max_binding_range, (unsigned long long)dev);
-    return LOOM_OK;
-}
-
-/* $LOOM_PROFILE: 1 or "groups", 2 or "nodes"; anything else leaves the
- * desc's level. */
-static loom_rt_profile_level profile_level(loom_rt_profile_level desc)
-{
-    const char *env = getenv("LOOM_PROFILE");
-    loom_rt_profile_level e = LOOM_PROFILE_OFF;
-    if (env && (!strcmp(env, "1") || !strcmp(env, "groups")))
-        e = LOOM_PROFILE_GROUPS;
-    else if (env && (!strcmp(env, "2") || !strcmp(env, "nodes")))
-        e = LOOM_PROFILE_NODES;
-    if (desc > LOOM_PROFILE_NODES)
-        desc = LOOM_PROFILE_NODES;
-    return e > desc ? e : desc;
-}
-
-loom_result loom_rt_create(const loom_rt_desc *desc, loom_rt **out)
-{
-    if (!out)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_create: out is NULL");
-    *out = NULL;
-    loom_rt_desc d = desc ? *desc : (loom_rt_desc){ 0 };
-    const loom_allocator *a = d.allocator ? d.allocator : loom_default_allocator();
-    loom_rt *rt = a->realloc(a->user, NULL, 0, sizeof *rt);
-    if (!rt)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "loom_rt_create: out of memory");
-    memset(rt, 0, sizeof *rt);
-    rt->a = *a;
-    rt->log = d.log;
-    rt->log_user = d.log_user;
-    rt->spin_polls = d.spin_polls ? d.spin_polls : LOOM_RT_DEFAULT_SPIN;
-    rt->plan_cache_capacity = d.plan_cache_capacity;
-    rt->in_flight = d.in_flight;
-    rt->timestamps = d.timestamps;
-    rt->profile = profile_level(d.profile);
-    const char *env = getenv("LOOM_VALIDATE");
-    rt->validate = d.validate || (env && !strcmp(env, "1"));
-    rt->next_serial = 1;
-
-    const char *dev = d.device ? d.device : getenv("LOOM_DEVICE");
-    const char *cache = d.pipeline_cache_path ? d.pipeline_cache_path : getenv("LOOM_PIPELINE_CACHE");
-    loom_result rc = rt_trace_create(rt, d.trace_path, d.trace_steps);
+    loom_result rc = create_instance(rt);
     if (!rc)
-        rc = create_instance(rt);
-    if (!rc)
-        rc = pick_device(rt, dev);
+        rc = pick_device(rt, want);
     if (!rc)
         rc = create_device(rt);
-    if (!rc)
-        rc = binding_limit(rt, d.max_binding_range);
-    if (!rc)
-        rc = rt_pipeline_cache_open(rt, cache && *cache ? cache : NULL);
-    if (rc) {
-        /* Nothing made yet can fail on destruction: the slot keeps rc's message. */
-        loom_rt_destroy(rt);
-        return loom_fail_wrap(rc, "loom_rt_create");
-    }
-    rt_log(rt, LOOM_LOG_INFO, "device: %s (%s)%s", rt->props.deviceName, type_name(rt->props.deviceType),
-           rt->validate ? ", validation on" : "");
-    *out = rt;
-    return LOOM_OK;
+    return rc;
 }
 
-void loom_rt_destroy(loom_rt *rt)
+void rt_device_destroy(loom_rt *rt)
 {
-    if (!rt)
-        return;
-    if (rt->device) {
-        vkDeviceWaitIdle(rt->device);
-        rt->completed = rt->submitted;
-        /* The plan cache first: its plans hold programs. */
-        loom_cache_destroy(rt->plans);
-        rt->plans = NULL;
-        /* Programs next: they hold references to buffers. */
-        while (rt->live_programs)
-            loom_rt_program_release(rt->live_programs);
-        rt_collect(rt);
-        while (rt->zombie_programs) {
-            loom_rt_program *p = rt->zombie_programs;
-            rt->zombie_programs = p->next_zombie;
-            rt_program_destroy(p);
-        }
-        rt_collect(rt);
-        /* Every replay was read back as its program died: the trace is
-         * complete. */
-        rt_trace_destroy(rt);
-        while (rt->zombie_buffers) {
-            loom_rt_buffer *b = rt->zombie_buffers;
-            rt->zombie_buffers = b->next_zombie;
-            rt_buffer_destroy(b);
-        }
-        for (uint32_t i = 0; i < rt->n_live; i++)
-            rt_buffer_destroy(rt->live[i]);
-        rt_free_bytes(rt, rt->live, (size_t)rt->cap_live * sizeof *rt->live);
-        rt_kernels_destroy(rt);
-        rt_pipeline_cache_close(rt);
-        rt_blocks_destroy(rt);
-        if (rt->timeline)
-            vkDestroySemaphore(rt->device, rt->timeline, NULL);
-        if (rt->cmd_pool)
-            vkDestroyCommandPool(rt->device, rt->cmd_pool, NULL);
+    if (rt->device)
         vkDestroyDevice(rt->device, NULL);
-    }
-    rt_trace_destroy(rt);   /* creation failed before the device: nothing recorded */
     if (rt->messenger)
         rt->destroy_messenger(rt->instance, rt->messenger, NULL);
     if (rt->instance)
         vkDestroyInstance(rt->instance, NULL);
-    loom_allocator a = rt->a;
-    a.realloc(a.user, rt, sizeof *rt, 0);
+    rt->device = VK_NULL_HANDLE;
+    rt->messenger = VK_NULL_HANDLE;
+    rt->instance = VK_NULL_HANDLE;
 }
+
+/* ---- memory kinds ------------------------------------------------------ */
+
+/* A device-local host-visible heap at least this large is a resizable BAR
+ * (all of VRAM, or most of it); the classic BAR window is 256 MiB. */
+#define REBAR_MIN (1ull << 30)
+
+loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
+                            uint64_t *window)
+{
+    uint64_t win = 0;
+    bool dl = false, dl_only = false;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        uint64_t heap = mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size;
+        bool local = f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host = f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+        dl |= local;
+        dl_only |= local && !host;
+        if (local && host && heap > win)
+            win = heap;
+    }
+    if (window)
+        *window = win;
+    /* A CPU or integrated device, or one whose device-local memory is all
+     * host-visible, has no second memory to stage through. */
+    if (props->deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+        props->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || (dl && !dl_only))
+        return LOOM_RT_MEMORY_UNIFIED;
+    if (!win)
+        return LOOM_RT_MEMORY_DISCRETE;
+    return win >= REBAR_MIN ? LOOM_RT_MEMORY_REBAR : LOOM_RT_MEMORY_BAR;
+}
+
+const char *loom_rt_memory_name(loom_rt_memory m)
+{
+    switch (m) {
+    case LOOM_RT_MEMORY_UNIFIED: return "unified memory";
+    case LOOM_RT_MEMORY_REBAR: return "device-local host-visible window (resizable BAR)";
+    case LOOM_RT_MEMORY_BAR: return "small device-local host-visible window (BAR)";
+    case LOOM_RT_MEMORY_DISCRETE: return "no device-local host-visible memory";
+    }
+    return "?";
+}
+
+/* ---- descriptive calls -------------------------------------------------- */
 
 uint64_t loom_rt_validation_messages(const loom_rt *rt) { return rt ? rt->validation_messages : 0; }
 
@@ -641,7 +528,7 @@ loom_result loom_rt_describe_devices(loom_str *out)
         VkPhysicalDeviceMemoryProperties mp;
         vkGetPhysicalDeviceMemoryProperties(pds[i], &mp);
         loom_str_printf(out, "[%u] %s — %s, Vulkan %u.%u.%u, vendor 0x%04x device 0x%04x%s\n", i, p.deviceName,
-                        type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
+                        rt_device_type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
                         VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion), p.vendorID,
                         p.deviceID, usable(pds[i]) ? "" : " (unusable: needs 1.2 + timeline semaphores)");
         uint64_t win;

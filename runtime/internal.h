@@ -1,6 +1,26 @@
 /* runtime/ private: the structures behind loom_rt, its buffers, kernels and
  * programs, shared by the files of runtime/ only. Every Vulkan object the
- * runtime owns is reachable from struct loom_rt, so destruction is one walk. */
+ * runtime owns is reachable from struct loom_rt, so destruction is one walk.
+ *
+ * Layers, lowest first. A file calls functions of lower layers only, never
+ * of its own layer or a higher one, so no two files call each other; each
+ * file makes and destroys its own Vulkan objects. tests/scripts/
+ * runtime_layers.cmake reads this list and checks it against the symbols of
+ * the built library.
+ *   layer 0: util.c      allocation, logging, VkResult mapping, lost check,
+ *                        injected failures
+ *   layer 1: groups.c    a program's group table, shared with the trace
+ *   layer 2: trace.c     the Chrome trace: host spans, GPU steps, file
+ *   layer 3: device.c    instance, validation messenger, physical device,
+ *                        VkDevice and queue; device description
+ *   layer 4: sync.c      command pool, timeline semaphore, submit, waits,
+ *                        one-shot command buffers, the deferred-destroy queue
+ *   layer 5: memory.c    memory blocks, rt_mem, loom_rt_buffer, host access
+ *            kernel.c    shader modules, pipelines, the pipeline cache
+ *   layer 6: profile.c   timestamps read back, per-group GPU time
+ *   layer 7: program.c   programs: resolve, record, replay, release
+ *   layer 8: plan.c      plans and the plan cache
+ *   layer 9: rt.c        loom_rt_create / loom_rt_destroy */
 #ifndef LOOM_RT_INTERNAL_H
 #define LOOM_RT_INTERNAL_H
 
@@ -14,6 +34,18 @@
 #define LOOM_RT_MAX_SLOTS   32u             /* binding slots a layout can name */
 #define LOOM_RT_DEFAULT_IN_FLIGHT 3u        /* recorded copies per program */
 #define LOOM_RT_MAX_IN_FLIGHT 16u
+
+/* ---- deferred destruction ---------------------------------------------- */
+
+/* An object released while submissions may still use it: destroy(obj) runs
+ * once step `serial` has completed. Embedded in the object it frees, so
+ * deferring cannot fail; sync.c keeps the queue and knows no object types. */
+typedef struct rt_deferred {
+    uint64_t serial;
+    void (*destroy)(void *obj);
+    void *obj;
+    struct rt_deferred *next;
+} rt_deferred;
 
 /* ---- memory ------------------------------------------------------------- */
 
@@ -57,7 +89,7 @@ struct loom_rt_buffer {
     uint64_t last_use;       /* step of the last submission using it */
     uint64_t last_write;     /* step of the last submission writing it */
     uint64_t host_visible;   /* last step whose writes were made host-visible */
-    struct loom_rt_buffer *next_zombie;
+    rt_deferred dead;        /* queued once the last reference is dropped */
 };
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -143,8 +175,10 @@ struct loom_rt_program {
     uint64_t last_step;
     uint64_t host_visible;   /* last step whose writes were made host-visible */
     bool released;
-    struct loom_rt_program *next_zombie;
-    struct loom_rt_program *prev_live, *next_live;  /* unreleased programs */
+    rt_deferred dead;        /* queued on release */
+    /* On rt->live_programs until released, then on rt->released_programs
+     * until destroyed: timestamps are read back from both. */
+    struct loom_rt_program *prev_live, *next_live;
 };
 
 /* ---- the runtime -------------------------------------------------------- */
@@ -189,9 +223,9 @@ struct loom_rt {
     uint64_t next_serial;
     loom_rt_buffer **live;   /* serial lookup; released buffers leave it */
     uint32_t n_live, cap_live;
-    loom_rt_buffer *zombie_buffers;
-    loom_rt_program *zombie_programs;
     loom_rt_program *live_programs;
+    loom_rt_program *released_programs;  /* released, not yet destroyed */
+    rt_deferred *deferred;   /* sync.c's queue of objects awaiting their step */
 
     loom_cache *plans;       /* loom_rt_compile's cache, made on first use */
     uint32_t plan_cache_capacity;
@@ -207,7 +241,7 @@ struct loom_rt {
     VkResult inject_result;
 };
 
-/* ---- shared helpers ----------------------------------------------------- */
+/* ---- util.c ------------------------------------------------------------ */
 
 void *rt_alloc_bytes(loom_rt *rt, size_t n);
 void rt_free_bytes(loom_rt *rt, void *p, size_t n);
@@ -238,6 +272,79 @@ static inline VkResult rt_vk_injected(loom_rt *rt, const char *call)
  * public entry point that can fail asks first. */
 loom_result rt_check_lost(const loom_rt *rt, const char *fn);
 
+/* groups.c */
+/* Builds the group table of g (refs 1); per_node: a timestamp after every
+ * node rather than after every group. */
+loom_result rt_groups_build(loom_rt *rt, const loom_graph *g, bool per_node, rt_groups **out);
+void rt_groups_unref(loom_rt *rt, rt_groups *gr);
+/* Whether a barrier is recorded before node i: the rule record_nodes
+ * follows and the group table mirrors. Unscheduled graphs get one between
+ * every pair; the leading barrier already orders the first node. */
+static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
+{
+    return n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+}
+
+/* trace.c */
+typedef struct rt_trace rt_trace;
+/* Parses $LOOM_TRACE / desc; rt->trace stays NULL when not tracing. */
+loom_result rt_trace_create(loom_rt *rt, const char *path, uint32_t steps);
+/* After the device exists: clock calibration where the device offers it. */
+void rt_trace_device_ready(loom_rt *rt);
+/* The device extension to enable for calibration, or NULL. */
+const char *rt_trace_device_extension(loom_rt *rt);
+/* Writes the file now (when tracing). */
+loom_result rt_trace_write(loom_rt *rt);
+/* Writes the file (when tracing) and frees the trace. */
+void rt_trace_destroy(loom_rt *rt);
+uint64_t rt_trace_now(void);
+/* Test hook: forget the calibration, so the trace aligns GPU time by the
+ * submit rule as on a device without calibrated timestamps. */
+void rt_trace_test_uncalibrated(loom_rt *rt);
+/* A host span; step 0: none; key/value may be NULL. */
+void rt_trace_cpu(loom_rt *rt, const char *name, uint64_t t0, uint64_t t1, uint64_t step, const char *key,
+                  const char *value);
+/* One completed replay of p: its step id, the host clock at submit and
+ * every timestamp (p->n_queries ticks). */
+void rt_trace_gpu(loom_rt *rt, loom_rt_program *p, uint64_t step, uint64_t submit_ns, const uint64_t *ticks);
+
+/* device.c */
+/* Instance (with validation when rt->validate), the physical device
+ * (`want`: an index or a name substring; NULL: by type), VkDevice, queue. */
+loom_result rt_device_create(loom_rt *rt, const char *want);
+void rt_device_destroy(loom_rt *rt);
+const char *rt_device_type_name(VkPhysicalDeviceType t);
+/* What the device's memory types say about host access; *window (may be
+ * NULL) gets the heap size behind the largest device-local host-visible
+ * type, 0 when there is none. */
+loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
+                            uint64_t *window);
+
+/* sync.c */
+/* Submits cmd signalling the next step; *out_step gets it. */
+loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step);
+/* Refreshes rt->completed from the semaphore. */
+loom_result rt_poll(loom_rt *rt);
+/* Waits for step before a host access to a buffer and counts the access in
+ * loom_rt_counters.host_{reads,writes}_{waited,ready}. */
+loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write);
+/* The command pool and the timeline semaphore. */
+loom_result rt_sync_create(loom_rt *rt);
+void rt_sync_destroy(loom_rt *rt);
+/* Queues destroy(obj) to run once step `serial` has completed, through the
+ * entry d the object embeds; runs it now when the step already has. */
+void rt_defer(loom_rt *rt, rt_deferred *d, uint64_t serial, void (*destroy)(void *obj), void *obj);
+/* Runs the queued destructions whose steps have completed. */
+void rt_collect(loom_rt *rt);
+/* At runtime destroy, once the device is idle: runs every one. */
+void rt_collect_all(loom_rt *rt);
+/* One-shot command buffer for staging and barriers: begin, then end+submit+wait. */
+loom_result rt_oneshot_begin(loom_rt *rt, VkCommandBuffer *out);
+loom_result rt_oneshot_end(loom_rt *rt, VkCommandBuffer cmd);
+/* The leading barrier every command buffer starts with: orders it after
+ * whatever ran before on the queue (compute, transfer) and after host writes. */
+void rt_cmd_leading_barrier(VkCommandBuffer cmd);
+
 /* memory.c */
 /* Where memory should live, by who touches it. On a discrete GPU the
  * host-visible device-local types are a PCIe window: fine for the host to
@@ -248,16 +355,14 @@ loom_result rt_check_lost(const loom_rt *rt, const char *fn);
  * device maps all of it (unified memory, resizable BAR), so a read needs
  * no copy on the queue. */
 typedef enum rt_mem_kind { RT_MEM_DEVICE = 0, RT_MEM_UPLOAD = 1, RT_MEM_READBACK = 2, RT_MEM_HOST_READ = 3 } rt_mem_kind;
-/* What the device's memory types say about host access; *window (may be
- * NULL) gets the heap size behind the largest device-local host-visible
- * type, 0 when there is none. */
-loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
-                            uint64_t *window);
 loom_result rt_mem_create(loom_rt *rt, uint64_t size, rt_mem_kind kind, rt_mem *out);
 void rt_mem_destroy(loom_rt *rt, rt_mem *m);
 void rt_blocks_destroy(loom_rt *rt);
-void rt_buffer_destroy(loom_rt_buffer *b);
+/* At runtime destroy: frees every buffer the caller has not released. */
+void rt_buffers_destroy(loom_rt *rt);
 loom_rt_buffer *rt_buffer_lookup(loom_rt *rt, uint64_t serial);
+/* Drops a reference; the last one queues the buffer's destruction behind
+ * its last use. */
 void rt_buffer_unref(loom_rt_buffer *b);
 /* Host access to a range of an rt_mem (mapped or staged). */
 loom_result rt_mem_write(loom_rt *rt, rt_mem *m, uint64_t offset, const void *data, uint64_t size);
@@ -273,17 +378,6 @@ void rt_kernels_destroy(loom_rt *rt);
 loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path);
 void rt_pipeline_cache_close(loom_rt *rt);
 
-/* program.c */
-void rt_program_destroy(loom_rt_program *p);
-
-/* Whether a barrier is recorded before node i: the rule record_nodes
- * follows and the group table mirrors. Unscheduled graphs get one between
- * every pair; the leading barrier already orders the first node. */
-static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
-{
-    return n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
-}
-
 /* profile.c */
 /* Group timestamps are wanted: profiling or tracing. */
 static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != LOOM_PROFILE_OFF || rt->trace; }
@@ -291,47 +385,9 @@ static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != L
  * rt_group_queries(rt). */
 loom_result rt_profile_setup(loom_rt_program *p);
 void rt_profile_destroy(loom_rt_program *p);
-void rt_groups_unref(loom_rt *rt, rt_groups *gr);
-/* Reads every timestamp of copy c's completed replay, counts its GPU time
- * and adds it to the profile and the trace. */
-void rt_profile_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c);
-
-/* trace.c */
-typedef struct rt_trace rt_trace;
-/* Parses $LOOM_TRACE / desc; rt->trace stays NULL when not tracing. */
-loom_result rt_trace_create(loom_rt *rt, const char *path, uint32_t steps);
-/* After the device exists: clock calibration where the device offers it. */
-void rt_trace_device_ready(loom_rt *rt);
-/* The device extension to enable for calibration, or NULL. */
-const char *rt_trace_device_extension(loom_rt *rt);
-/* Writes the file (when tracing) and frees the trace. */
-void rt_trace_destroy(loom_rt *rt);
-uint64_t rt_trace_now(void);
-/* Test hook: forget the calibration, so the trace aligns GPU time by the
- * submit rule as on a device without calibrated timestamps. */
-void rt_trace_test_uncalibrated(loom_rt *rt);
-/* A host span; step 0: none; key/value may be NULL. */
-void rt_trace_cpu(loom_rt *rt, const char *name, uint64_t t0, uint64_t t1, uint64_t step, const char *key,
-                  const char *value);
-/* One completed replay of p: its step id, the host clock at submit and
- * every timestamp (p->n_queries ticks). */
-void rt_trace_gpu(loom_rt *rt, loom_rt_program *p, uint64_t step, uint64_t submit_ns, const uint64_t *ticks);
-
-/* sync.c */
-/* Submits cmd signalling the next step; *out_step gets it. */
-loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step);
-/* Refreshes rt->completed from the semaphore. */
-loom_result rt_poll(loom_rt *rt);
-/* Waits for step before a host access to a buffer and counts the access in
- * loom_rt_counters.host_{reads,writes}_{waited,ready}. */
-loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write);
-/* Frees released objects whose submissions have completed. */
-void rt_collect(loom_rt *rt);
-/* One-shot command buffer for staging and barriers: begin, then end+submit+wait. */
-loom_result rt_oneshot_begin(loom_rt *rt, VkCommandBuffer *out);
-loom_result rt_oneshot_end(loom_rt *rt, VkCommandBuffer cmd);
-/* The leading barrier every command buffer starts with: orders it after
- * whatever ran before on the queue (compute, transfer) and after host writes. */
-void rt_cmd_leading_barrier(VkCommandBuffer cmd);
+/* Reads back copy c's completed replay, once: counts its GPU time and,
+ * with group timestamps, adds it to the profile and the trace. */
+void rt_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c);
+void rt_harvest_program(loom_rt *rt, loom_rt_program *p);
 
 #endif

@@ -11,48 +11,6 @@
 
 /* ---- memory types and blocks -------------------------------------------- */
 
-#define HV_BIT VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
-#define DL_BIT VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-/* A device-local host-visible heap at least this large is a resizable BAR
- * (all of VRAM, or most of it); the classic BAR window is 256 MiB. */
-#define REBAR_MIN (1ull << 30)
-
-loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhysicalDeviceMemoryProperties *mp,
-                            uint64_t *window)
-{
-    uint64_t win = 0;
-    bool dl = false, dl_only = false;
-    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
-        uint64_t heap = mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size;
-        dl |= (f & DL_BIT) != 0;
-        dl_only |= (f & DL_BIT) && !(f & HV_BIT);
-        if ((f & DL_BIT) && (f & HV_BIT) && heap > win)
-            win = heap;
-    }
-    if (window)
-        *window = win;
-    /* A CPU or integrated device, or one whose device-local memory is all
-     * host-visible, has no second memory to stage through. */
-    if (props->deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-        props->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || (dl && !dl_only))
-        return LOOM_RT_MEMORY_UNIFIED;
-    if (!win)
-        return LOOM_RT_MEMORY_DISCRETE;
-    return win >= REBAR_MIN ? LOOM_RT_MEMORY_REBAR : LOOM_RT_MEMORY_BAR;
-}
-
-const char *loom_rt_memory_name(loom_rt_memory m)
-{
-    switch (m) {
-    case LOOM_RT_MEMORY_UNIFIED: return "unified memory";
-    case LOOM_RT_MEMORY_REBAR: return "device-local host-visible window (resizable BAR)";
-    case LOOM_RT_MEMORY_BAR: return "small device-local host-visible window (BAR)";
-    case LOOM_RT_MEMORY_DISCRETE: return "no device-local host-visible memory";
-    }
-    return "?";
-}
-
 static int find_type(loom_rt *rt, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid)
 {
     const VkPhysicalDeviceMemoryProperties *mp = &rt->mem_props;
@@ -72,7 +30,8 @@ static int window_type(loom_rt *rt, uint32_t bits)
     if (m != LOOM_RT_MEMORY_UNIFIED && m != LOOM_RT_MEMORY_REBAR)
         return -1;
     const VkPhysicalDeviceMemoryProperties *mp = &rt->mem_props;
-    const VkMemoryPropertyFlags want = DL_BIT | HV_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     int best = -1;
     for (uint32_t i = 0; i < mp->memoryTypeCount; i++)
         if ((bits & (1u << i)) && (mp->memoryTypes[i].propertyFlags & want) == want &&
@@ -426,10 +385,20 @@ loom_result loom_rt_buffer_create(loom_rt *rt, const loom_rt_buffer_desc *desc, 
     return LOOM_OK;
 }
 
-void rt_buffer_destroy(loom_rt_buffer *b)
+static void buffer_destroy(void *obj)
 {
+    loom_rt_buffer *b = obj;
     rt_mem_destroy(b->rt, &b->mem);
     rt_free_bytes(b->rt, b, sizeof *b);
+}
+
+void rt_buffers_destroy(loom_rt *rt)
+{
+    for (uint32_t i = 0; i < rt->n_live; i++)
+        buffer_destroy(rt->live[i]);
+    rt_free_bytes(rt, rt->live, (size_t)rt->cap_live * sizeof *rt->live);
+    rt->live = NULL;
+    rt->n_live = rt->cap_live = 0;
 }
 
 /* Serials grow monotonically and live[] keeps creation order, so a binary
@@ -452,15 +421,8 @@ loom_rt_buffer *rt_buffer_lookup(loom_rt *rt, uint64_t serial)
 
 void rt_buffer_unref(loom_rt_buffer *b)
 {
-    if (--b->refs)
-        return;
-    loom_rt *rt = b->rt;
-    if (rt->completed >= b->last_use) {
-        rt_buffer_destroy(b);
-        return;
-    }
-    b->next_zombie = rt->zombie_buffers;
-    rt->zombie_buffers = b;
+    if (!--b->refs)
+        rt_defer(b->rt, &b->dead, b->last_use, buffer_destroy, b);
 }
 
 void loom_rt_buffer_release(loom_rt_buffer *b)

@@ -12,88 +12,7 @@
 #include <stdio.h>
 #include "internal.h"
 
-#define LABEL_BYTES 64u
-
-/* ---- the group table ---------------------------------------------------- */
-
-/* "MATVEC_ADD", "COPY x8", "ADD x2 + MUL": op kinds in order of first use,
- * cut with "..." when longer than the label. */
-static void group_label(const loom_graph *g, uint32_t lo, uint32_t hi, char *out)
-{
-    uint32_t count[LOOM_OP_COUNT] = { 0 };
-    uint8_t order[LOOM_OP_COUNT];
-    uint32_t k = 0;
-    for (uint32_t i = lo; i < hi; i++) {
-        const loom_node *n = loom_graph_node(g, i);
-        if (n->type == LOOM_NODE_DISPATCH && n->op < LOOM_OP_COUNT && !count[n->op]++)
-            order[k++] = n->op;
-    }
-    snprintf(out, LABEL_BYTES, "barrier");
-    size_t len = 0;
-    for (uint32_t j = 0; j < k; j++) {
-        const char *name = loom_op_name((loom_op)order[j]);
-        int w = count[order[j]] > 1
-                    ? snprintf(out + len, LABEL_BYTES - len, "%s%s x%u", j ? " + " : "", name, count[order[j]])
-                    : snprintf(out + len, LABEL_BYTES - len, "%s%s", j ? " + " : "", name);
-        if (w < 0 || len + (size_t)w >= LABEL_BYTES) {
-            memcpy(out + LABEL_BYTES - 4, "...", 4);
-            return;
-        }
-        len += (size_t)w;
-    }
-}
-
-static uint32_t count_groups(const loom_graph *g)
-{
-    bool scheduled = loom_graph_scheduled(g);
-    uint32_t n = 1;
-    for (uint32_t i = 1; i < loom_graph_node_count(g); i++)
-        n += rt_node_barrier(loom_graph_node(g, i), i, scheduled);
-    return n;
-}
-
-static loom_result groups_build(loom_rt *rt, const loom_graph *g, bool per_node, rt_groups **out)
-{
-    uint32_t nn = loom_graph_node_count(g), n = count_groups(g);
-    size_t bytes = sizeof(rt_groups) + (size_t)(4 * n + 1) * sizeof(uint32_t) + (size_t)n * LABEL_BYTES;
-    uint8_t *mem = rt_alloc_bytes(rt, bytes);
-    if (!mem)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory for %u groups", n);
-    memset(mem, 0, bytes);
-    rt_groups *gr = (rt_groups *)mem;
-    gr->refs = 1;
-    gr->n = n;
-    gr->bytes = bytes;
-    gr->first = (uint32_t *)(mem + sizeof *gr);
-    gr->end_query = gr->first + n + 1;
-    gr->dispatches = gr->end_query + n;
-    gr->label = gr->dispatches + n;
-    gr->text = (char *)(gr->label + n);
-    snprintf(gr->program, sizeof gr->program, "%s", loom_graph_name(g) ? loom_graph_name(g) : "");
-    bool scheduled = loom_graph_scheduled(g);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < nn; i++) {
-        const loom_node *node = loom_graph_node(g, i);
-        if (i > 0 && rt_node_barrier(node, i, scheduled))
-            gr->first[++k] = i;
-        gr->dispatches[k] += node->type == LOOM_NODE_DISPATCH;
-    }
-    gr->first[n] = nn;
-    for (uint32_t j = 0; j < n; j++) {
-        /* Per node, query i + 1 follows node i; per group, query j + 1. */
-        gr->end_query[j] = per_node ? gr->first[j + 1] : j + 1;
-        gr->label[j] = j * LABEL_BYTES;
-        group_label(g, gr->first[j], gr->first[j + 1], gr->text + gr->label[j]);
-    }
-    *out = gr;
-    return LOOM_OK;
-}
-
-void rt_groups_unref(loom_rt *rt, rt_groups *gr)
-{
-    if (gr && --gr->refs == 0)
-        rt_free_bytes(rt, gr, gr->bytes);
-}
+/* ---- a program's profile ------------------------------------------------ */
 
 loom_result rt_profile_setup(loom_rt_program *p)
 {
@@ -101,7 +20,7 @@ loom_result rt_profile_setup(loom_rt_program *p)
     if (!rt_group_queries(rt))
         return LOOM_OK;
     bool per_node = rt->profile == LOOM_PROFILE_NODES;
-    loom_result rc = groups_build(rt, p->g, per_node, &p->groups);
+    loom_result rc = rt_groups_build(rt, p->g, per_node, &p->groups);
     if (rc)
         return rc;
     p->n_queries = per_node ? loom_graph_node_count(p->g) + 1 : p->groups->n + 1;
@@ -126,7 +45,7 @@ void rt_profile_destroy(loom_rt_program *p)
 
 /* ---- reading replays back ----------------------------------------------- */
 
-void rt_profile_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
+static void harvest_groups(loom_rt *rt, loom_rt_program *p, rt_copy *c)
 {
     VkResult vr = vkGetQueryPoolResults(rt->device, c->queries, 0, p->n_queries,
                                         (size_t)p->n_queries * sizeof *p->ticks, p->ticks, sizeof *p->ticks,
@@ -151,6 +70,58 @@ void rt_profile_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
     rt->counters.timed_steps++;
     if (rt->trace)
         rt_trace_gpu(rt, p, c->last_step, c->submit_ns, t);
+}
+
+/* ---- GPU time per replay ------------------------------------------------ */
+
+/* Adds a completed, not yet counted replay of copy c to the counters. The
+ * results are ready once the step completed, so this never waits. */
+void rt_harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
+{
+    if (!c->queries || !c->last_step || c->last_step <= c->timed_step || c->last_step > rt->completed)
+        return;
+    if (p->groups) {
+        harvest_groups(rt, p, c);
+        return;
+    }
+    uint64_t t0 = 0, t1 = 0;
+    VkResult a = vkGetQueryPoolResults(rt->device, c->queries, 0, 1, sizeof t0, &t0, sizeof t0,
+                                       VK_QUERY_RESULT_64_BIT);
+    VkResult b = vkGetQueryPoolResults(rt->device, c->queries, p->n_queries - 1, 1, sizeof t1, &t1, sizeof t1,
+                                       VK_QUERY_RESULT_64_BIT);
+    c->timed_step = c->last_step;
+    if (a != VK_SUCCESS || b != VK_SUCCESS || t1 < t0)
+        return;
+    rt->counters.gpu_ns += (uint64_t)((double)(t1 - t0) * rt->props.limits.timestampPeriod + 0.5);
+    rt->counters.timed_steps++;
+}
+
+void rt_harvest_program(loom_rt *rt, loom_rt_program *p)
+{
+    for (uint32_t i = 0; i < p->n_copies; i++)
+        rt_harvest(rt, p, &p->copies[i]);
+}
+
+void loom_rt_collect_timestamps(loom_rt *rt)
+{
+    if (!rt || rt_poll(rt))
+        return;
+    for (loom_rt_program *p = rt->live_programs; p; p = p->next_live)
+        rt_harvest_program(rt, p);
+    for (loom_rt_program *p = rt->released_programs; p; p = p->next_live)
+        rt_harvest_program(rt, p);
+}
+
+/* The trace's file holds every replay read back so far: read back the
+ * completed ones first. */
+loom_result loom_rt_trace_flush(loom_rt *rt)
+{
+    if (!rt)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_trace_flush: rt is NULL");
+    if (!rt->trace)
+        return LOOM_OK;
+    loom_rt_collect_timestamps(rt);
+    return rt_trace_write(rt);
 }
 
 /* ---- the profile API ---------------------------------------------------- */

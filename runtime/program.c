@@ -373,46 +373,6 @@ static loom_result record_traced(loom_rt_program *p, rt_copy *c)
     return rc;
 }
 
-/* ---- GPU time per replay ------------------------------------------------ */
-
-/* Adds a completed, not yet counted replay of copy c to the counters. The
- * results are ready once the step completed, so this never waits. */
-static void harvest(loom_rt *rt, loom_rt_program *p, rt_copy *c)
-{
-    if (!c->queries || !c->last_step || c->last_step <= c->timed_step || c->last_step > rt->completed)
-        return;
-    if (p->groups) {
-        rt_profile_harvest(rt, p, c);
-        return;
-    }
-    uint64_t t0 = 0, t1 = 0;
-    VkResult a = vkGetQueryPoolResults(rt->device, c->queries, 0, 1, sizeof t0, &t0, sizeof t0,
-                                       VK_QUERY_RESULT_64_BIT);
-    VkResult b = vkGetQueryPoolResults(rt->device, c->queries, p->n_queries - 1, 1, sizeof t1, &t1, sizeof t1,
-                                       VK_QUERY_RESULT_64_BIT);
-    c->timed_step = c->last_step;
-    if (a != VK_SUCCESS || b != VK_SUCCESS || t1 < t0)
-        return;
-    rt->counters.gpu_ns += (uint64_t)((double)(t1 - t0) * rt->props.limits.timestampPeriod + 0.5);
-    rt->counters.timed_steps++;
-}
-
-static void harvest_program(loom_rt *rt, loom_rt_program *p)
-{
-    for (uint32_t i = 0; i < p->n_copies; i++)
-        harvest(rt, p, &p->copies[i]);
-}
-
-void loom_rt_collect_timestamps(loom_rt *rt)
-{
-    if (!rt || rt_poll(rt))
-        return;
-    for (loom_rt_program *p = rt->live_programs; p; p = p->next_live)
-        harvest_program(rt, p);
-    for (loom_rt_program *p = rt->zombie_programs; p; p = p->next_zombie)
-        harvest_program(rt, p);
-}
-
 uint32_t loom_rt_in_flight(const loom_rt *rt)
 {
     if (!rt)
@@ -423,12 +383,36 @@ uint32_t loom_rt_in_flight(const loom_rt *rt)
 
 /* ---- create / destroy --------------------------------------------------- */
 
-void rt_program_destroy(loom_rt_program *p)
+/* Unlinks p from the list it is on; program_create links it on success. */
+static void unlink_program(loom_rt_program *p, loom_rt_program **head)
 {
+    if (p->prev_live)
+        p->prev_live->next_live = p->next_live;
+    else
+        *head = p->next_live;
+    if (p->next_live)
+        p->next_live->prev_live = p->prev_live;
+    p->prev_live = p->next_live = NULL;
+}
+
+static void link_program(loom_rt_program *p, loom_rt_program **head)
+{
+    p->prev_live = NULL;
+    p->next_live = *head;
+    if (*head)
+        (*head)->prev_live = p;
+    *head = p;
+}
+
+static void program_destroy(void *obj)
+{
+    loom_rt_program *p = obj;
     loom_rt *rt = p->rt;
     uint32_t n_nodes = p->g ? loom_graph_node_count(p->g) : 0;
+    if (p->released)
+        unlink_program(p, &rt->released_programs);
     /* Destroyed only once its submissions completed: count their time. */
-    harvest_program(rt, p);
+    rt_harvest_program(rt, p);
     rt_profile_destroy(p);
     for (uint32_t i = 0; i < p->n_copies; i++) {
         rt_copy *c = &p->copies[i];
@@ -527,13 +511,10 @@ loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_pro
         return rc;
     }
     if ((rc = program_setup(p))) {
-        rt_program_destroy(p);   /* fails nothing: the slot keeps setup's message */
+        program_destroy(p);   /* fails nothing: the slot keeps setup's message */
         return loom_fail_wrap(rc, "program '%s'", loom_graph_name(g));
     }
-    p->next_live = rt->live_programs;
-    if (rt->live_programs)
-        rt->live_programs->prev_live = p;
-    rt->live_programs = p;
+    link_program(p, &rt->live_programs);
     rt->counters.programs++;
     *out = p;
     return LOOM_OK;
@@ -545,19 +526,10 @@ void loom_rt_program_release(loom_rt_program *p)
         return;
     loom_rt *rt = p->rt;
     p->released = true;
-    if (p->prev_live)
-        p->prev_live->next_live = p->next_live;
-    else
-        rt->live_programs = p->next_live;
-    if (p->next_live)
-        p->next_live->prev_live = p->prev_live;
+    unlink_program(p, &rt->live_programs);
+    link_program(p, &rt->released_programs);
     rt_poll(rt);
-    if (rt->completed >= p->last_step) {
-        rt_program_destroy(p);
-        return;
-    }
-    p->next_zombie = rt->zombie_programs;
-    rt->zombie_programs = p;
+    rt_defer(rt, &p->dead, p->last_step, program_destroy, p);
 }
 
 /* ---- replay ------------------------------------------------------------- */
@@ -608,7 +580,7 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     rt_copy *c;
     if ((rc = pick_copy(rt, p, &c)))
         return rc;
-    harvest(rt, p, c);   /* its timestamps are about to be overwritten */
+    rt_harvest(rt, p, c);   /* its timestamps are about to be overwritten */
     uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     if (params && c->params.mapped) {
         uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;

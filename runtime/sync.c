@@ -1,7 +1,9 @@
 /* Submission and waiting: every submit signals the queue's timeline
  * semaphore with the next step id, so "is step N done" is one counter read.
  * Waiting reads the counter, spins a bounded number of polls, then blocks.
- * Released objects are freed here once their last step has completed. */
+ * Released objects wait in one queue until their last step has completed;
+ * their own files say how to free them. The queue, the command pool and the
+ * timeline semaphore are made and destroyed here. */
 #include <string.h>
 #include "internal.h"
 
@@ -51,26 +53,37 @@ loom_result rt_poll(loom_rt *rt)
     return LOOM_OK;
 }
 
-void rt_collect(loom_rt *rt)
+void rt_defer(loom_rt *rt, rt_deferred *d, uint64_t serial, void (*destroy)(void *obj), void *obj)
 {
-    for (loom_rt_program **pp = &rt->zombie_programs; *pp;) {
-        loom_rt_program *p = *pp;
-        if (rt->completed >= p->last_step) {
-            *pp = p->next_zombie;
-            rt_program_destroy(p);
+    if (rt->completed >= serial) {
+        destroy(obj);
+        return;
+    }
+    *d = (rt_deferred){ .serial = serial, .destroy = destroy, .obj = obj, .next = rt->deferred };
+    rt->deferred = d;
+}
+
+/* An entry is unlinked before it runs: destroying one object may defer
+ * another (a program drops its buffers), which joins the queue's head. */
+static void run_deferred(loom_rt *rt, bool all)
+{
+    for (rt_deferred **pp = &rt->deferred; *pp;) {
+        rt_deferred *d = *pp;
+        if (all || rt->completed >= d->serial) {
+            *pp = d->next;
+            d->destroy(d->obj);
         } else {
-            pp = &p->next_zombie;
+            pp = &d->next;
         }
     }
-    for (loom_rt_buffer **pp = &rt->zombie_buffers; *pp;) {
-        loom_rt_buffer *b = *pp;
-        if (rt->completed >= b->last_use) {
-            *pp = b->next_zombie;
-            rt_buffer_destroy(b);
-        } else {
-            pp = &b->next_zombie;
-        }
-    }
+}
+
+void rt_collect(loom_rt *rt) { run_deferred(rt, false); }
+
+void rt_collect_all(loom_rt *rt)
+{
+    while (rt->deferred)
+        run_deferred(rt, true);
 }
 
 loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
@@ -203,4 +216,36 @@ loom_result rt_oneshot_end(loom_rt *rt, VkCommandBuffer cmd)
     if (!rc || !step)
         vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &cmd);
     return rc;
+}
+
+loom_result rt_sync_create(loom_rt *rt)
+{
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = rt->queue_family,
+    };
+    VkResult vr = vkCreateCommandPool(rt->device, &pci, NULL, &rt->cmd_pool);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkCreateCommandPool");
+    VkSemaphoreTypeCreateInfo sti = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+        .initialValue = 0,
+    };
+    VkSemaphoreCreateInfo sci = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti };
+    vr = vkCreateSemaphore(rt->device, &sci, NULL, &rt->timeline);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkCreateSemaphore(timeline)");
+    return LOOM_OK;
+}
+
+void rt_sync_destroy(loom_rt *rt)
+{
+    if (rt->timeline)
+        vkDestroySemaphore(rt->device, rt->timeline, NULL);
+    if (rt->cmd_pool)
+        vkDestroyCommandPool(rt->device, rt->cmd_pool, NULL);
+    rt->timeline = VK_NULL_HANDLE;
+    rt->cmd_pool = VK_NULL_HANDLE;
 }

@@ -469,15 +469,7 @@ static loom_result write_file(loom_rt *rt, rt_trace *t)
     return rc;
 }
 
-loom_result loom_rt_trace_flush(loom_rt *rt)
-{
-    if (!rt)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_trace_flush: rt is NULL");
-    if (!rt->trace)
-        return LOOM_OK;
-    loom_rt_collect_timestamps(rt);
-    return write_file(rt, rt->trace);
-}
+loom_result rt_trace_write(loom_rt *rt) { return rt->trace ? write_file(rt, rt->trace) : LOOM_OK; }
 
 void rt_trace_destroy(loom_rt *rt)
 {

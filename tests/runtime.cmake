@@ -4,3 +4,11 @@
 if(TARGET loom_runtime)
   loom_test(test_runtime SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_runtime.c LIBS loom_runtime loom_ir GPU)
 endif()
+
+# runtime/ has no call circles: every reference between its files points to
+# a lower layer of the list in runtime/internal.h.
+if(TARGET loom_runtime)
+  add_test(NAME runtime_layers
+           COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DLIB=$<TARGET_FILE:loom_runtime>
+                   -DHEADER=${PROJECT_SOURCE_DIR}/runtime/internal.h -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/runtime_layers.cmake)
+endif()

@@ -12,6 +12,7 @@
 #include "loom_ops.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
+#include "test_rand.h"
 #include "runner.h"
 #ifdef LOOM_OPS_FUSE_TESTS
 #include "loom_compiler.h"
@@ -34,17 +35,6 @@ static void expect_close(loom_op op, const char *what, const float *got, const f
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-static uint64_t rng_state;
-
-static void seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
-
-static float uniform(void)  /* [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / (1ull << 23)) - 1.0);
-}
 
 static float *rand_f32(uint64_t n, float scale)
 {

@@ -16,6 +16,7 @@
 #ifdef LOOM_TEST_LLAMA
 #include "llama.h"
 #endif
+#include "test_kernels.h"
 #include "runner.h"
 
 /* runtime/ test hook: align by the submit rule, as without calibration. */
@@ -226,41 +227,6 @@ static const char *jstr(const jv *o, const char *key)
 
 /* ---- kernels and graphs -------------------------------------------------- */
 
-static const char K_FILL[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) a[i] = pc.k; }\n";
-
-static const char K_ADDK[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
-    "layout(set = 0, binding = 1) writeonly buffer B { uint b[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) b[i] = a[i] + pc.k; }\n";
-
-static const char K_SUM[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
-    "layout(set = 0, binding = 1) readonly buffer B { uint b[]; };\n"
-    "layout(set = 0, binding = 2) writeonly buffer C { uint c[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) c[i] = a[i] * 3u + b[i]; }\n";
-
-static const char K_SPIN[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint iters; } pc;\n"
-    "void main() {\n"
-    "  uint i = gl_GlobalInvocationID.x, h = i;\n"
-    "  for (uint j = 0u; j < pc.iters; j++) h = h * 1664525u + 1013904223u;\n"
-    "  if (i < pc.n) a[i] = h;\n"
-    "}\n";
-
 static void loud_log(void *user, loom_log_level level, const char *msg)
 {
     (void)user;
@@ -274,10 +240,7 @@ static loom_rt *rt_make(loom_rt_profile_level level, const char *trace, uint32_t
     loom_rt_desc d = { .validate = true, .log = loud_log, .profile = level, .trace_path = trace,
                        .trace_steps = trace_steps };
     OK(loom_rt_create(&d, &rt));
-    OK(loom_rt_kernel_glsl(rt, "t_fill", K_FILL));
-    OK(loom_rt_kernel_glsl(rt, "t_addk", K_ADDK));
-    OK(loom_rt_kernel_glsl(rt, "t_sum", K_SUM));
-    OK(loom_rt_kernel_glsl(rt, "t_spin", K_SPIN));
+    OK(test_kernels_register(rt));
     return rt;
 }
 

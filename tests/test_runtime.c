@@ -10,6 +10,7 @@
 #include <vulkan/vulkan.h>
 #include "loom_ir_edit.h"
 #include "loom_runtime.h"
+#include "test_kernels.h"
 #include "runner.h"
 
 /* runtime/internal.h: how a device's memory types classify (not exported). */
@@ -21,42 +22,7 @@ loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhy
 
 /* ---- test kernels ------------------------------------------------------- */
 
-static const char K_ADDK[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
-    "layout(set = 0, binding = 1) writeonly buffer B { uint b[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) b[i] = a[i] + pc.k; }\n";
-
-static const char K_SUM[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer A { uint a[]; };\n"
-    "layout(set = 0, binding = 1) readonly buffer B { uint b[]; };\n"
-    "layout(set = 0, binding = 2) writeonly buffer C { uint c[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) c[i] = a[i] * 3u + b[i]; }\n";
-
-static const char K_FILL[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint k; } pc;\n"
-    "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) a[i] = pc.k; }\n";
-
 /* Busy work so that a step is still running when the host looks. */
-static const char K_SPIN[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) writeonly buffer A { uint a[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint iters; } pc;\n"
-    "void main() {\n"
-    "  uint i = gl_GlobalInvocationID.x, h = i;\n"
-    "  for (uint j = 0u; j < pc.iters; j++) h = h * 1664525u + 1013904223u;\n"
-    "  if (i < pc.n) a[i] = h;\n"
-    "}\n";
-
 static const char K_PARAMS[] =
     "#version 450\n"
     "layout(local_size_x = 1) in;\n"
@@ -92,10 +58,7 @@ static loom_rt *rt_make(uint32_t spin_polls, bool quiet, const char *cache)
     loom_rt_desc d = { .validate = true, .log = quiet ? quiet_log : loud_log, .spin_polls = spin_polls,
                        .pipeline_cache_path = cache };
     OK(loom_rt_create(&d, &rt));
-    OK(loom_rt_kernel_glsl(rt, "t_addk", K_ADDK));
-    OK(loom_rt_kernel_glsl(rt, "t_sum", K_SUM));
-    OK(loom_rt_kernel_glsl(rt, "t_fill", K_FILL));
-    OK(loom_rt_kernel_glsl(rt, "t_spin", K_SPIN));
+    OK(test_kernels_register(rt));
     OK(loom_rt_kernel_glsl(rt, "t_params", K_PARAMS));
     return rt;
 }

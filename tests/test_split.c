@@ -16,6 +16,7 @@
 #include "loom_ops.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
+#include "test_rand.h"
 #include "runner.h"
 
 #define LIMIT 16384u
@@ -39,17 +40,6 @@ static void setup(void)
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-static uint64_t rng_state;
-
-static void seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
-
-static float uniform(void)  /* [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / (1ull << 23)) - 1.0);
-}
 
 /* n elements of dtype t (f32 or f16 bits), scaled. */
 static void *random_data(loom_dtype t, uint64_t n, float scale)

@@ -76,16 +76,6 @@ static void usage(FILE *f)
             loom_llama_args_help, BENCH_STEPS, WARMUP_S);
 }
 
-static bool parse_u32(const char *s, uint32_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || *s == '-' || v > 0xffffffffull)
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
 static bool parse_u64(const char *s, uint64_t *out)
 {
     char *end;
@@ -110,7 +100,7 @@ static bool parse_ids(const char *s, opts *o)
             return false;
         memcpy(one, s, len);
         one[len] = 0;
-        if (!parse_u32(one, &o->prompt[o->n_prompt++]))
+        if (!loom_llama_parse_u32(one, &o->prompt[o->n_prompt++]))
             return false;
         if (!*e)
             return true;
@@ -194,15 +184,15 @@ static int parse(int argc, char **argv, opts *o)
             return bad(a, "is not an option, or needs a value");
         const char *v = argv[++i];
         if (!strcmp(a, "--steps")) {
-            if (!parse_u32(v, &o->steps))
+            if (!loom_llama_parse_u32(v, &o->steps))
                 return bad("bad --steps", v);
             o->steps_set = true;
         } else if (!strcmp(a, "--token")) {
-            if (!parse_u32(v, &o->token))
+            if (!loom_llama_parse_u32(v, &o->token))
                 return bad("bad --token", v);
             o->token_set = true;
         } else if (!strcmp(a, "--in-flight")) {
-            if (!parse_u32(v, &o->in_flight) || o->in_flight == 0 || o->in_flight >= LOOM_LLAMA_RING ||
+            if (!loom_llama_parse_u32(v, &o->in_flight) || o->in_flight == 0 || o->in_flight >= LOOM_LLAMA_RING ||
                 o->in_flight > 16)
                 return bad("--in-flight needs 1..16, got", v);
         } else if (!strcmp(a, "--max-binding-range")) {

@@ -58,7 +58,7 @@ loom_result loom_llama_args_begin(int argc, char **argv, loom_llama_args *a)
     return loom_llama_preset(name, &a->cfg);
 }
 
-static bool parse_u32(const char *s, uint32_t *out)
+bool loom_llama_parse_u32(const char *s, uint32_t *out)
 {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -95,7 +95,7 @@ int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a)
         a->cfg.seed = strtoull(v, &end, 10);
         return *v && !*end ? 1 : -1;
     }
-    if (!parse_u32(v, slots[k]))
+    if (!loom_llama_parse_u32(v, slots[k]))
         return -1;
     a->head_dim_set |= slots[k] == &a->cfg.head_dim;
     a->dims_set |= slots[k] == &a->cfg.dim || slots[k] == &a->cfg.n_heads;

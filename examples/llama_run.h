@@ -37,6 +37,8 @@ int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a);
 void loom_llama_args_finish(loom_llama_args *a);
 /* One line per shape flag, for usage texts. */
 extern const char loom_llama_args_help[];
+/* A decimal u32 option value: digits only, no sign, at most UINT32_MAX. */
+bool loom_llama_parse_u32(const char *s, uint32_t *out);
 
 /* ---- plan figures (no device needed) ------------------------------------- */
 

@@ -367,8 +367,8 @@ loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32
     return emit(g, &c, out_node);
 }
 
-/* An embedding table: f32, or f16 with an even row length (a row starts on
- * a packed pair). */
+/* An embedding table, or any matrix the kernels read by rows: f32, or f16
+ * with an even row length (a row starts on a packed pair). */
 static loom_result need_table(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
 {
     if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
@@ -476,11 +476,9 @@ loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint3
 /* A weight matrix the matvec kernels can stream: f32 or f16 (even cols). */
 static loom_result need_weight(loom_graph *g, loom_op op, const char *name, const loom_tensor *W)
 {
-    if (W->dtype != LOOM_F32 && W->dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)W->dtype));
-    if (W->dtype == LOOM_F16 && W->cols % 2)
-        return bad(g, op, name, ".cols (f16 needs even)", W->cols, W->cols + 1);
+    loom_result rc = need_table(g, op, name, W);   /* the same dtype and row rules */
+    if (rc)
+        return rc;
     uint32_t rows_per_group = loom_op_info_get(op)->per_group;
     if (W->rows > MAX_GROUPS * rows_per_group)
         return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * rows_per_group);
@@ -729,7 +727,8 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .variant = head_dim > ATTN_NARROW_HEAD_DIM, .n = 6, .push = &pc, .groups = (uint64_t)n_heads * splits,
+    op_call c = { .op = op, .variant = head_dim > ATTN_NARROW_HEAD_DIM, .n = 6, .push = &pc,
+                  .groups = (uint64_t)n_heads * splits,
                   .v = { { q, true }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
                          { count, false } } };
     return emit(g, &c, out_node);

@@ -17,7 +17,10 @@
 //             k and writes k and v straight into the caches at the step's
 //             position (RoPE + KV_APPEND fused);
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
-//             last workgroup to finish (an atomic counter) reduces them.
+//             last workgroup to finish (an atomic counter) reduces them. A
+//             workgroup loops over row blocks; where a row is at most one
+//             chunk per invocation (the LM head) short_blocks() keeps the
+//             next block's weights in flight while a block's sums meet.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -405,6 +408,78 @@ void block()
 #endif
 }
 
+#ifdef MV_ARGMAX
+// The weights of block blk's rows at this invocation's chunk t.
+void load_rows(uint blk, uint t, uint n, out WVEC w[MV_ROWS])
+{
+    for (uint k = 0u; k < MV_ROWS; k++) {
+        uint row = blk * MV_ROWS + k;
+        w[k] = row < pc.rows && t < n ? w0v[row * n + t] : WVEC(0);
+    }
+}
+
+// Rows of at most WG vector chunks, one per invocation (the LM head's
+// shape): x (and g) are read once, and the next block's weights are in
+// flight while this block's sums meet in shared memory, so a workgroup
+// looping over blocks does not wait a memory round trip per block.
+void short_blocks(uint nblocks)
+{
+    const uint NS = MV_ROWS + 1u;
+    uint t = gl_LocalInvocationID.x;
+    uint n = pc.cols / VW;
+    vec4 xa = vec4(0.0), xb = vec4(0.0);
+    if (t < n) {
+#ifdef MV_F16
+        xa = x4[2u * t];
+        xb = x4[2u * t + 1u];
+#else
+        xa = x4[t];
+#endif
+    }
+    float ss = dot(xa, xa) + dot(xb, xb);
+#ifdef HAS_NORM
+    if (t < n) {
+#ifdef MV_F16
+        xa *= g4[2u * t];
+        xb *= g4[2u * t + 1u];
+#else
+        xa *= g4[t];
+#endif
+    }
+#endif
+    uint step = gl_NumWorkGroups.x;
+    WVEC w[MV_ROWS], nw[MV_ROWS];
+    load_rows(gl_WorkGroupID.x, t, n, w);
+    for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += step) {
+        if (blk + step < nblocks)
+            load_rows(blk + step, t, n, nw);
+        float acc[NS];
+        for (uint k = 0u; k < MV_ROWS; k++)
+            acc[k] = vdot(w[k], xa, xb);
+        acc[NS - 1u] = ss;
+        wg_sum(acc);
+        float scale = 1.0;
+#ifdef HAS_NORM
+        scale = inversesqrt(total[NS - 1u] / float(pc.cols) + pc.eps);
+#endif
+        uint row = blk * MV_ROWS + t;
+        if (t < MV_ROWS && row < pc.rows)
+            y[row] = total[t] * scale;
+        if (t == 0u)
+            for (uint k = 0u; k < MV_ROWS; k++) {
+                float v = total[k] * scale;
+                uint r = blk * MV_ROWS + k;
+                if (r < pc.rows && better(v, r, best_val, best_row)) {
+                    best_val = v;
+                    best_row = r;
+                }
+            }
+        for (uint k = 0u; k < MV_ROWS; k++)
+            w[k] = nw[k];
+    }
+}
+#endif
+
 void main()
 {
 #ifdef MV_ARGMAX
@@ -413,8 +488,11 @@ void main()
     // tail once, not once per four rows. Then the last workgroup to finish
     // picks the best of all.
     uint nblocks = (total_rows() + MV_ROWS - 1u) / MV_ROWS;
-    for (wg_block = gl_WorkGroupID.x; wg_block < nblocks; wg_block += gl_NumWorkGroups.x)
-        block();
+    if (pc.cols % VW == 0u && pc.cols / VW <= WG)
+        short_blocks(nblocks);
+    else
+        for (wg_block = gl_WorkGroupID.x; wg_block < nblocks; wg_block += gl_NumWorkGroups.x)
+            block();
     uint t = gl_LocalInvocationID.x;
     uint groups = gl_NumWorkGroups.x;
     if (t == 0u) {

@@ -8,9 +8,11 @@
 //     c + TPR, ...), so a pass covers ROWS = WG_SIZE / TPR rows. Every
 //     invocation issues its q, K and V loads together, before any of them
 //     is used: one trip for the whole share (32 rows at the full cache).
-//   - Scores are summed across a row's invocations in shared memory; every
-//     invocation then reads the pass's scores, keeps the running maximum
-//     and weights its own V values (online softmax: the partial output and
+//   - Scores are summed across a row's invocations by subgroup shuffles, and
+//     the pass's maximum is a subgroup maximum plus one shared slot per
+//     subgroup (where subgroups are narrower than a row, as on llvmpipe for
+//     the wide kernel, through shared memory instead); every invocation
+//     keeps the running maximum and weights its own V values (online softmax: the partial output and
 //     the exponent sum are rescaled when the maximum grows). The exponent
 //     sum rides along as one more accumulated value.
 //   - The rows' partial outputs are summed in shared memory at the end.
@@ -28,6 +30,9 @@
 #define RPP (WG_SIZE / TPR)   // rows per pass and per row slot
 #define MAX_SPLITS 16u   // ir/ops.c: attn_splits
 layout(local_size_x = 256) in;
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 2) readonly buffer KC { float kcache[]; };
@@ -44,6 +49,7 @@ shared float sdot[RPT * WG_SIZE];       // per-invocation dot products of a pass
 shared float score[RPT * RPP];          // the pass's row scores
 shared float sacc[(DPT + 1u) * WG_SIZE];  // final partial outputs and sums
 shared bool is_last;
+shared float smax[2][WG_SIZE / 4u];     // per-subgroup pass maxima (subgroups of 4 or more)
 
 void main()
 {
@@ -75,35 +81,65 @@ void main()
                 vv[i][k] = ok ? vcache[at + d] : 0.0;
             }
         }
+        float s[RPT];
         for (uint i = 0u; i < RPT; i++) {
-            float s = 0.0;
+            s[i] = 0.0;
             for (uint k = 0u; k < DPT; k++)
-                s += qv[k] * kv[i][k];
-            sdot[i * WG_SIZE + t] = s;
+                s[i] += qv[k] * kv[i][k];
         }
-        memoryBarrierShared();
-        barrier();
-        if (t < RPT * RPP) {
-            // Row base + t: slot t % RPP, round t / RPP.
-            uint i = t / RPP, slot = t % RPP;
-            float sum = 0.0;
-            for (uint j = 0u; j < TPR; j++)
-                sum += sdot[i * WG_SIZE + slot * TPR + j];
-            uint row = base + slot + i * RPP;
-            score[t] = row < last ? sum : NEG_BIG;
-        }
-        memoryBarrierShared();
-        barrier();
         float mx = m;
-        for (uint j = 0u; j < RPT * RPP; j++)
-            mx = max(mx, score[j]);
+        if (gl_SubgroupSize >= TPR) {
+            // A row's TPR invocations are neighbours in one subgroup: they
+            // sum its score by shuffles, every one of them ending with it;
+            // the pass's maximum is a subgroup maximum, then one slot per
+            // subgroup in shared memory (two sets, by pass parity, so one
+            // barrier a pass keeps readers and the next writers apart).
+            float rmax = NEG_BIG;
+            for (uint i = 0u; i < RPT; i++) {
+                for (uint o = 1u; o < TPR; o <<= 1u)
+                    s[i] += subgroupShuffleXor(s[i], o);
+                if (base + r + i * RPP < last)
+                    rmax = max(rmax, s[i]);
+            }
+            rmax = subgroupMax(rmax);
+            uint set = ((base - first) / (RPT * RPP)) & 1u;
+            if (subgroupElect())
+                smax[set][gl_SubgroupID] = rmax;
+            memoryBarrierShared();
+            barrier();
+            for (uint j = 0u; j < gl_NumSubgroups; j++)
+                mx = max(mx, smax[set][j]);
+        } else {
+            for (uint i = 0u; i < RPT; i++)
+                sdot[i * WG_SIZE + t] = s[i];
+            memoryBarrierShared();
+            barrier();
+            if (t < RPT * RPP) {
+                // Row base + t: slot t % RPP, round t / RPP.
+                uint i = t / RPP, slot = t % RPP;
+                float sum = 0.0;
+                for (uint j = 0u; j < TPR; j++)
+                    sum += sdot[i * WG_SIZE + slot * TPR + j];
+                uint row = base + slot + i * RPP;
+                score[t] = row < last ? sum : NEG_BIG;
+            }
+            memoryBarrierShared();
+            barrier();
+            for (uint j = 0u; j < RPT * RPP; j++)
+                mx = max(mx, score[j]);
+            for (uint i = 0u; i < RPT; i++)
+                s[i] = score[i * RPP + r];
+            // the next pass writes sdot and score only after every
+            // invocation has read them
+            barrier();
+        }
         float alpha = exp(m - mx);
         for (uint k = 0u; k < DPT; k++)
             acc[k] *= alpha;
         l *= alpha;
         for (uint i = 0u; i < RPT; i++) {
             bool live = base + r + i * RPP < last;
-            float p = live ? exp(score[i * RPP + r] - mx) : 0.0;
+            float p = live ? exp(s[i] - mx) : 0.0;
             for (uint k = 0u; k < DPT; k++)
                 acc[k] += p * vv[i][k];
             l += c == 0u ? p : 0.0;

@@ -264,6 +264,21 @@ uint wg_best(float v, uint i, out float outv)
 #ifdef MV_ARGMAX
 float best_val = 0.0;   // invocation 0: the best row of the blocks done so far
 uint best_row = 0xffffffffu;
+
+// Invocation 0 folds a block's MV_ROWS values (rows row0.., as stored in y)
+// into its best; a tree over the whole workgroup would cost every block a
+// dozen barriers.
+void fold_best(uint row0, float scale)
+{
+    for (uint k = 0u; k < MV_ROWS; k++) {
+        float v = total[k] * scale;
+        uint row = row0 + k;
+        if (row < pc.rows && better(v, row, best_val, best_row)) {
+            best_val = v;
+            best_row = row;
+        }
+    }
+}
 #endif
 
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
@@ -394,16 +409,8 @@ void block()
         y[row_of(t)] = val;
     }
 #ifdef MV_ARGMAX
-    // Invocation 0 folds the block's MV_ROWS values into its best (a tree
-    // over the whole workgroup would cost every block a dozen barriers).
     if (t == 0u)
-        for (uint k = 0u; k < MV_ROWS; k++) {
-            float v = total[k] * scale;   // what invocation k stored in y
-            if (live[k] && better(v, row_of(k), best_val, best_row)) {
-                best_val = v;
-                best_row = row_of(k);
-            }
-        }
+        fold_best(wg_block * MV_ROWS, scale);
 #endif
 #endif
 }
@@ -466,14 +473,7 @@ void short_blocks(uint nblocks)
         if (t < MV_ROWS && row < pc.rows)
             y[row] = total[t] * scale;
         if (t == 0u)
-            for (uint k = 0u; k < MV_ROWS; k++) {
-                float v = total[k] * scale;
-                uint r = blk * MV_ROWS + k;
-                if (r < pc.rows && better(v, r, best_val, best_row)) {
-                    best_val = v;
-                    best_row = r;
-                }
-            }
+            fold_best(blk * MV_ROWS, scale);
         for (uint k = 0u; k < MV_ROWS; k++)
             w[k] = nw[k];
     }

@@ -151,44 +151,36 @@ void main()
     // workgroup's share is the sum over r of acc[k] of invocation (r, c).
     // Where a subgroup holds several rows, shuffles first sum its rows, so
     // shared memory takes one entry per subgroup instead of one per row.
-    float sum = 0.0, lw = 0.0;
+    // Entry slot * TPR + c of each dimension's column: one per row slot,
+    // or one per subgroup after the shuffles.
+    uint slot = r, entries = RPP;
+    bool writes = true;
     if (gl_SubgroupSize >= TPR) {
         for (uint o = TPR; o < gl_SubgroupSize; o <<= 1u) {
             for (uint k = 0u; k < DPT; k++)
                 acc[k] += subgroupShuffleXor(acc[k], o);
             l += subgroupShuffleXor(l, o);
         }
-        uint sg = gl_SubgroupID;
-        if (gl_SubgroupInvocationID < TPR) {
-            for (uint k = 0u; k < DPT; k++)
-                sacc[k * WG_SIZE + sg * TPR + c] = acc[k];
-            sacc[DPT * WG_SIZE + sg * TPR + c] = l;
-        }
-        memoryBarrierShared();
-        barrier();
-        if (t < hd) {
-            uint k = t / TPR, cc = t % TPR;
-            for (uint j = 0u; j < gl_NumSubgroups; j++)
-                sum += sacc[k * WG_SIZE + j * TPR + cc];
-        }
-        if (t == 0u)
-            for (uint j = 0u; j < gl_NumSubgroups; j++)
-                lw += sacc[DPT * WG_SIZE + j * TPR];
-    } else {
-        for (uint k = 0u; k < DPT; k++)
-            sacc[k * WG_SIZE + t] = acc[k];
-        sacc[DPT * WG_SIZE + t] = l;
-        memoryBarrierShared();
-        barrier();
-        if (t < hd) {
-            uint k = t / TPR, cc = t % TPR;
-            for (uint j = 0u; j < RPP; j++)
-                sum += sacc[k * WG_SIZE + j * TPR + cc];
-        }
-        if (t == 0u)
-            for (uint j = 0u; j < RPP; j++)
-                lw += sacc[DPT * WG_SIZE + j * TPR];
+        slot = gl_SubgroupID;
+        entries = gl_NumSubgroups;
+        writes = gl_SubgroupInvocationID < TPR;
     }
+    if (writes) {
+        for (uint k = 0u; k < DPT; k++)
+            sacc[k * WG_SIZE + slot * TPR + c] = acc[k];
+        sacc[DPT * WG_SIZE + slot * TPR + c] = l;
+    }
+    memoryBarrierShared();
+    barrier();
+    float sum = 0.0, lw = 0.0;
+    if (t < hd) {
+        uint k = t / TPR, cc = t % TPR;
+        for (uint j = 0u; j < entries; j++)
+            sum += sacc[k * WG_SIZE + j * TPR + cc];
+    }
+    if (t == 0u)
+        for (uint j = 0u; j < entries; j++)
+            lw += sacc[DPT * WG_SIZE + j * TPR];
 
     if (pc.splits == 1u) {
         // Every invocation's l is its share of the sum; invocation 0 holds

@@ -26,8 +26,14 @@
 
 #define WG 256u
 layout(local_size_x = 256) in;
+// Rows per workgroup (ir/ops.def: the per_group of each form): 2 by
+// default, so a decode-sized matrix is many small workgroups whose last
+// wave is short (the step 1008 -> 975 us on the H200). 4 where the .comp
+// says so: the argmax forms, whose row blocks each also pay a fold into the
+// workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
+// (16000 workgroups for a 32000-row LM head read 256 MB of them).
 #ifndef MV_ROWS
-#define MV_ROWS 4u   // ir/ops.def: per_group of the matvec rows
+#define MV_ROWS 2u
 #endif
 
 #ifdef MV_F16

@@ -3,4 +3,5 @@
 // MATVEC_ARGMAX (fused), f16 weights: see matvec.glsl.
 #define MV_F16
 #define MV_ARGMAX
+#define MV_ROWS 4u   // ir/ops.def: per_group
 #include "matvec.glsl"

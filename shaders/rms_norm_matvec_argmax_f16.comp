@@ -4,4 +4,5 @@
 #define MV_F16
 #define MV_NORM
 #define MV_ARGMAX
+#define MV_ROWS 4u   // ir/ops.def: per_group
 #include "matvec.glsl"

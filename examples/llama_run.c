@@ -156,7 +156,8 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
             if (l > layer)
                 layer = l;
             bool embed = n->op == LOOM_OP_EMBED || n->op == LOOM_OP_EMBED_BLOCKS;
-            if (embed && j + 2 < n->n_bindings)   /* table slots: all but token and out */
+            /* table slots: all but token and out; the fused form's slot 1 */
+            if ((embed && j + 2 < n->n_bindings) || (n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV && j == 1))
                 embed_only[b[j].buffer] = true;
             else
                 other_use[b[j].buffer] = true;
@@ -171,6 +172,11 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
             loom_pc_embed_blocks pc;
             memcpy(&pc, loom_node_push(g, n), sizeof pc);
             embed_rows += pc.block_rows && pc.first == 0 ? b[0].size / pc.block_rows : 0;
+        } else if (n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV && n->n_bindings > 1 &&
+                   n->push_size == sizeof(loom_pc_embed_qkv)) {
+            loom_pc_embed_qkv pc;
+            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+            embed_rows += pc.vocab ? b[1].size / pc.vocab : 0;
         }
         /* The same rule the runtime records by. */
         bool barrier = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);

@@ -82,6 +82,12 @@ typedef struct loom_pc_qkv {
     uint32_t head_dim, max_seq;
     float theta;
 } loom_pc_qkv;
+/* EMBED_RMS_NORM_QKV_ROPE_KV: the q/k/v form's, then the table's vocab and
+ * the token's index in token_buf. */
+typedef struct loom_pc_embed_qkv {
+    loom_pc_qkv qkv;
+    uint32_t vocab, token_index;
+} loom_pc_embed_qkv;
 
 /* ---- builders ----------------------------------------------------------- *
  * Each builder's kernel, binding slots (in order; (w) written), push bytes
@@ -169,6 +175,14 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
                                          loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
                                          loom_tensor vcache, uint32_t head_dim, float theta, float eps,
                                          uint32_t *out_node);
+/* x = table[token_buf[token_index]] (zeros for a token past the table, as
+ * EMBED), written to x, and the q/k/v form above of that x in the same
+ * dispatch. table is vocab x cols of Wq's dtype. */
+loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table, uint32_t token_buf,
+                                               uint32_t token_index, loom_tensor gw, loom_tensor Wq, loom_tensor Wk,
+                                               loom_tensor Wv, loom_tensor x, loom_tensor q, loom_tensor kcache,
+                                               loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                               uint32_t *out_node);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

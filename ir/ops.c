@@ -316,7 +316,8 @@ _Static_assert(PUSH_RMS_NORM_MATVEC == sizeof(loom_pc_norm_matvec) &&
 _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeof(loom_pc_embed_blocks) &&
                    PUSH_ROPE == sizeof(loom_pc_rope) &&
                    PUSH_KV_APPEND == sizeof(loom_pc_kv) && PUSH_ATTENTION == sizeof(loom_pc_attn) &&
-                   PUSH_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_qkv),
+                   PUSH_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_qkv) &&
+                   PUSH_EMBED_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_embed_qkv),
                "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
@@ -842,16 +843,17 @@ loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_te
     return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &W, NULL, &x, &gw, &y, &out, eps, out_node);
 }
 
-loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
-                                         loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
-                                         loom_tensor vcache, uint32_t head_dim, float theta, float eps,
-                                         uint32_t *out_node)
+/* The checks of the q/k/v form and its EMBED-fed form (x is then the
+ * embedding row it writes). */
+static loom_result qkv_check(loom_graph *g, loom_op op, const loom_tensor *xp, const loom_tensor *gwp,
+                             const loom_tensor *Wqp, const loom_tensor *Wkp, const loom_tensor *Wvp,
+                             const loom_tensor *qp, const loom_tensor *kcp, const loom_tensor *vcp, uint32_t head_dim,
+                             float theta, float eps)
 {
-    if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_qkv_rope_kv: graph is NULL");
-    const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV;
-    /* Pairs (i, i + head_dim/2) are taken two to a workgroup (matvec.glsl),
-     * so a workgroup never straddles a head or a matrix. */
+    loom_tensor x = *xp, gw = *gwp, Wq = *Wqp, Wk = *Wkp, Wv = *Wvp, q = *qp, kcache = *kcp, vcache = *vcp;
+    /* Pairs (i, i + head_dim/2) are taken per_group / 2 to a workgroup
+     * (matvec.glsl): with head_dim a multiple of 4 a workgroup never
+     * straddles a head or a matrix. */
     if (head_dim == 0 || head_dim % 4)
         return bad(g, op, "head_dim (multiple of 4)", "", head_dim, (head_dim / 4 + 1) * 4);
     loom_result rc = need_theta(g, op, theta);
@@ -886,11 +888,53 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
         rc = bad(g, op, "kcache", ".cols", kcache.cols, Wk.rows);
     if (!rc)
         rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    return rc;
+}
+
+loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                                         loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
+                                         loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                         uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_qkv_rope_kv: graph is NULL");
+    const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+    loom_result rc = qkv_check(g, op, &x, &gw, &Wq, &Wk, &Wv, &q, &kcache, &vcache, head_dim, theta, eps);
     if (rc)
         return rc;
+    uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
     loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
     op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 8, .push = &pc, .groups = groups_for(op, rows),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table, uint32_t token_buf,
+                                               uint32_t token_index, loom_tensor gw, loom_tensor Wq, loom_tensor Wk,
+                                               loom_tensor Wv, loom_tensor x, loom_tensor q, loom_tensor kcache,
+                                               loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                               uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed_rms_norm_qkv_rope_kv: graph is NULL");
+    const loom_op op = LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
+    loom_tensor tok;
+    loom_result rc = qkv_check(g, op, &x, &gw, &Wq, &Wk, &Wv, &q, &kcache, &vcache, head_dim, theta, eps);
+    if (!rc)
+        rc = need_table(g, op, "table", &table);
+    if (!rc && table.dtype != Wq.dtype)
+        rc = need_dtype(g, op, "table", &table, (loom_dtype)Wq.dtype);
+    if (!rc && table.cols != Wq.cols)
+        rc = bad(g, op, "table", ".cols", table.cols, Wq.cols);
+    if (!rc)
+        rc = token_view(g, op, token_buf, token_index, &tok);
+    if (rc)
+        return rc;
+    uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
+    loom_pc_embed_qkv pc = { { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta }, table.rows, token_index };
+    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 10, .push = &pc, .groups = groups_for(op, rows),
+                  .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
+                         { q, false }, { kcache, false }, { vcache, false }, { x, false } } };
     return emit(g, &c, out_node);
 }

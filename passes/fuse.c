@@ -45,11 +45,12 @@ typedef struct fuse_state {
 typedef struct fuse_match {
     uint32_t nodes[FUSE_MAX_CHAIN], n_nodes;   /* ascending positions; the last is the anchor */
     uint32_t elim[FUSE_MAX_CHAIN], n_elim;     /* producers whose output disappears */
-    loom_tensor in[6], out[3];
+    loom_tensor in[6], out[4];
     uint32_t n_in, n_out;
     float eps;
     float theta;                  /* RoPE rules */
     uint32_t head_dim;
+    uint32_t token_buf, token_index;   /* embed_qkv */
 } fuse_match;
 
 typedef struct fuse_rule {
@@ -67,8 +68,10 @@ typedef struct op_view {
     const loom_binding *b[LOOM_MAX_BINDINGS];
     uint32_t n, rows, cols;
     float eps;
-    uint32_t heads, head_dim, max_seq;   /* ROPE, KV_APPEND */
+    uint32_t heads, head_dim, max_seq;   /* ROPE, KV_APPEND, RMS_NORM_QKV_ROPE_KV */
     float theta;
+    uint32_t q_rows, kv_rows;            /* RMS_NORM_QKV_ROPE_KV (and cols) */
+    uint32_t vocab, token_index;         /* EMBED */
 } op_view;
 
 static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
@@ -117,6 +120,23 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
         v->head_dim = p.head_dim;
         v->theta = p.theta;
         v->n = p.n_heads * p.head_dim;
+    } else if (op == LOOM_OP_RMS_NORM_QKV_ROPE_KV) {
+        loom_pc_qkv p;
+        memcpy(&p, pc, sizeof p);
+        v->q_rows = p.q_rows;
+        v->kv_rows = p.kv_rows;
+        v->cols = p.cols;
+        v->eps = p.eps;
+        v->head_dim = p.head_dim;
+        v->max_seq = p.max_seq;
+        v->theta = p.theta;
+        v->n = p.cols;
+    } else if (op == LOOM_OP_EMBED) {
+        loom_pc_embed p;
+        memcpy(&p, pc, sizeof p);
+        v->n = p.dim;
+        v->vocab = p.vocab;
+        v->token_index = p.token_index;
     } else if (op == LOOM_OP_KV_APPEND) {
         loom_pc_kv p;
         memcpy(&p, pc, sizeof p);
@@ -651,6 +671,36 @@ static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_
                                         m->out[2], m->head_dim, m->theta, m->eps, out);
 }
 
+/* EMBED -> RMS_NORM_QKV_ROPE_KV reading the embedding row as x (the first
+ * layer): the q/k/v workgroups read the row from the table themselves, so
+ * the lookup needs no level of its own. The row is still written (by one
+ * workgroup) for its other readers, the first residual add; nothing is
+ * eliminated. */
+static bool match_embed_qkv(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view qv, ev;
+    if (!view(fs, anchor, LOOM_OP_RMS_NORM_QKV_ROPE_KV, &qv))
+        return false;
+    uint32_t id = producer(fs, anchor, qv.b[1]);
+    if (!view(fs, id, LOOM_OP_EMBED, &ev) || !same_view(ev.b[2], qv.b[1]) || ev.n != qv.cols)
+        return false;
+    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 5, .n_out = 4, .eps = qv.eps,
+                       .theta = qv.theta, .head_dim = qv.head_dim, .token_buf = ev.b[1]->buffer,
+                       .token_index = ev.token_index };
+    return mat_of(ev.b[0], ev.vocab, ev.n, &m->in[0]) && vec_of(qv.b[2], qv.cols, &m->in[1]) &&
+           mat_of(qv.b[3], qv.q_rows, qv.cols, &m->in[2]) && mat_of(qv.b[4], qv.kv_rows, qv.cols, &m->in[3]) &&
+           mat_of(qv.b[5], qv.kv_rows, qv.cols, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
+           vec_of(qv.b[6], qv.q_rows, &m->out[0]) && mat_of(qv.b[7], qv.max_seq, qv.kv_rows, &m->out[1]) &&
+           mat_of(qv.b[8], qv.max_seq, qv.kv_rows, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) && legal(fs, m);
+}
+
+static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_embed_rms_norm_qkv_rope_kv(g, m->in[0], m->token_buf, m->token_index, m->in[1], m->in[2],
+                                              m->in[3], m->in[4], m->out[3], m->out[0], m->out[1], m->out[2],
+                                              m->head_dim, m->theta, m->eps, out);
+}
+
 /* Longer chains first: an anchor takes the first rule that matches. */
 static const fuse_rule rules[] = {
     { "add_rms_norm_mul", { LOOM_OP_ADD, LOOM_OP_RMS_NORM, LOOM_OP_MUL }, 3, LOOM_OP_ADD_RMS_NORM_MUL,
@@ -675,6 +725,8 @@ static const fuse_rule rules[] = {
       LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, match_norm_matvec_silu_mul, build_norm_matvec_silu_mul },
     { "rms_norm_matvec_argmax", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC_ARGMAX }, 2, LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
       match_norm_matvec_argmax, build_norm_matvec_argmax },
+    { "embed_qkv", { LOOM_OP_EMBED, LOOM_OP_RMS_NORM_QKV_ROPE_KV }, 2, LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV,
+      match_embed_qkv, build_embed_qkv },
 };
 
 /* ---- driver ------------------------------------------------------------- */

@@ -16,6 +16,10 @@
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
 //             k and writes k and v straight into the caches at the step's
 //             position (RoPE + KV_APPEND fused);
+//   MV_EMBED  (with MV_QKV) x is row token_buf[token_index] of an embedding
+//             table of the weights' dtype (zeros for a token past vocab),
+//             and workgroup 0 also writes it out as f32 for later readers
+//             (EMBED fused in front of the first layer's q/k/v);
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
@@ -53,7 +57,22 @@ layout(local_size_x = 256) in;
 #include "params.glsl"
 layout(push_constant) uniform Pc {
     uint q_rows; uint kv_rows; uint cols; float eps; uint head_dim; uint max_seq; float theta;
+#ifdef MV_EMBED
+    uint vocab; uint token_index;
+#endif
 } pc;
+#ifdef MV_EMBED
+#define B_TAB 1
+#define B_TOK 2
+#define B_G 3
+#define B_W0 4
+#define B_W1 5
+#define B_W2 6
+#define B_Y 7
+#define B_KC 8
+#define B_VC 9
+#define B_XOUT 10
+#else
 #define B_X 1
 #define B_G 2
 #define B_W0 3
@@ -62,6 +81,7 @@ layout(push_constant) uniform Pc {
 #define B_Y 6
 #define B_KC 7
 #define B_VC 8
+#endif
 #else
 #ifdef MV_NORM
 layout(push_constant) uniform Pc { uint rows; uint cols; float eps; } pc;
@@ -104,8 +124,16 @@ layout(set = 0, binding = B_W1) readonly buffer W1s { WSCALAR w1s[]; };
 layout(set = 0, binding = B_W2) readonly buffer W2v { WVEC w2v[]; };
 layout(set = 0, binding = B_W2) readonly buffer W2s { WSCALAR w2s[]; };
 #endif
+#ifdef MV_EMBED
+layout(set = 0, binding = B_TAB) readonly buffer TabV { WVEC tabv[]; };
+layout(set = 0, binding = B_TAB) readonly buffer TabS { WSCALAR tabs[]; };
+layout(set = 0, binding = B_TOK) readonly buffer Tok { uint tokens[]; };
+layout(set = 0, binding = B_XOUT) writeonly buffer XOv { vec4 xo4[]; };
+layout(set = 0, binding = B_XOUT) writeonly buffer XOs { float xo1[]; };
+#else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
+#endif
 #if defined(MV_NORM) || defined(MV_QKV)
 layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
 layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
@@ -287,6 +315,73 @@ void fold_best(uint row0, float scale)
 }
 #endif
 
+// x: chunk c of the vector path (VW elements in xa, xb) and pair c of the
+// scalar path (SW elements).
+#ifdef MV_EMBED
+uint emb_token;   // the step's token; x is zeros past the vocabulary
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+    xa = vec4(0.0);
+    xb = vec4(0.0);
+    if (emb_token < pc.vocab) {
+        WVEC v = tabv[emb_token * (pc.cols / VW) + c];
+#ifdef MV_F16
+        xa = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+        xb = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
+#else
+        xa = v;
+#endif
+    }
+    if (gl_WorkGroupID.x == 0u) {
+#ifdef MV_F16
+        xo4[2u * c] = xa;
+        xo4[2u * c + 1u] = xb;
+#else
+        xo4[c] = xa;
+#endif
+    }
+}
+vec2 x_pair(uint c)
+{
+    vec2 xs = vec2(0.0);
+    if (emb_token < pc.vocab) {
+#ifdef MV_F16
+        xs = unpackHalf2x16(tabs[emb_token * (pc.cols / 2u) + c]);
+#else
+        xs.x = tabs[emb_token * pc.cols + c];
+#endif
+    }
+    if (gl_WorkGroupID.x == 0u) {
+#ifdef MV_F16
+        xo1[2u * c] = xs.x;
+        xo1[2u * c + 1u] = xs.y;
+#else
+        xo1[c] = xs.x;
+#endif
+    }
+    return xs;
+}
+#else
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+#ifdef MV_F16
+    xa = x4[2u * c];
+    xb = x4[2u * c + 1u];
+#else
+    xa = x4[c];
+    xb = vec4(0.0);
+#endif
+}
+vec2 x_pair(uint c)
+{
+#ifdef MV_F16
+    return vec2(x1[2u * c], x1[2u * c + 1u]);
+#else
+    return vec2(x1[c], 0.0);
+#endif
+}
+#endif
+
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
 // invocation 0's best.
 void block()
@@ -303,6 +398,9 @@ void block()
     float acc[NS];
     for (uint s = 0u; s < NS; s++)
         acc[s] = 0.0;
+#ifdef MV_EMBED
+    emb_token = tokens[pc.token_index];
+#endif
 
     if (cols % VW == 0u) {
         uint n = cols / VW;
@@ -317,11 +415,8 @@ void block()
                 for (uint j = 0u; j < NMAT; j++)
                     if (live[k])
                         w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
-#ifdef MV_F16
-            vec4 xa = x4[2u * c], xb = x4[2u * c + 1u];
-#else
-            vec4 xa = x4[c], xb = vec4(0.0);
-#endif
+            vec4 xa, xb;
+            x_chunk(c, xa, xb);
 #ifdef HAS_NORM
 #ifdef MV_F16
             vec4 ga = g4[2u * c], gb = g4[2u * c + 1u];
@@ -342,11 +437,7 @@ void block()
         for (uint k = 0u; k < MV_ROWS; k++)
             base[k] = local_row(k) * n;
         for (uint c = t; c < n; c += WG) {
-#ifdef MV_F16
-            vec2 xs = vec2(x1[2u * c], x1[2u * c + 1u]);
-#else
-            vec2 xs = vec2(x1[c], 0.0);
-#endif
+            vec2 xs = x_pair(c);
 #ifdef HAS_NORM
             acc[NS - 1u] += dot(xs, xs);
 #ifdef MV_F16

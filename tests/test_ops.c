@@ -579,11 +579,16 @@ END_TEST
 static const uint32_t qkv_cases[][6] = { { 1, 1, 4, 6, 4, 1 },     { 4, 2, 16, 100, 8, 7 }, { 8, 2, 64, 256, 16, 20 },
                                          { 3, 3, 8, 2056, 5, 0 }, { 2, 1, 128, 64, 3, 2 } };
 
+/* _i bit 0: f16 weights; bit 1: the EMBED-fed form, x the row of a 5-row
+ * table picked by a token at index 1 of its buffer (token 5, past the
+ * table, in one case: x is zeros), and x itself written. */
 START_TEST(qkv_rope_kv)
 {
     loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
+    bool embed = (_i & 2) != 0;
     uint32_t es = loom_dtype_size(dt);
     const float eps = 1e-5f, theta = 10000.0f;
+    const uint32_t vocab = 5;
     for (size_t s = 0; s < sizeof qkv_cases / sizeof qkv_cases[0]; s++) {
         const uint32_t *c = qkv_cases[s];
         uint32_t nh = c[0], nkv = c[1], hd = c[2], cols = c[3], max_seq = c[4], pos = c[5];
@@ -592,32 +597,50 @@ START_TEST(qkv_rope_kv)
         void *Wq = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)qr * cols) : (void *)rand_f32((uint64_t)qr * cols, 1);
         void *Wk = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)kr * cols) : (void *)rand_f32((uint64_t)kr * cols, 1);
         void *Wv = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)kr * cols) : (void *)rand_f32((uint64_t)kr * cols, 1);
+        void *table = dt == LOOM_F16 ? (void *)rand_f16((uint64_t)vocab * cols)
+                                     : (void *)rand_f32((uint64_t)vocab * cols, 2);
+        uint32_t tokens[2] = { 0xffffffffu, s == 3 ? vocab : (uint32_t)(s * 2 + 1) % vocab };
         float *x = rand_f32(cols, 2), *gw = rand_f32(cols, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
         float *want_q = alloc_f32(qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
         memcpy(want_kc, kc, cn * 4);
         memcpy(want_vc, vc, cn * 4);
+        if (embed)
+            loom_ref_embed(dt, table, vocab, cols, tokens[1], x);
         loom_ref_rms_norm_qkv_rope_kv(dt, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
                                       theta, eps, pos);
         harness h = begin();
-        uint32_t bx = input(&h, "x", x, cols * 4), bg = input(&h, "g", gw, cols * 4);
+        uint32_t bx = embed ? output(&h, "x", cols * 4) : input(&h, "x", x, cols * 4), bg = input(&h, "g", gw, cols * 4);
         uint32_t bq = input(&h, "Wq", Wq, (uint64_t)qr * cols * es), bk = input(&h, "Wk", Wk, (uint64_t)kr * cols * es);
         uint32_t bv = input(&h, "Wv", Wv, (uint64_t)kr * cols * es), by = output(&h, "q", qr * 4);
         uint32_t bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
-        loom_result rc = loom_op_rms_norm_qkv_rope_kv(
-            h.g, loom_vec(bx, cols), loom_vec(bg, cols), loom_mat(bq, dt, qr, cols), loom_mat(bk, dt, kr, cols),
-            loom_mat(bv, dt, kr, cols), loom_vec(by, qr), loom_mat(bkc, LOOM_F32, max_seq, kr),
-            loom_mat(bvc, LOOM_F32, max_seq, kr), hd, theta, eps, NULL);
+        loom_tensor tq = loom_mat(bq, dt, qr, cols), tk = loom_mat(bk, dt, kr, cols), tv = loom_mat(bv, dt, kr, cols);
+        loom_tensor tkc = loom_mat(bkc, LOOM_F32, max_seq, kr), tvc = loom_mat(bvc, LOOM_F32, max_seq, kr);
+        loom_result rc;
+        if (embed) {
+            uint32_t bt = input(&h, "table", table, (uint64_t)vocab * cols * es);
+            uint32_t btok = input(&h, "tokens", tokens, sizeof tokens);
+            rc = loom_op_embed_rms_norm_qkv_rope_kv(h.g, loom_mat(bt, dt, vocab, cols), btok, 1, loom_vec(bg, cols), tq,
+                                                    tk, tv, loom_vec(bx, cols), loom_vec(by, qr), tkc, tvc, hd, theta,
+                                                    eps, NULL);
+        } else {
+            rc = loom_op_rms_norm_qkv_rope_kv(h.g, loom_vec(bx, cols), loom_vec(bg, cols), tq, tk, tv,
+                                              loom_vec(by, qr), tkc, tvc, hd, theta, eps, NULL);
+        }
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
         run(&h, &(loom_step_params){ .pos = pos, .kv_len = pos + 1 });
         char what[48];
-        snprintf(what, sizeof what, "%s case %zu", loom_dtype_name(dt), s);
-        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, by, want_q, qr);
-        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, bkc, want_kc, cn);
-        expect_buffer(&h, LOOM_OP_RMS_NORM_QKV_ROPE_KV, what, bvc, want_vc, cn);
+        snprintf(what, sizeof what, "%s%s case %zu", loom_dtype_name(dt), embed ? " embed" : "", s);
+        loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+        if (embed)
+            expect_buffer(&h, op, what, bx, x, cols);
+        expect_buffer(&h, op, what, by, want_q, qr);
+        expect_buffer(&h, op, what, bkc, want_kc, cn);
+        expect_buffer(&h, op, what, bvc, want_vc, cn);
         end(&h);
         free(Wq);
         free(Wk);
         free(Wv);
+        free(table);
         free(x);
         free(gw);
         free(kc);
@@ -790,7 +813,7 @@ static Suite *ops_suite(void)
         { "silu_mul", silu_mul, 2 }, { "norms", norms, 4 },     { "matvec", matvec, 6 },
         { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
         { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
-        { "fused_matvec", fused_matvec, 8 }, { "qkv_rope_kv", qkv_rope_kv, 2 },
+        { "fused_matvec", fused_matvec, 8 }, { "qkv_rope_kv", qkv_rope_kv, 4 },
         { "attention_replays", attention_replays, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -572,6 +572,16 @@ static void run_node(const machine *m, const loom_node *nd)
                                       params(m, nd)->pos);
         break;
     }
+    case LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV: {   /* params, table, tokens, g, Wq, Wk, Wv, q, kcache, vcache, x */
+        uint32_t qr = P(m, nd, 0), kr = P(m, nd, 1), cols = P(m, nd, 2), vocab = P(m, nd, 7);
+        uint32_t tok = ((const uint32_t *)S(m, nd, 2))[P(m, nd, 8)];
+        loom_ref_embed(mat_dtype(m, nd, 1, (uint64_t)vocab * cols), S(m, nd, 1), vocab, cols, tok, S(m, nd, 10));
+        loom_ref_rms_norm_qkv_rope_kv(mat_dtype(m, nd, 4, (uint64_t)qr * cols), S(m, nd, 10), S(m, nd, 3),
+                                      S(m, nd, 4), S(m, nd, 5), S(m, nd, 6), S(m, nd, 7), S(m, nd, 8), S(m, nd, 9),
+                                      qr, kr, cols, P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6), PF(m, nd, 3),
+                                      params(m, nd)->pos);
+        break;
+    }
     case LOOM_OP_OTHER:
         if (strcmp(loom_graph_kernel_name(m->g, nd->kernel), "scale_rw") == 0) {
             float *y = S(m, nd, 0);

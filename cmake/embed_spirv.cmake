@@ -8,6 +8,13 @@ foreach(spv ${SPVS})
   file(READ ${spv} hex HEX)
   string(LENGTH "${hex}" hexlen)
   math(EXPR bytes "${hexlen} / 2")
+  # A kernel cut short (an interrupted glslc) must fail the build here, not
+  # at run time as an empty kernel; removing it makes the next build redo it.
+  math(EXPR rem "${bytes} % 4")
+  if(bytes LESS 20 OR NOT rem EQUAL 0 OR NOT hex MATCHES "^03022307")
+    file(REMOVE ${spv})
+    message(FATAL_ERROR "${spv}: ${bytes} bytes are not SPIR-V (removed; build again)")
+  endif()
   # Little-endian words: reorder each 4-byte group's hex pairs.
   string(REGEX REPLACE "([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])"
          "0x\\4\\3\\2\\1u," words "${hex}")

@@ -955,6 +955,64 @@ START_TEST(test_split_fuse_guard)
 }
 END_TEST
 
+/* EMBED -> the q/k/v chain, the embedding row also read by a residual ADD
+ * afterwards (as in a decoder's first layer): without a limit the lookup
+ * folds into the q/k/v node, which still writes the row, and the ADD stays
+ * a reader of it; with the table above the limit (every other binding
+ * under it) the EMBED is split into blocks and stays out. */
+START_TEST(test_split_embed_qkv_guard)
+{
+    for (int limited = 0; limited < 2; limited++) {
+        loom_graph_reset(G);
+        const uint32_t dim = 64, hd = 32, nh = 2, nkv = 1, qd = nh * hd, kvd = nkv * hd, seq = 4, vocab = 100;
+        uint32_t table = buf(vocab * dim * 2, LOOM_USAGE_WEIGHT), tok = buf(4, LOOM_USAGE_INPUT);
+        uint32_t x = buf(dim * 4, 0), gw = buf(dim * 4, LOOM_USAGE_WEIGHT), t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
+        uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
+        uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
+        uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
+        uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
+        uint32_t h = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        ck_assert_int_eq(loom_op_embed(G, loom_mat(table, LOOM_F16, vocab, dim), tok, 0, loom_vec(x, dim), NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wk, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(k, kvd),
+                                        NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wv, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(v, kvd),
+                                        NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
+                                           loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_add(G, loom_vec(x, dim), loom_vec(qr, dim), loom_vec(h, dim), NULL), LOOM_OK);
+        /* The table is 12.5 KiB, every other binding at most 4 KiB. */
+        loom_pass_ctx ctx = { .max_binding_range = limited ? 8192 : 0 };
+        ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+        uint32_t fused = 0, qkv = 0, embeds = 0, x_writers = 0, x_readers = 0;
+        for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+            const loom_node *n = loom_graph_node(G, i);
+            fused += n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
+            qkv += n->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+            embeds += n->op == LOOM_OP_EMBED || n->op == LOOM_OP_EMBED_BLOCKS;
+            const loom_range *r = loom_node_reads(G, n);
+            for (uint32_t j = 0; j < (uint32_t)n->n_reads + n->n_writes; j++)
+                if (r[j].buffer == x)
+                    *(j < n->n_reads ? &x_readers : &x_writers) += 1;
+        }
+        ck_assert_uint_eq(fused, limited ? 0 : 1);
+        ck_assert_uint_eq(qkv, limited ? 1 : 0);
+        ck_assert_uint_eq(embeds, limited ? 1 : 0);
+        ck_assert_uint_eq(x_writers, 1);   /* the row is still written, once */
+        ck_assert_uint_ge(x_readers, 1);   /* and the ADD still reads it */
+        ck_assert_uint_eq(ctx.split_nodes, limited ? 1 : 0);
+    }
+}
+END_TEST
+
 /* A split plan's JSON reads back: several nodes standing for one captured
  * node are allowed only when they carry LOOM_NODE_SPLIT. */
 START_TEST(test_split_json_round_trip)
@@ -999,7 +1057,7 @@ static Suite *passes_suite(void)
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
-                     test_split_fuse_guard, test_split_json_round_trip } },
+                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -844,13 +844,11 @@ loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_te
 }
 
 /* The checks of the q/k/v form and its EMBED-fed form (x is then the
- * embedding row it writes). */
-static loom_result qkv_check(loom_graph *g, loom_op op, const loom_tensor *xp, const loom_tensor *gwp,
-                             const loom_tensor *Wqp, const loom_tensor *Wkp, const loom_tensor *Wvp,
-                             const loom_tensor *qp, const loom_tensor *kcp, const loom_tensor *vcp, uint32_t head_dim,
-                             float theta, float eps)
+ * embedding row it writes); *pc for both. */
+static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                             loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
+                             uint32_t head_dim, float theta, float eps, loom_pc_qkv *pc)
 {
-    loom_tensor x = *xp, gw = *gwp, Wq = *Wqp, Wk = *Wkp, Wv = *Wvp, q = *qp, kcache = *kcp, vcache = *vcp;
     /* Pairs (i, i + head_dim/2) are taken per_group / 2 to a workgroup
      * (matvec.glsl): with head_dim a multiple of 4 a workgroup never
      * straddles a head or a matrix. */
@@ -888,7 +886,14 @@ static loom_result qkv_check(loom_graph *g, loom_op op, const loom_tensor *xp, c
         rc = bad(g, op, "kcache", ".cols", kcache.cols, Wk.rows);
     if (!rc)
         rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    *pc = (loom_pc_qkv){ Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
     return rc;
+}
+
+/* Workgroups of a q/k/v form: its rows are q's, then k's and v's. */
+static uint64_t qkv_groups(loom_op op, const loom_pc_qkv *pc)
+{
+    return groups_for(op, (uint64_t)pc->q_rows + 2ull * pc->kv_rows);
 }
 
 loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
@@ -899,12 +904,11 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_qkv_rope_kv: graph is NULL");
     const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV;
-    loom_result rc = qkv_check(g, op, &x, &gw, &Wq, &Wk, &Wv, &q, &kcache, &vcache, head_dim, theta, eps);
+    loom_pc_qkv pc;
+    loom_result rc = qkv_check(g, op, x, gw, Wq, Wk, Wv, q, kcache, vcache, head_dim, theta, eps, &pc);
     if (rc)
         return rc;
-    uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
-    loom_pc_qkv pc = { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta };
-    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 8, .push = &pc, .groups = groups_for(op, rows),
+    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 8, .push = &pc, .groups = qkv_groups(op, &pc),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
@@ -920,7 +924,8 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed_rms_norm_qkv_rope_kv: graph is NULL");
     const loom_op op = LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
     loom_tensor tok;
-    loom_result rc = qkv_check(g, op, &x, &gw, &Wq, &Wk, &Wv, &q, &kcache, &vcache, head_dim, theta, eps);
+    loom_pc_embed_qkv pc = { .vocab = table.rows, .token_index = token_index };
+    loom_result rc = qkv_check(g, op, x, gw, Wq, Wk, Wv, q, kcache, vcache, head_dim, theta, eps, &pc.qkv);
     if (!rc)
         rc = need_table(g, op, "table", &table);
     if (!rc && table.dtype != Wq.dtype)
@@ -931,9 +936,7 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
-    loom_pc_embed_qkv pc = { { Wq.rows, Wk.rows, Wq.cols, eps, head_dim, kcache.rows, theta }, table.rows, token_index };
-    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 10, .push = &pc, .groups = groups_for(op, rows),
+    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 10, .push = &pc, .groups = qkv_groups(op, &pc.qkv),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };
     return emit(g, &c, out_node);

@@ -532,14 +532,8 @@ void short_blocks(uint nblocks)
     uint t = gl_LocalInvocationID.x;
     uint n = pc.cols / VW;
     vec4 xa = vec4(0.0), xb = vec4(0.0);
-    if (t < n) {
-#ifdef MV_F16
-        xa = x4[2u * t];
-        xb = x4[2u * t + 1u];
-#else
-        xa = x4[t];
-#endif
-    }
+    if (t < n)
+        x_chunk(t, xa, xb);
     float ss = dot(xa, xa) + dot(xb, xb);
 #ifdef HAS_NORM
     if (t < n) {

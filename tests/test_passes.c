@@ -916,31 +916,39 @@ START_TEST(test_split_refused)
 }
 END_TEST
 
+/* A decoder layer's q/k/v chain as a frontend captures it, over x (dim
+ * wide): RMS_NORM, MUL by the norm weight, three f16 MATVECs, ROPE of q and
+ * k, KV_APPEND into caches of seq rows. Returns the rotated q's buffer. */
+static uint32_t capture_qkv_chain(uint32_t x, uint32_t dim, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t seq)
+{
+    const uint32_t qd = nh * hd, kvd = nkv * hd;
+    uint32_t gw = buf(dim * 4, LOOM_USAGE_WEIGHT), t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
+    uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
+    uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
+    uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
+    uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
+    ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(G, loom_mat(wk, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(k, kvd), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(G, loom_mat(wv, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(v, kvd), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
+                                       loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+    return qr;
+}
+
 /* With a weight above the limit, the q/k/v chain is not fused into the one
  * node split could not cut; its matvecs are split instead. */
 START_TEST(test_split_fuse_guard)
 {
     for (int limited = 0; limited < 2; limited++) {
         loom_graph_reset(G);
-        const uint32_t dim = 64, hd = 32, nh = 4, nkv = 2, qd = nh * hd, kvd = nkv * hd, seq = 4;
-        uint32_t x = buf(dim * 4, LOOM_USAGE_INPUT), gw = buf(dim * 4, LOOM_USAGE_WEIGHT);
-        uint32_t t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
-        uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
-        uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
-        uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
-        uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
-        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
-                         LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wk, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(k, kvd),
-                                        NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wv, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(v, kvd),
-                                        NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
-                                           loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+        capture_qkv_chain(buf(64 * 4, LOOM_USAGE_INPUT), 64, 4, 2, 32, 4);
         /* Wq is 16 KiB, Wk and Wv 8 KiB: an 8 KiB limit cuts Wq in two. */
         loom_pass_ctx ctx = { .max_binding_range = limited ? 8192 : 0 };
         ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
@@ -964,28 +972,12 @@ START_TEST(test_split_embed_qkv_guard)
 {
     for (int limited = 0; limited < 2; limited++) {
         loom_graph_reset(G);
-        const uint32_t dim = 64, hd = 32, nh = 2, nkv = 1, qd = nh * hd, kvd = nkv * hd, seq = 4, vocab = 100;
+        const uint32_t dim = 64, vocab = 100;
         uint32_t table = buf(vocab * dim * 2, LOOM_USAGE_WEIGHT), tok = buf(4, LOOM_USAGE_INPUT);
-        uint32_t x = buf(dim * 4, 0), gw = buf(dim * 4, LOOM_USAGE_WEIGHT), t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
-        uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
-        uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
-        uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
-        uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
-        uint32_t h = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        uint32_t x = buf(dim * 4, 0), h = buf(dim * 4, LOOM_USAGE_OUTPUT);
         ck_assert_int_eq(loom_op_embed(G, loom_mat(table, LOOM_F16, vocab, dim), tok, 0, loom_vec(x, dim), NULL),
                          LOOM_OK);
-        ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
-                         LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wk, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(k, kvd),
-                                        NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_matvec(G, loom_mat(wv, LOOM_F16, kvd, dim), loom_vec(xn, dim), loom_vec(v, kvd),
-                                        NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
-        ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
-                                           loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+        uint32_t qr = capture_qkv_chain(x, dim, 2, 1, 32, 4);
         ck_assert_int_eq(loom_op_add(G, loom_vec(x, dim), loom_vec(qr, dim), loom_vec(h, dim), NULL), LOOM_OK);
         /* The table is 12.5 KiB, every other binding at most 4 KiB. */
         loom_pass_ctx ctx = { .max_binding_range = limited ? 8192 : 0 };

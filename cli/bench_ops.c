@@ -15,7 +15,10 @@
  * --isolated times each op as a decode step runs it: alone between two
  * barriers (64 copies on rotating weights, a barrier before each), GPU time
  * per op from timestamps, against its bytes over the copy bandwidth; plus a
- * bare harness, a plain f16 matvec kernel kept here as the yardstick. */
+ * bare harness, a plain f16 matvec kernel kept here as the yardstick.
+ * --isolated --hot runs every op of a row on one weight set, which the L2
+ * cache holds where it fits: how much faster a level would be with its
+ * weights already in the cache. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +37,15 @@ typedef struct bench_cfg {
     double warmup_s;        /* back-to-back replays before timing */
     /* --isolated: dim, ffn, vocab, heads, kv heads, head dim, kv_len */
     uint32_t dim, ffn, vocab, heads, kv_heads, head_dim, kv_len;
+    bool hot;               /* --isolated --hot: every op on one weight set */
 } bench_cfg;
 
 static const bench_cfg full_cfg = { 256ull << 20, 1ull << 30, 512, 10,
                                     { { 2048, 2048 }, { 8192, 2048 }, { 2048, 8192 }, { 32000, 2048 } }, 1.5,
-                                    2048, 8192, 32000, 32, 8, 64, 512 };
+                                    2048, 8192, 32000, 32, 8, 64, 512, false };
 static const bench_cfg quick_cfg = { 4ull << 20, 8ull << 20, 64, 3,
                                      { { 256, 256 }, { 512, 256 }, { 256, 512 }, { 1000, 256 } }, 0.0,
-                                     256, 512, 1000, 8, 4, 32, 64 };
+                                     256, 512, 1000, 8, 4, 32, 64, false };
 
 #define ALIGN_UP(x) (((x) + LOOM_BIND_ALIGN - 1) / LOOM_BIND_ALIGN * LOOM_BIND_ALIGN)
 
@@ -305,7 +309,7 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
                        : c->kind == ISO_MATVEC_ADD || c->kind == ISO_NORM_ARGMAX ? 2
                        : c->kind == ISO_ARGMAX                                    ? 0
                                                                                   : 1;
-    uint32_t n_set = wbytes ? clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64) : 1;
+    uint32_t n_set = wbytes && !cfg->hot ? clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64) : 1;
     uint32_t out_n = c->kind == ISO_ATTENTION ? cfg->heads * cfg->head_dim : c->kind == ISO_ARGMAX ? 1 : c->rows;
     uint32_t in_n = c->kind == ISO_ATTENTION ? cfg->heads * cfg->head_dim : c->cols;
     uint64_t yslice = ALIGN_UP((uint64_t)out_n * 4);
@@ -454,20 +458,35 @@ int loom_bench_ops(int argc, char **argv)
     const bench_cfg *cfg = &full_cfg;
     const char *devices[16];
     int n_dev = 0;
-    bool all = false, isolated = false;
+    bool all = false, isolated = false, hot = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             cfg = &quick_cfg;
         else if (!strcmp(argv[i], "--isolated"))
             isolated = true;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = true;
         else if (!strcmp(argv[i], "--all"))
             all = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && n_dev < 16)
             devices[n_dev++] = argv[++i];
         else {
-            fprintf(stderr, "usage: loom bench ops [--quick] [--isolated] [--all | --device NAME ...]\n");
+            fprintf(stderr, "usage: loom bench ops [--quick] [--isolated [--hot]] [--all | --device NAME ...]\n");
             return 2;
         }
+    }
+    /* --hot: every op on one weight set, so they come from the L2 cache
+     * where they fit in it: against the rotating sets, what a level would
+     * gain from weights already in the cache. */
+    static bench_cfg hot_cfg;
+    if (hot) {
+        if (!isolated) {
+            fprintf(stderr, "bench ops: --hot goes with --isolated\n");
+            return 2;
+        }
+        hot_cfg = *cfg;
+        hot_cfg.hot = true;
+        cfg = &hot_cfg;
     }
     if (all) {
         int rc = 0;

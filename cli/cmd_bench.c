@@ -19,7 +19,7 @@ static const struct {
 } benches[] = {
     { "micro", "[--quick] [--dispatches N] [--reps R] [--device INDEX|NAME]",
       "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
-    { "ops", "[--quick] [--isolated] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
+    { "ops", "[--quick] [--isolated [--hot]] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
     { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
     { "compile", "[--sizes N[,N...]] [--passes P] [--window N] [--keep-hidden]",
       "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },

@@ -142,12 +142,7 @@ int loom_bench_decode(int argc, char **argv)
     if (rc)
         return loom_cli_fail("bench decode", rc);
     int status = bench(rt, &a, steps, quick);
-    loom_rt_wait_idle(rt);
-    if (loom_rt_validation_messages(rt)) {
-        fprintf(stderr, "loom bench decode: %llu validation messages\n",
-                (unsigned long long)loom_rt_validation_messages(rt));
-        status = 1;
-    }
+    status |= loom_cli_validation(rt, "bench decode");
     loom_rt_destroy(rt);
     return status;
 }

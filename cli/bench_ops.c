@@ -429,8 +429,9 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
     }
     if (isolated) {
         rc = bench_isolated(rt, cfg, copy_gbs, info.subgroup_size);
+        int status = rc ? loom_cli_fail("bench ops: isolated", rc) : loom_cli_validation(rt, "bench ops");
         loom_rt_destroy(rt);
-        return rc ? loom_cli_fail("bench ops: isolated", rc) : 0;
+        return status;
     }
     printf("%-12s %-5s %6s %6s %10s %10s %7s\n", "shape", "dtype", "mats", "disp", "GB/s", "copy GB/s", "ratio");
     static const loom_dtype dts[] = { LOOM_F16, LOOM_F32 };
@@ -449,8 +450,9 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
             printf("%-12s %-5s %6u %6u %10.1f %10.1f %6.1f%%\n", shape, loom_dtype_name(dts[d]), mats, disp, gbs,
                    copy_gbs, 100.0 * gbs / copy_gbs);
         }
+    int status = loom_cli_validation(rt, "bench ops");
     loom_rt_destroy(rt);
-    return 0;
+    return status;
 }
 
 int loom_bench_ops(int argc, char **argv)

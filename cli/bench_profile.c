@@ -207,13 +207,9 @@ static int bench(const bench_opts *o, const bool *on)
             status = 1;
         loom_llama_destroy(runs[v].m);
         if (runs[v].rt) {
-            loom_rt_wait_idle(runs[v].rt);
-            uint64_t vmsg = loom_rt_validation_messages(runs[v].rt);
-            if (vmsg) {
-                fprintf(stderr, "loom bench profile: %s: %llu validation messages\n", variants[v].name,
-                        (unsigned long long)vmsg);
-                status = 1;
-            }
+            char what[96];
+            snprintf(what, sizeof what, "bench profile: %s", variants[v].name);
+            status |= loom_cli_validation(runs[v].rt, what);
         }
         loom_rt_destroy(runs[v].rt);
     }

@@ -4,11 +4,25 @@
 #include <stdio.h>
 #include <time.h>
 #include "loom_ir.h"
+#include "loom_runtime.h"
 
 /* Prints "loom WHAT: LOOM_X: detail" to stderr; returns exit code 1. */
 static inline int loom_cli_fail(const char *what, loom_result rc)
 {
     fprintf(stderr, "loom %s: %s: %s\n", what, loom_result_str(rc), loom_last_error());
+    return 1;
+}
+
+/* After the work on rt is done: 1 with "loom WHAT: N validation messages"
+ * on stderr if the validation layer reported any (LOOM_VALIDATE=1), else 0.
+ * A benchmark run under the layer fails on them as the tests do. */
+static inline int loom_cli_validation(loom_rt *rt, const char *what)
+{
+    loom_rt_wait_idle(rt);
+    uint64_t n = loom_rt_validation_messages(rt);
+    if (!n)
+        return 0;
+    fprintf(stderr, "loom %s: %llu validation messages\n", what, (unsigned long long)n);
     return 1;
 }
 

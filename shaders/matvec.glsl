@@ -398,6 +398,15 @@ void block()
     float acc[NS];
     for (uint s = 0u; s < NS; s++)
         acc[s] = 0.0;
+    // What the epilogue reads besides the sums is loaded now, beside the
+    // weights: loaded there, it would cost the workgroup one more memory
+    // round trip after its sums meet.
+#ifdef MV_QKV
+    uint pos = step_params.pos;
+#endif
+#ifdef MV_ADD
+    float rv = t < MV_ROWS && live[t] ? r[row_of(t)] : 0.0;
+#endif
 #ifdef MV_EMBED
     emb_token = tokens[pc.token_index];
 #endif
@@ -465,7 +474,6 @@ void block()
     if (t < np && live[t]) {
         float va = total[t] * scale, vb = total[t + np] * scale;
         uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
-        uint pos = step_params.pos;
         if (m < 2u) {
             uint i = la % pc.head_dim;   // < head_dim / 2 by construction
             float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
@@ -501,7 +509,7 @@ void block()
         val = total[t] * scale;
 #endif
 #ifdef MV_ADD
-        val += r[row_of(t)];
+        val += rv;
 #endif
         y[row_of(t)] = val;
     }

@@ -129,6 +129,16 @@ loom_result loom_op_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_ten
 /* y = W x + r. */
 loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
                                uint32_t *out_node);
+/* y = W x + r; t = y * s (elementwise; s, t one element per row of W);
+ * the sum of y^2 added with float atomics into acc (1 x
+ * LOOM_STAGE_SUM_WORDS f32), which must hold zeros or sums to add to (a
+ * ZERO node): in parts, 32 words each 8 apart, whose total is the sum. What the stage pass makes: the
+ * next RMS norm then reads t and acc instead of x and its gain s. */
+#define LOOM_STAGE_SUM_WORDS 256u
+loom_result loom_op_matvec_add_stage(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor s,
+                                     loom_tensor y, loom_tensor t, loom_tensor acc, uint32_t *out_node);
+/* y = 0, every 32-bit word of the view. */
+loom_result loom_op_zero(loom_graph *g, loom_tensor y, uint32_t *out_node);
 loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_tensor y, uint32_t *out_node);
 /* y = silu(Wg x) * (Wu x). */
 loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,

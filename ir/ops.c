@@ -301,13 +301,14 @@ enum {
 };
 _Static_assert(PUSH_COPY == sizeof(loom_pc_n) && PUSH_MUL == sizeof(loom_pc_n) && PUSH_ADD == sizeof(loom_pc_n) &&
                    PUSH_SILU_MUL == sizeof(loom_pc_n) && PUSH_SOFTMAX == sizeof(loom_pc_n) &&
-                   PUSH_ARGMAX == sizeof(loom_pc_n),
+                   PUSH_ARGMAX == sizeof(loom_pc_n) && PUSH_ZERO == sizeof(loom_pc_n),
                "ops.def: loom_pc_n ops");
 _Static_assert(PUSH_RMS_NORM == sizeof(loom_pc_norm) && PUSH_RMS_NORM_MUL == sizeof(loom_pc_norm) &&
                    PUSH_ADD_RMS_NORM == sizeof(loom_pc_norm) && PUSH_ADD_RMS_NORM_MUL == sizeof(loom_pc_norm),
                "ops.def: loom_pc_norm ops");
 _Static_assert(PUSH_MATVEC == sizeof(loom_pc_matvec) && PUSH_MATVEC_ADD == sizeof(loom_pc_matvec) &&
-                   PUSH_MATVEC_SILU_MUL == sizeof(loom_pc_matvec) && PUSH_MATVEC_ARGMAX == sizeof(loom_pc_matvec),
+                   PUSH_MATVEC_SILU_MUL == sizeof(loom_pc_matvec) && PUSH_MATVEC_ARGMAX == sizeof(loom_pc_matvec) &&
+                   PUSH_MATVEC_ADD_STAGE == sizeof(loom_pc_matvec),
                "ops.def: loom_pc_matvec ops");
 _Static_assert(PUSH_RMS_NORM_MATVEC == sizeof(loom_pc_norm_matvec) &&
                    PUSH_RMS_NORM_MATVEC_SILU_MUL == sizeof(loom_pc_norm_matvec) &&
@@ -600,8 +601,21 @@ loom_result loom_op_silu_mul(loom_graph *g, loom_tensor a, loom_tensor b, loom_t
 
 /* The three matvec forms: W (and U for the gated form) rows x cols, f32 or
  * f16; x 1 x cols; r and y 1 x rows. y may replace r, never x. */
+static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
+                                const loom_tensor *x, const loom_tensor *r, const loom_tensor *s,
+                                const loom_tensor *y, const loom_tensor *t, const loom_tensor *acc,
+                                uint32_t *out_node);
+
 static loom_result matvec_common(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
                                  const loom_tensor *x, const loom_tensor *r, const loom_tensor *y, uint32_t *out_node)
+{
+    return matvec_stage(g, op, W, U, x, r, NULL, y, NULL, NULL, out_node);
+}
+
+static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
+                                const loom_tensor *x, const loom_tensor *r, const loom_tensor *s,
+                                const loom_tensor *y, const loom_tensor *t, const loom_tensor *acc,
+                                uint32_t *out_node)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
@@ -613,8 +627,14 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const loom_tensor *W
         rc = need_vec(g, op, "x", x, W->cols);
     if (!rc && r)
         rc = need_vec(g, op, "r", r, W->rows);
+    if (!rc && s)
+        rc = need_vec(g, op, "s", s, W->rows);
     if (!rc)
         rc = need_vec(g, op, "y", y, W->rows);
+    if (!rc && t)
+        rc = need_vec(g, op, "t", t, W->rows);
+    if (!rc && acc)
+        rc = need_vec(g, op, "acc", acc, LOOM_STAGE_SUM_WORDS);
     if (rc)
         return rc;
     loom_pc_matvec pc = { W->rows, W->cols };
@@ -625,7 +645,13 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const loom_tensor *W
     c.v[c.n++] = (op_view){ *x, false };
     if (r)
         c.v[c.n++] = (op_view){ *r, true };
+    if (s)
+        c.v[c.n++] = (op_view){ *s, false };
     c.v[c.n++] = (op_view){ *y, false };
+    if (t)
+        c.v[c.n++] = (op_view){ *t, false };
+    if (acc)
+        c.v[c.n++] = (op_view){ *acc, false };
     return emit(g, &c, out_node);
 }
 
@@ -638,6 +664,25 @@ loom_result loom_op_matvec_add(loom_graph *g, loom_tensor W, loom_tensor x, loom
                                uint32_t *out_node)
 {
     return matvec_common(g, LOOM_OP_MATVEC_ADD, &W, NULL, &x, &r, &y, out_node);
+}
+
+loom_result loom_op_matvec_add_stage(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor s,
+                                     loom_tensor y, loom_tensor t, loom_tensor acc, uint32_t *out_node)
+{
+    return matvec_stage(g, LOOM_OP_MATVEC_ADD_STAGE, &W, NULL, &x, &r, &s, &y, &t, &acc, out_node);
+}
+
+loom_result loom_op_zero(loom_graph *g, loom_tensor y, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_zero: graph is NULL");
+    uint64_t words = view_bytes(&y) / 4;
+    if (words == 0 || words > UINT32_MAX)
+        return bad(g, LOOM_OP_ZERO, "y", "words", words, words ? UINT32_MAX : 1);
+    loom_pc_n pc = pc_n((uint32_t)words);
+    op_call c = { .op = LOOM_OP_ZERO, .n = 1, .push = &pc, .groups = groups_for(LOOM_OP_ZERO, words),
+                  .v = { { y, false } } };
+    return emit(g, &c, out_node);
 }
 
 loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,

@@ -302,6 +302,7 @@ typedef struct device_features {
     VkPhysicalDeviceVulkan12Features want12;
     VkPhysicalDeviceVulkan11Features want11;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep;
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float;
 } device_features;
 
 /* Timeline semaphores always; kernels may use 16-bit storage / f16 math
@@ -336,6 +337,20 @@ static void features_fill(loom_rt *rt, device_features *f)
     };
 }
 
+/* Float atomic adds on storage buffers (MATVEC_ADD_STAGE sums its squares
+ * with them) where the device has VK_EXT_shader_atomic_float. */
+static bool atomic_float_add(loom_rt *rt)
+{
+    if (!device_has_extension(rt->phys, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME))
+        return false;
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT af = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT
+    };
+    VkPhysicalDeviceFeatures2 f = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &af };
+    vkGetPhysicalDeviceFeatures2(rt->phys, &f);
+    return af.shaderBufferFloat32AtomicAdd == VK_TRUE;
+}
+
 /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
  * (registers, spills, ...) on stderr, where the device reports them.
  * Tracing aligns GPU time to the host clock through calibrated timestamps
@@ -352,6 +367,18 @@ static void device_extensions(loom_rt *rt, device_features *f, const char **exts
     const char *ext = rt_trace_device_extension(rt);
     if (ext)
         exts[(*n_exts)++] = ext;
+    /* LOOM_ATOMIC_FLOAT=0: run as on a device without them (tests). */
+    const char *af = getenv("LOOM_ATOMIC_FLOAT");
+    if ((af && !strcmp(af, "0")) || !atomic_float_add(rt))
+        return;
+    exts[(*n_exts)++] = VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME;
+    f->atomic_float = (VkPhysicalDeviceShaderAtomicFloatFeaturesEXT){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+        .pNext = f->want11.pNext,
+        .shaderBufferFloat32AtomicAdd = VK_TRUE,
+    };
+    f->want11.pNext = &f->atomic_float;
+    rt->atomic_float_add = true;
 }
 
 static loom_result create_device(loom_rt *rt)
@@ -359,7 +386,7 @@ static loom_result create_device(loom_rt *rt)
     device_fetch(rt);
     device_features f;
     features_fill(rt, &f);
-    const char *exts[2];
+    const char *exts[3];
     uint32_t n_exts = 0;
     device_extensions(rt, &f, exts, &n_exts);
     float prio = 1.0f;
@@ -477,6 +504,7 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->max_binding_range = rt->max_binding_range;
     out->max_push_constants = rt->props.limits.maxPushConstantsSize;
     out->subgroup_size = rt->subgroup_size;
+    out->atomic_float_add = rt->atomic_float_add;
     out->debug_utils = rt->debug_utils;
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
 }

@@ -71,6 +71,9 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
     loom_compile_options o = opts ? *opts : (loom_compile_options){ 0 };
     if (!o.max_binding_range || o.max_binding_range > rt->max_binding_range)
         o.max_binding_range = rt->max_binding_range;
+    /* The stage pass's kernels add with float atomics. */
+    if (!rt->atomic_float_add)
+        o.disable |= LOOM_DISABLE_STAGE;
     bool h = false;
     uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     rc = loom_cache_compile(rt->plans, g, &o, out, &h);

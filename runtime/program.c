@@ -144,6 +144,11 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
         const loom_node *n = loom_graph_node(g, i);
         if (n->type != LOOM_NODE_DISPATCH)
             continue;
+        if (n->op == LOOM_OP_MATVEC_ADD_STAGE && !rt->atomic_float_add)
+            return loom_fail(LOOM_UNSUPPORTED, "node %u (MATVEC_ADD_STAGE): its kernel adds floats with atomics, and "
+                             "device '%s' has no shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) enabled: "
+                             "compile with loom_rt_compile, which leaves the stage pass out there", i,
+                             rt->props.deviceName);
         const loom_binding *b = loom_node_bindings(g, n);
         uint32_t mask = 0;
         for (uint32_t j = 0; j < n->n_bindings; j++) {

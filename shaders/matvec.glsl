@@ -11,6 +11,12 @@
 //   MV_NORM   x is first RMS-normalised and scaled by g: each workgroup sums
 //             x^2 over the chunks it reads anyway, so no separate pass;
 //   MV_ADD    y = W x + r (residual), r read by the invocation writing y;
+//   MV_STAGE  (with MV_ADD) also t = y * s (s: the next RMS norm's gain)
+//             and y^2 added into acc by float atomics, so that norm (MV_PRE)
+//             reads one vector, not x and g: two 16-byte loads fewer per
+//             chunk in each of its invocations (the stage pass);
+//   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
+//             and slot g holds the sum of squares of the unscaled x;
 //   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
 //   MV_QKV    q, k, v rows (three matrices) in one dispatch; rows are taken
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
@@ -103,7 +109,14 @@ layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
 #endif
 #ifdef MV_ADD
 #define B_R B_NEXT
+#ifdef MV_STAGE
+#define B_S (B_NEXT + 1)
+#define B_Y (B_NEXT + 2)
+#define B_T (B_NEXT + 3)
+#define B_ACC (B_NEXT + 4)
+#else
 #define B_Y (B_NEXT + 1)
+#endif
 #else
 #define B_Y B_NEXT
 #endif
@@ -142,6 +155,12 @@ layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 #endif
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
+#ifdef MV_STAGE
+#extension GL_EXT_shader_atomic_float : require
+layout(set = 0, binding = B_S) readonly buffer S { float stage_in[]; };
+layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
+layout(set = 0, binding = B_ACC) buffer Acc { float sum_sq[]; };
+#endif
 #ifdef MV_QKV
 layout(set = 0, binding = B_KC) writeonly buffer KC { float kcache[]; };
 layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
@@ -155,6 +174,12 @@ layout(set = 0, binding = B_COUNT) coherent buffer Count { uint counter[]; };
 #if defined(MV_NORM) || defined(MV_QKV)
 #define HAS_NORM 1
 #endif
+// The staged sum of squares (MV_STAGE writes, MV_PRE reads): SS_SLOTS
+// partial sums SS_STRIDE words apart (ir/loom_ops.h: LOOM_STAGE_SUM_WORDS
+// = SS_SLOTS * SS_STRIDE), so that concurrent atomic adds spread over
+// SS_SLOTS sectors instead of queueing on one word.
+#define SS_SLOTS 32u
+#define SS_STRIDE 8u
 
 // ---- which matrix and row each of the workgroup's rows is ---------------
 // NMAT matrices are streamed per row slot: MV_SILU reads Wg and Wu for the
@@ -398,6 +423,10 @@ void block()
     float acc[NS];
     for (uint s = 0u; s < NS; s++)
         acc[s] = 0.0;
+#ifdef MV_PRE
+    // x^2 arrives summed in SS_SLOTS parts; the sums below add them up.
+    acc[NS - 1u] = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
+#endif
     // What the epilogue reads besides the sums is loaded now, beside the
     // weights: loaded there, it would cost the workgroup one more memory
     // round trip after its sums meet.
@@ -406,6 +435,9 @@ void block()
 #endif
 #ifdef MV_ADD
     float rv = t < MV_ROWS && live[t] ? r[row_of(t)] : 0.0;
+#endif
+#ifdef MV_STAGE
+    float sv = t < MV_ROWS && live[t] ? stage_in[row_of(t)] : 0.0;
 #endif
 #ifdef MV_EMBED
     emb_token = tokens[pc.token_index];
@@ -426,7 +458,7 @@ void block()
                         w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
             vec4 xa, xb;
             x_chunk(c, xa, xb);
-#ifdef HAS_NORM
+#if defined(HAS_NORM) && !defined(MV_PRE)
 #ifdef MV_F16
             vec4 ga = g4[2u * c], gb = g4[2u * c + 1u];
 #else
@@ -447,7 +479,7 @@ void block()
             base[k] = local_row(k) * n;
         for (uint c = t; c < n; c += WG) {
             vec2 xs = x_pair(c);
-#ifdef HAS_NORM
+#if defined(HAS_NORM) && !defined(MV_PRE)
             acc[NS - 1u] += dot(xs, xs);
 #ifdef MV_F16
             xs *= vec2(g1[2u * c], g1[2u * c + 1u]);
@@ -512,7 +544,20 @@ void block()
         val += rv;
 #endif
         y[row_of(t)] = val;
+#ifdef MV_STAGE
+        stage_out[row_of(t)] = val * sv;
+#endif
     }
+#ifdef MV_STAGE
+    // The rows' squares, summed within the subgroup holding their
+    // invocations, added into one of SS_SLOTS partial sums: one add a
+    // workgroup to one word (2048 a node for 1b) cost the step 2 us a node.
+    if (subgroupMax(t < MV_ROWS ? 1u : 0u) == 1u) {
+        float q = subgroupAdd(t < MV_ROWS ? val * val : 0.0);
+        if (subgroupElect())
+            atomicAdd(sum_sq[(gl_WorkGroupID.x % SS_SLOTS) * SS_STRIDE], q);
+    }
+#endif
 #ifdef MV_ARGMAX
     if (t == 0u)
         fold_best(wg_block * MV_ROWS, scale);
@@ -542,8 +587,12 @@ void short_blocks(uint nblocks)
     vec4 xa = vec4(0.0), xb = vec4(0.0);
     if (t < n)
         x_chunk(t, xa, xb);
+#ifdef MV_PRE
+    float ss = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
+#else
     float ss = dot(xa, xa) + dot(xb, xb);
-#ifdef HAS_NORM
+#endif
+#if defined(HAS_NORM) && !defined(MV_PRE)
     if (t < n) {
 #ifdef MV_F16
         xa *= g4[2u * t];

@@ -67,9 +67,10 @@ START_TEST(test_pipeline_report_skip)
     loom_pipeline_desc d = { .skip = 1u << loom_pass_index("fuse"), .time_each = true, .verify_each = true,
                              .dump_dir = "" };
     ck_assert_int_eq(loom_pipeline_run(G, &d, &ctx, &rep), LOOM_OK);
-    ck_assert_uint_eq(rep.n_passes, 5);
+    ck_assert_uint_eq(rep.n_passes, 6);
     ck_assert_str_eq(rep.names[1], "split");
-    ck_assert_str_eq(rep.names[2], "reorder");
+    ck_assert_str_eq(rep.names[2], "stage");
+    ck_assert_str_eq(rep.names[3], "reorder");
     ck_assert(loom_graph_scheduled(G));
 }
 END_TEST
@@ -1033,6 +1034,151 @@ START_TEST(test_split_json_round_trip)
 }
 END_TEST
 
+/* ---- stage ---------------------------------------------------------------- */
+
+/* A decoder block's tail as a frontend captures it after fusion: the
+ * residual add in place on x (MATVEC_ADD), then the next RMS norm folded
+ * into gate/up. Returns the buffers; b.r is x. */
+typedef struct stage_bufs { uint32_t w, a, x, g, wg, h; } stage_bufs;
+
+static stage_bufs stage_block(uint32_t dim, uint32_t ffn)
+{
+    stage_bufs b = { .w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), .a = buf(dim * 4ull, LOOM_USAGE_INPUT),
+                     .x = buf(dim * 4ull, LOOM_USAGE_STATE), .g = buf(dim * 4ull, LOOM_USAGE_WEIGHT),
+                     .wg = buf((uint64_t)ffn * dim * 2 * 2, LOOM_USAGE_WEIGHT),
+                     .h = buf(ffn * 4ull, LOOM_USAGE_OUTPUT) };
+    loom_tensor W = loom_mat(b.w, LOOM_F16, dim, dim), x = loom_vec(b.x, dim);
+    loom_tensor Wg = loom_mat(b.wg, LOOM_F16, ffn, dim), Wu = Wg;
+    Wu.offset = (uint64_t)ffn * dim * 2;
+    ck_assert_int_eq(loom_op_matvec_add(G, W, loom_vec(b.a, dim), x, x, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_matvec_silu_mul(G, Wg, Wu, x, loom_vec(b.g, dim), loom_vec(b.h, ffn), 1e-5f,
+                                                      NULL),
+                     LOOM_OK);
+    return b;
+}
+
+static const loom_binding *slot_of(uint32_t node, uint32_t slot)
+{
+    const loom_node *n = loom_graph_node(G, node);
+    const loom_binding *b = loom_node_bindings(G, n);
+    for (uint32_t i = 0; i < n->n_bindings; i++)
+        if (b[i].slot == slot)
+            return &b[i];
+    ck_abort_msg("node %u has no slot %u", node, slot);
+    return NULL;
+}
+
+static uint32_t run_stage(void)
+{
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    return ctx.staged_gains;
+}
+
+START_TEST(test_stage_block)
+{
+    stage_bufs b = stage_block(256, 512);
+    ck_assert_uint_eq(run_stage(), 1);
+    ck_assert_uint_eq(loom_graph_node_count(G), 3);
+    const loom_node *z = loom_graph_node(G, 0), *p = loom_graph_node(G, 1), *c = loom_graph_node(G, 2);
+    ck_assert_uint_eq(z->op, LOOM_OP_ZERO);
+    ck_assert_uint_eq(p->op, LOOM_OP_MATVEC_ADD_STAGE);
+    ck_assert_str_eq(loom_graph_kernel_name(G, p->kernel), "matvec_add_stage_f16");
+    ck_assert_uint_eq(c->op, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL);
+    ck_assert_str_eq(loom_graph_kernel_name(G, c->kernel), "rms_norm_matvec_silu_mul_pre_f16");
+    /* producer: W x r s y t acc; s is the norm's gain, y and r are x */
+    ck_assert_uint_eq(slot_of(1, 2)->buffer, b.x);
+    ck_assert_uint_eq(slot_of(1, 3)->buffer, b.g);
+    ck_assert_uint_eq(slot_of(1, 4)->buffer, b.x);
+    uint32_t t = slot_of(1, 5)->buffer, acc = slot_of(1, 6)->buffer;
+    ck_assert_uint_eq(loom_graph_buffer(G, t)->size, 256 * 4);
+    ck_assert_uint_eq(slot_of(1, 6)->size, LOOM_STAGE_SUM_WORDS * 4);
+    ck_assert(slot_of(1, 6)->access == LOOM_ACCESS_RW);
+    /* the ZERO clears the accumulator the producer adds into */
+    ck_assert_uint_eq(slot_of(0, 0)->buffer, acc);
+    ck_assert_uint_eq(slot_of(0, 0)->offset, 0);
+    ck_assert_uint_ge(slot_of(0, 0)->size, LOOM_STAGE_SUM_WORDS * 4);
+    /* consumer: Wg Wu x g y, x now t and g the accumulator; reads follow */
+    ck_assert_uint_eq(slot_of(2, 2)->buffer, t);
+    ck_assert_uint_eq(slot_of(2, 3)->buffer, acc);
+    ck_assert_uint_eq(slot_of(2, 3)->offset, slot_of(1, 6)->offset);
+    const loom_range *r = loom_node_reads(G, c);
+    for (uint32_t i = 0; i < c->n_reads; i++)
+        ck_assert(r[i].buffer != b.x && r[i].buffer != b.g);
+    /* the rewritten nodes stand for what they replaced */
+    ck_assert_uint_eq(p->fused, 1);
+    ck_assert_uint_eq(cap(1), 0);
+    ck_assert_uint_eq(cap(2), 1);
+}
+END_TEST
+
+/* Where the gain changes between producer and norm, or the producer is no
+ * residual add of exactly x, nothing is staged. */
+START_TEST(test_stage_illegal)
+{
+    for (int c = 0; c < 3; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = 256, w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), a = buf(dim * 4, LOOM_USAGE_INPUT);
+        uint32_t x = buf(dim * 8, LOOM_USAGE_STATE), g = buf(dim * 4, LOOM_USAGE_STATE);
+        uint32_t y = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        loom_tensor W = loom_mat(w, LOOM_F16, dim, dim), xv = loom_vec(x, dim), gv = loom_vec(g, dim);
+        if (c == 0) {   /* a plain MATVEC writes x */
+            ck_assert_int_eq(loom_op_matvec(G, W, loom_vec(a, dim), xv, NULL), LOOM_OK);
+        } else if (c == 1) {   /* the add writes x, then something writes g */
+            ck_assert_int_eq(loom_op_matvec_add(G, W, loom_vec(a, dim), xv, xv, NULL), LOOM_OK);
+            ck_assert_int_eq(loom_op_copy(G, loom_vec(a, dim), gv, NULL), LOOM_OK);
+        } else {   /* the add writes part of the x the norm reads */
+            loom_tensor W2 = loom_mat(w, LOOM_F16, dim / 2, dim);
+            ck_assert_int_eq(loom_op_matvec_add(G, W2, loom_vec(a, dim), loom_vec(x, dim / 2), loom_vec(x, dim / 2),
+                                                NULL),
+                             LOOM_OK);
+        }
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W, xv, gv, loom_vec(y, dim), 1e-5f, NULL), LOOM_OK);
+        uint32_t n = loom_graph_node_count(G);
+        ck_assert_uint_eq(run_stage(), 0);
+        ck_assert_uint_eq(loom_graph_node_count(G), n);
+        ck_assert_uint_eq(loom_graph_node(G, n - 1)->op, LOOM_OP_RMS_NORM_MATVEC);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, n - 1)->kernel), "rms_norm_matvec_f16");
+    }
+}
+END_TEST
+
+/* Two norms of one x: with the same gain they share the staged vector and
+ * the accumulator (the row blocks of a split LM head); with another gain
+ * the second keeps reading x and g. */
+START_TEST(test_stage_two_readers)
+{
+    for (int other = 0; other < 2; other++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = 256, w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), a = buf(dim * 4, LOOM_USAGE_INPUT);
+        uint32_t x = buf(dim * 4, LOOM_USAGE_STATE), g = buf(dim * 4, LOOM_USAGE_WEIGHT);
+        uint32_t g2 = buf(dim * 4, LOOM_USAGE_WEIGHT), y = buf(dim * 8, LOOM_USAGE_OUTPUT);
+        loom_tensor W = loom_mat(w, LOOM_F16, dim, dim), xv = loom_vec(x, dim), y2 = loom_vec(y, dim);
+        y2.offset = dim * 4;
+        ck_assert_int_eq(loom_op_matvec_add(G, W, loom_vec(a, dim), xv, xv, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W, xv, loom_vec(g, dim), loom_vec(y, dim), 1e-5f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W, xv, loom_vec(other ? g2 : g, dim), y2, 1e-5f, NULL),
+                         LOOM_OK);
+        ck_assert_uint_eq(run_stage(), other ? 1 : 2);
+        ck_assert_uint_eq(loom_graph_node_count(G), 4);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 2)->kernel), "rms_norm_matvec_pre_f16");
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 3)->kernel),
+                         other ? "rms_norm_matvec_f16" : "rms_norm_matvec_pre_f16");
+        if (!other) {
+            ck_assert_uint_eq(slot_of(3, 1)->buffer, slot_of(2, 1)->buffer);
+            ck_assert_uint_eq(slot_of(3, 2)->buffer, slot_of(2, 2)->buffer);
+            ck_assert_uint_eq(slot_of(3, 2)->offset, slot_of(2, 2)->offset);
+        } else {
+            ck_assert_uint_eq(slot_of(3, 1)->buffer, x);
+            ck_assert_uint_eq(slot_of(3, 2)->buffer, g2);
+        }
+    }
+}
+END_TEST
+
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
@@ -1048,6 +1194,7 @@ static Suite *passes_suite(void)
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
+        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };

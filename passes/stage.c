@@ -1,0 +1,329 @@
+/* stage: a fused RMS norm (RMS_NORM_MATVEC and its forms) reads, in every
+ * one of its invocations, a chunk of x and the same chunk of its gain g, to
+ * sum x^2 and scale x; those two vector loads beside the weights cost the
+ * 1b decode step about 36 us on the H200, where one uniform scalar load
+ * costs nothing measurable (docs/perf.md). The norm's input x was written
+ * one level earlier by a MATVEC_ADD (the residual add of an attention or
+ * FFN block), whose workgroup writing x[i] can do that work once: this pass
+ * makes the producer a MATVEC_ADD_STAGE, which also writes t = x * g and
+ * adds x^2 into an accumulator with float atomics, and binds the norm's
+ * kernel form that reads t and the accumulator (the *_pre kernels,
+ * MV_PRE) in place of x and g. One ZERO node, first in the graph, clears
+ * the accumulators each step; reorder puts it in the first level.
+ *
+ * A norm node N (RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL,
+ * RMS_NORM_MATVEC_ARGMAX, RMS_NORM_QKV_ROPE_KV as their builders lay them
+ * out) is staged when the last node before it that writes any byte of its
+ * x is a builder-made MATVEC_ADD whose y is exactly x, g has as many f32
+ * elements as y, and no node between the two writes g. A producer stages
+ * one gain: a second norm of the same x with the same g binding shares t
+ * and the accumulator (the row blocks of a split LM head), one with another
+ * g keeps reading x and g. Runs after split (a row block of a producer
+ * writes part of x only, so it is never the producer here) and before
+ * reorder; clears any schedule. The kernels need float atomic adds:
+ * loom_rt_compile sets LOOM_DISABLE_STAGE on devices without them. */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+#define STAGE_SCAN_LIMIT 256u   /* nodes walked back from a norm to its producer */
+#define SITE_BYTES (LOOM_STAGE_SUM_WORDS * 4u)   /* one accumulator, a multiple of LOOM_BIND_ALIGN */
+
+static bool is_norm(uint32_t op)
+{
+    return op == LOOM_OP_RMS_NORM_MATVEC || op == LOOM_OP_RMS_NORM_MATVEC_SILU_MUL ||
+           op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+}
+
+/* The binding of nd's slot called name (its op's row of ops.def), or NULL. */
+static const loom_binding *named(const loom_graph *g, const loom_node *nd, const char *name)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
+    const loom_binding *b = loom_node_bindings(g, nd);
+    for (uint32_t k = 0; in && k < in->n_slots; k++)
+        if (!strcmp(in->slot[k].name, name))
+            for (uint32_t i = 0; i < nd->n_bindings; i++)
+                if (b[i].slot == k)
+                    return &b[i];
+    return NULL;
+}
+
+/* nd is laid out as its op's builder lays it out: every slot bound once,
+ * the push bytes, one of the op's kernels. *f16: the f16 kernel. */
+static bool builder_made(const loom_graph *g, const loom_node *nd, bool *f16)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
+    const char *kernel = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
+    if (!in || !in->kernel[0] || !kernel || nd->n_bindings != in->n_slots || nd->push_size != in->push_size)
+        return false;
+    *f16 = !strcmp(kernel, in->kernel[1]);
+    if (!*f16 && strcmp(kernel, in->kernel[0]))
+        return false;
+    const loom_binding *b = loom_node_bindings(g, nd);
+    for (uint32_t i = 0; i < nd->n_bindings; i++)
+        if (b[i].slot != i)
+            return false;
+    return true;
+}
+
+static bool same(const loom_binding *a, const loom_binding *b)
+{
+    return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
+}
+
+static bool meets(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
+}
+
+static bool writes(const loom_graph *g, const loom_node *nd, const loom_binding *b)
+{
+    const loom_range *w = loom_node_writes(g, nd);
+    for (uint32_t k = 0; k < nd->n_writes; k++)
+        if (meets(&w[k], b))
+            return true;
+    return false;
+}
+
+/* A staged producer: where it is, the gain it applies, its t and its
+ * accumulator (SITE_BYTES of the graph's one accumulator buffer, site k at
+ * k * SITE_BYTES). */
+typedef struct staged {
+    uint32_t prod;
+    loom_binding gain;
+    uint32_t t;
+    uint32_t site;
+} staged;
+
+typedef struct stage_state {
+    loom_graph *g;
+    const loom_allocator *a;
+    uint32_t n;
+    uint32_t *repl;    /* node -> the node that replaces it, or LOOM_NONE */
+    uint32_t *prod;    /* norm node -> its staged producer's entry in st, or LOOM_NONE */
+    staged *st;        /* at most one per node */
+    uint32_t n_st;
+    uint32_t acc;      /* the accumulator buffer */
+} stage_state;
+
+/* Copies nd's capture indices (its members, or its own index) onto node id:
+ * through a local copy, since setting them may move the member list. */
+static loom_result same_members(loom_graph *g, const loom_node *nd, uint32_t id)
+{
+    uint32_t caps[256], n = nd->fused, cap = nd->capture_index;
+    uint16_t flags = nd->flags;
+    if (n > 1) {
+        if (n > 256)
+            return loom_fail(LOOM_LIMIT, "stage: node stands for %u captured nodes, at most 256", n);
+        memcpy(caps, loom_node_members(g, nd), n * sizeof *caps);
+        loom_result rc = loom_graph_set_members(g, id, caps, n);
+        if (rc)
+            return rc;
+    }
+    loom_node *nn = loom_graph_node_mut(g, id);
+    nn->capture_index = cap;
+    nn->flags = flags;
+    return LOOM_OK;
+}
+
+static loom_tensor vec_at(const loom_binding *b)
+{
+    return (loom_tensor){ b->buffer, LOOM_F32, b->offset, 1, (uint32_t)(b->size / 4) };
+}
+
+/* The producer of norm nd's x (at pos), if it may stage nd's gain; else
+ * LOOM_NONE. */
+static uint32_t producer_of(const stage_state *s, uint32_t pos, const loom_node *nd)
+{
+    const loom_graph *g = s->g;
+    bool f16;
+    const loom_binding *x = named(g, nd, "x"), *gw = named(g, nd, "g");
+    if (!builder_made(g, nd, &f16) || !x || !gw || gw->size != x->size)
+        return LOOM_NONE;
+    uint32_t stop = pos > STAGE_SCAN_LIMIT ? pos - STAGE_SCAN_LIMIT : 0;
+    for (uint32_t i = pos; i-- > stop;) {
+        const loom_node *p = loom_graph_node(g, i);
+        if (p->type != LOOM_NODE_DISPATCH)
+            return LOOM_NONE;   /* a sentinel: nothing crosses it */
+        if (writes(g, p, gw))
+            return LOOM_NONE;
+        if (!writes(g, p, x))
+            continue;
+        const loom_binding *y = named(g, p, "y");
+        if (p->op != LOOM_OP_MATVEC_ADD || !builder_made(g, p, &f16) || !y || !same(y, x) ||
+            (p->flags & LOOM_NODE_SPLIT))
+            return LOOM_NONE;
+        return i;
+    }
+    return LOOM_NONE;
+}
+
+/* The entry of producer prod for gain gw: the one made before, or a new
+ * one. LOOM_NONE when prod already stages another gain. */
+static uint32_t entry_of(stage_state *s, uint32_t prod, const loom_binding *gw)
+{
+    for (uint32_t i = 0; i < s->n_st; i++)
+        if (s->st[i].prod == prod)
+            return same(&s->st[i].gain, gw) ? i : LOOM_NONE;
+    s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st };
+    return s->n_st++;
+}
+
+static loom_tensor acc_of(const stage_state *s, const staged *e)
+{
+    return (loom_tensor){ s->acc, LOOM_F32, (uint64_t)e->site * SITE_BYTES, 1, LOOM_STAGE_SUM_WORDS };
+}
+
+/* Appends e's MATVEC_ADD_STAGE (and its t) in place of its producer. */
+static loom_result build_producer(stage_state *s, staged *e)
+{
+    loom_graph *g = s->g;
+    const loom_node *p = loom_graph_node(g, e->prod);
+    bool f16 = false;
+    builder_made(g, p, &f16);
+    loom_binding W = *named(g, p, "W"), x = *named(g, p, "x"), r = *named(g, p, "r"), y = *named(g, p, "y");
+    loom_pc_matvec pc;
+    memcpy(&pc, loom_node_push(g, p), sizeof pc);
+    char name[64];
+    snprintf(name, sizeof name, "n%u.stage.%s", e->prod, loom_graph_buffer_name(g, e->gain.buffer));
+    loom_result rc = loom_graph_add_buffer(
+        g, &(loom_buffer_desc){ .name = name, .size = e->gain.size, .usage = LOOM_USAGE_SCRATCH }, &e->t);
+    if (rc)
+        return rc;
+    loom_tensor Wt = { W.buffer, f16 ? LOOM_F16 : LOOM_F32, W.offset, pc.rows, pc.cols };
+    loom_binding tb = { .buffer = e->t, .offset = 0, .size = e->gain.size };
+    uint32_t id, before = loom_graph_node_count(g);
+    rc = loom_op_matvec_add_stage(g, Wt, vec_at(&x), vec_at(&r), vec_at(&e->gain), vec_at(&y), vec_at(&tb),
+                                  acc_of(s, e), &id);
+    if (rc) {
+        if (loom_graph_node_count(g) != before)
+            return loom_fail(rc, "stage: the builder failed after appending a node");
+        return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
+    }
+    /* the append may have moved the nodes: look prod up again */
+    if ((rc = same_members(g, loom_graph_node(g, e->prod), id)))
+        return rc;
+    s->repl[e->prod] = id;
+    return LOOM_OK;
+}
+
+static bool same_range(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset == b->offset && r->size == b->size;
+}
+
+/* Appends norm node pos again as its *_pre kernel form: slot x bound to
+ * e's t, slot g to e's accumulator. */
+static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
+{
+    loom_graph *g = s->g;
+    const loom_node *nd = loom_graph_node(g, pos);
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_BINDINGS];
+    uint8_t push[LOOM_MAX_PUSH];
+    const loom_binding ox = *named(g, nd, "x"), og = *named(g, nd, "g");
+    const loom_binding nx = { .buffer = e->t, .offset = 0, .size = ox.size };
+    const loom_tensor at = acc_of(s, e);
+    const loom_binding ng = { .buffer = s->acc, .offset = at.offset, .size = SITE_BYTES };
+    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
+    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
+    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
+    memcpy(push, loom_node_push(g, nd), nd->push_size);
+    for (uint32_t i = 0; i < nb; i++) {
+        const loom_binding *to = same(&b[i], &ox) ? &nx : same(&b[i], &og) ? &ng : NULL;
+        if (to) {
+            b[i].buffer = to->buffer;
+            b[i].offset = to->offset;
+            b[i].size = to->size;
+        }
+    }
+    for (uint32_t i = 0; i < nr; i++) {
+        const loom_binding *to = same_range(&r[i], &ox) ? &nx : same_range(&r[i], &og) ? &ng : NULL;
+        if (to) {
+            r[i].buffer = to->buffer;
+            r[i].offset = to->offset;
+            r[i].size = to->size;
+        }
+    }
+    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" */
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    size_t len = strlen(k);
+    char kernel[128];
+    if (len < 4 || len + 5 > sizeof kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", pos, k);
+    snprintf(kernel, sizeof kernel, "%.*s_pre%s", (int)(len - 4), k, k + len - 4);
+    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
+                             .push = push, .push_size = nd->push_size, .reads = r, .n_reads = nr,
+                             .writes = r + nr, .n_writes = nw };
+    memcpy(d.groups, nd->groups, sizeof d.groups);
+    uint32_t id;
+    loom_result rc = loom_graph_add_dispatch(g, &d, &id);
+    if (!rc)
+        rc = same_members(g, loom_graph_node(g, pos), id);
+    if (rc)
+        return rc;
+    s->repl[pos] = id;
+    return LOOM_OK;
+}
+
+loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_stage: graph is NULL");
+    stage_state s = { .g = g, .a = loom_graph_allocator(g), .n = loom_graph_node_count(g), .acc = LOOM_NONE };
+    s.repl = pass_alloc(s.a, (size_t)s.n * sizeof(uint32_t));
+    s.prod = pass_alloc(s.a, (size_t)s.n * sizeof(uint32_t));
+    s.st = pass_alloc(s.a, (size_t)s.n * sizeof(staged));
+    loom_result rc = LOOM_OK;
+    if (!s.repl || !s.prod || !s.st)
+        rc = loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
+    uint32_t norms = 0, first = LOOM_NONE;
+    for (uint32_t i = 0; !rc && i < s.n; i++) {
+        const loom_node *nd = loom_graph_node(g, i);
+        s.repl[i] = s.prod[i] = LOOM_NONE;
+        if (nd->type != LOOM_NODE_DISPATCH || !is_norm(nd->op))
+            continue;
+        uint32_t prod = producer_of(&s, i, nd);
+        if (prod != LOOM_NONE)
+            s.prod[i] = entry_of(&s, prod, named(g, nd, "g"));
+        if (s.prod[i] != LOOM_NONE) {
+            norms++;
+            first = first == LOOM_NONE ? prod : first;
+        }
+    }
+    uint32_t zero = LOOM_NONE;
+    if (!rc && norms) {
+        uint64_t bytes = (uint64_t)s.n_st * SITE_BYTES;
+        rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "stage.sum_sq", .size = bytes,
+                                                           .usage = LOOM_USAGE_SCRATCH }, &s.acc);
+        if (!rc)
+            rc = loom_op_zero(g, (loom_tensor){ s.acc, LOOM_F32, 0, 1, (uint32_t)(bytes / 4) }, &zero);
+        if (!rc)
+            rc = same_members(g, loom_graph_node(g, first), zero);
+    }
+    for (uint32_t i = 0; !rc && norms && i < s.n_st; i++)
+        rc = build_producer(&s, &s.st[i]);
+    for (uint32_t i = 0; !rc && norms && i < s.n; i++)
+        if (s.prod[i] != LOOM_NONE)
+            rc = rebind(&s, i, &s.st[s.prod[i]]);
+    if (!rc && norms) {
+        uint32_t *order = pass_alloc(s.a, ((size_t)s.n + 1) * sizeof(uint32_t));
+        if (!order) {
+            rc = loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
+        } else {
+            order[0] = zero;
+            for (uint32_t i = 0; i < s.n; i++)
+                order[i + 1] = s.repl[i] != LOOM_NONE ? s.repl[i] : i;
+            loom_graph_clear_schedule(g);
+            rc = loom_graph_permute(g, order, s.n + 1);
+            pass_free(s.a, order, ((size_t)s.n + 1) * sizeof(uint32_t));
+        }
+    }
+    if (!rc && ctx)
+        ctx->staged_gains += norms;
+    pass_free(s.a, s.repl, (size_t)s.n * sizeof(uint32_t));
+    pass_free(s.a, s.prod, (size_t)s.n * sizeof(uint32_t));
+    pass_free(s.a, s.st, (size_t)s.n * sizeof(staged));
+    return rc;
+}

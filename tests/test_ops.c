@@ -299,6 +299,87 @@ START_TEST(matvec)
 }
 END_TEST
 
+/* MATVEC_ADD_STAGE (the stage pass's producer): y = W x + r in place on
+ * r, t = y * s, and y^2 added into acc's parts, which start from values
+ * already there (the parts' total is what counts). _i: f16. Needs float
+ * atomic adds (lavapipe has them); a device without is skipped. */
+START_TEST(matvec_add_stage)
+{
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    if (!info.atomic_float_add)
+        return;
+    loom_dtype dt = _i ? LOOM_F16 : LOOM_F32;
+    const loom_op op = LOOM_OP_MATVEC_ADD_STAGE;
+    uint32_t es = loom_dtype_size(dt);
+    for (size_t k = 0; k < sizeof mv_shapes / sizeof mv_shapes[0]; k++) {
+        seed(450 + k + 16 * _i);
+        uint32_t rows = mv_shapes[k][0], cols = mv_shapes[k][1];
+        uint64_t nw = (uint64_t)rows * cols;
+        void *W = dt == LOOM_F16 ? (void *)rand_f16(nw) : (void *)rand_f32(nw, 1);
+        float *x = rand_f32(cols, 1), *r = rand_f32(rows, 1), *g = rand_f32(rows, 1);
+        float *acc = rand_f32(LOOM_STAGE_SUM_WORDS, 1), *y = alloc_f32(rows), *t = alloc_f32(rows);
+        loom_ref_matvec(dt, W, x, r, y, rows, cols);
+        double sum = 0;
+        for (uint32_t i = 0; i < LOOM_STAGE_SUM_WORDS; i++)
+            sum += acc[i];
+        for (uint32_t i = 0; i < rows; i++) {
+            t[i] = y[i] * g[i];
+            sum += (double)y[i] * y[i];
+        }
+        harness h = begin();
+        uint32_t bw = input(&h, "W", W, nw * es), bx = input(&h, "x", x, cols * 4), br = input(&h, "r", r, rows * 4);
+        uint32_t bs = input(&h, "s", g, rows * 4), bt = output(&h, "t", rows * 4);
+        uint32_t ba = input(&h, "acc", acc, LOOM_STAGE_SUM_WORDS * 4);
+        ck_assert_int_eq(loom_op_matvec_add_stage(h.g, loom_mat(bw, dt, rows, cols), loom_vec(bx, cols),
+                                                  loom_vec(br, rows), loom_vec(bs, rows), loom_vec(br, rows),
+                                                  loom_vec(bt, rows), loom_vec(ba, LOOM_STAGE_SUM_WORDS), NULL),
+                         LOOM_OK);
+        run(&h, NULL);
+        char what[48];
+        snprintf(what, sizeof what, "%s %ux%u", loom_dtype_name(dt), rows, cols);
+        expect_buffer(&h, op, what, br, y, rows);
+        expect_buffer(&h, op, what, bt, t, rows);
+        float *got = alloc_f32(LOOM_STAGE_SUM_WORDS);
+        fetch(&h, ba, got, LOOM_STAGE_SUM_WORDS * 4);
+        double gs = 0;
+        for (uint32_t i = 0; i < LOOM_STAGE_SUM_WORDS; i++)
+            gs += got[i];
+        ck_assert_msg(fabs(gs - sum) <= 1e-4 * (fabs(sum) + 1), "%s: sum of squares %g, want %g", what, gs, sum);
+        end(&h);
+        free(got);
+        free(W);
+        free(x);
+        free(r);
+        free(g);
+        free(acc);
+        free(y);
+        free(t);
+    }
+}
+END_TEST
+
+START_TEST(zero)
+{
+    static const uint32_t words[] = { 1, 255, 256, 1025 };
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+        seed(480 + k);
+        uint32_t n = words[k];
+        float *x = rand_f32(n + 4, 1), *want = alloc_f32(n + 4);
+        for (uint32_t i = 0; i < n + 4; i++)
+            want[i] = i < n ? 0.0f : x[i];   /* the words past the view stay */
+        harness h = begin();
+        uint32_t b = input(&h, "y", x, (n + 4) * 4ull);
+        ck_assert_int_eq(loom_op_zero(h.g, loom_vec(b, n), NULL), LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, LOOM_OP_ZERO, "y", b, want, n + 4);
+        end(&h);
+        free(x);
+        free(want);
+    }
+}
+END_TEST
+
 /* ---- embed ----------------------------------------------------------------- */
 
 START_TEST(embed)
@@ -814,7 +895,8 @@ static Suite *ops_suite(void)
         { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
         { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
         { "fused_matvec", fused_matvec, 8 }, { "qkv_rope_kv", qkv_rope_kv, 4 },
-        { "attention_replays", attention_replays, 1 },
+        { "attention_replays", attention_replays, 1 }, { "matvec_add_stage", matvec_add_stage, 2 },
+        { "zero", zero, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <vulkan/vulkan.h>
+#include "loom_compiler.h"
 #include "loom_ir_edit.h"
+#include "loom_ops.h"
 #include "loom_runtime.h"
 #include "test_kernels.h"
 #include "runner.h"
@@ -1002,6 +1004,58 @@ START_TEST(test_memory_kinds)
 }
 END_TEST
 
+/* Which plan holds MATVEC_ADD_STAGE (the stage pass's producer). */
+static bool has_stage(const loom_plan *p)
+{
+    const loom_graph *g = loom_plan_graph(p);
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++)
+        if (loom_graph_node(g, i)->op == LOOM_OP_MATVEC_ADD_STAGE)
+            return true;
+    return false;
+}
+
+/* On a device without float atomic adds (as LOOM_ATOMIC_FLOAT=0 makes
+ * one) loom_rt_compile leaves the stage pass out, and a plan compiled
+ * elsewhere that holds its kernels is refused with a message naming the
+ * node, not run. */
+START_TEST(test_stage_needs_atomics)
+{
+    setenv("LOOM_ATOMIC_FLOAT", "0", 1);
+    loom_rt *rt = rt_make(0, true, NULL);
+    unsetenv("LOOM_ATOMIC_FLOAT");
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    ck_assert(!info.atomic_float_add);
+    const uint32_t n = 64;
+    loom_rt_buffer *w = rbuf(rt, "W", LOOM_USAGE_WEIGHT, n * n * 4), *a = rbuf(rt, "a", LOOM_USAGE_INPUT, n * 4);
+    loom_rt_buffer *x = rbuf(rt, "x", LOOM_USAGE_STATE, n * 4), *gw = rbuf(rt, "g", LOOM_USAGE_WEIGHT, n * 4);
+    loom_rt_buffer *y = rbuf(rt, "y", LOOM_USAGE_OUTPUT, n * 4);
+    loom_graph *g = graph_new();
+    loom_tensor W = loom_mat(gext(g, w, "W"), LOOM_F32, n, n), xv = loom_vec(gext(g, x, "x"), n);
+    OK(loom_op_matvec_add(g, W, loom_vec(gext(g, a, "a"), n), xv, xv, NULL));
+    OK(loom_op_rms_norm_matvec(g, W, xv, loom_vec(gext(g, gw, "g"), n), loom_vec(gext(g, y, "y"), n), 1e-5f, NULL));
+    loom_plan *here, *elsewhere;
+    OK(loom_rt_compile(rt, g, NULL, &here, NULL));
+    ck_assert(!has_stage(here));
+    OK(loom_compile(g, NULL, &elsewhere));
+    ck_assert(has_stage(elsewhere));
+    uint64_t step;
+    OK(loom_rt_replay_plan(rt, here, NULL, &step));
+    OK(loom_rt_wait(rt, step));
+    ck_assert_int_eq(loom_rt_replay_plan(rt, elsewhere, NULL, &step), LOOM_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "MATVEC_ADD_STAGE"));
+    loom_plan_release(here);
+    loom_plan_release(elsewhere);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(w);
+    loom_rt_buffer_release(a);
+    loom_rt_buffer_release(x);
+    loom_rt_buffer_release(gw);
+    loom_rt_buffer_release(y);
+    rt_done(rt);
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *runtime_suite(void)
@@ -1025,6 +1079,7 @@ static Suite *runtime_suite(void)
         { "host_read_last_writer", test_host_read_last_writer },
         { "host_scratch_and_keep", test_host_scratch_and_keep },
         { "memory_kinds", test_memory_kinds },
+        { "stage_needs_atomics", test_stage_needs_atomics },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -322,10 +322,13 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
                "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
- * row, 2 rows each, so 64 rows a pass); attention_wide.comp the rest up to
- * ATTN_MAX_HEAD_DIM (32 a row, 8 rows a pass). */
+ * row, 4 rows each, so 128 rows a pass: four shares of a 512-row cache,
+ * whose fewer and larger workgroups made the 1b step 5 us faster than 64
+ * rows and eight shares on the H200, and 32 rows 21 us slower);
+ * attention_wide.comp the rest up to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a
+ * pass). */
 #define ATTN_NARROW_HEAD_DIM 64u
-static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 64u : 8u; }
+static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 128u : 8u; }
 
 /* Shares of the cache an ATTENTION dispatch splits into: one pass each at
  * the full cache, at most 16 (attention.glsl: MAX_SPLITS). */
@@ -770,7 +773,10 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     uint32_t splits = attn_splits(kcache.rows, head_dim);
     loom_pc_attn pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits };
     loom_tensor part, count;
-    if ((rc = workspace(g, op, "part", (uint64_t)n_heads * splits * (head_dim + 2) * 4, &part)) ||
+    /* Per head: the shares' (max, sum) pairs padded to 16 bytes, then their
+     * partial outputs (attention.glsl). */
+    uint64_t head_block = ((2u * splits + 3u) & ~3u) + (uint64_t)splits * head_dim;
+    if ((rc = workspace(g, op, "part", (uint64_t)n_heads * head_block * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
     op_call c = { .op = op, .variant = head_dim > ATTN_NARROW_HEAD_DIM, .n = 6, .push = &pc,

@@ -1,7 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// ATTENTION for head_dim <= 64: eight invocations per cache row, two rows
-// each in flight. See attention.glsl.
+// ATTENTION for head_dim <= 64: eight invocations per cache row, four rows
+// each in flight (ir/ops.c: attn_rows_per_pass). See attention.glsl.
 #define TPR 8u
-#define RPT 2u
+#define RPT 4u
+#define ATT_CONTIG
 #include "attention.glsl"

@@ -4,10 +4,14 @@
 // max_seq)). The dispatch runs alone between two barriers, so what counts is
 // how many dependent trips to memory it makes, not its arithmetic:
 //
-//   - TPR invocations take one cache row, DPT dimensions each (dims c,
-//     c + TPR, ...), so a pass covers ROWS = WG_SIZE / TPR rows. Every
-//     invocation issues its q, K and V loads together, before any of them
-//     is used: one trip for the whole share (32 rows at the full cache).
+//   - TPR invocations take one cache row, DPT dimensions each, so a pass
+//     covers ROWS = WG_SIZE / TPR rows. Every invocation issues its q, K and
+//     V loads together, before any of them is used: one trip for the whole
+//     share (128 rows at the full cache). With ATT_CONTIG (the narrow kernel,
+//     where TPR * DPT is the largest head_dim it takes) invocation c takes
+//     dims c * DPT .. c * DPT + DPT - 1 and loads them as two 16-byte vectors
+//     where head_dim is a multiple of 4: ten loads an invocation where
+//     scalars took forty. Otherwise dims c, c + TPR, ..., one scalar each.
 //   - Scores are summed across a row's invocations by subgroup shuffles, and
 //     the pass's maximum is a subgroup maximum plus one shared slot per
 //     subgroup (where subgroups are narrower than a row, as on llvmpipe for
@@ -21,7 +25,10 @@
 // it stores (max, sum, partial output) and the last workgroup of the head to
 // finish, found through an atomic counter per head, combines the shares. No
 // workgroup ever waits for another, and the last one resets its counter for
-// the next replay.
+// the next replay. A head's block of the partial results is the shares'
+// (max, sum) pairs, padded to a multiple of 4 floats (HDR), then their
+// partial outputs, head_dim each (ir/ops.c sizes it): the combine loads the
+// pairs as 16-byte vectors.
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
 // TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
@@ -35,10 +42,14 @@ layout(local_size_x = 256) in;
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
+layout(set = 0, binding = 1) readonly buffer Q4 { vec4 q4[]; };
 layout(set = 0, binding = 2) readonly buffer KC { float kcache[]; };
+layout(set = 0, binding = 2) readonly buffer KC4 { vec4 kcache4[]; };
 layout(set = 0, binding = 3) readonly buffer VC { float vcache[]; };
+layout(set = 0, binding = 3) readonly buffer VC4 { vec4 vcache4[]; };
 layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
-layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * splits * (head_dim + 2)
+layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * (HDR + splits * head_dim)
+layout(set = 0, binding = 5) coherent buffer Part4 { vec4 part4[]; };
 layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_heads
 layout(push_constant) uniform Pc {
     uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
@@ -51,6 +62,16 @@ shared float sacc[(DPT + 1u) * WG_SIZE];  // final partial outputs and sums
 shared bool is_last;
 shared float smax[2][WG_SIZE / 4u];     // per-subgroup pass maxima (subgroups of 4 or more)
 
+// The dimension invocation c of a row takes as its k-th.
+uint dim_of(uint c, uint k)
+{
+#ifdef ATT_CONTIG
+    return c * DPT + k;
+#else
+    return c + k * TPR;
+#endif
+}
+
 void main()
 {
     uint t = gl_LocalInvocationID.x, hd = pc.head_dim;
@@ -61,21 +82,48 @@ void main()
     uint share = (len + pc.splits - 1u) / pc.splits;
     uint first = min(len, split * share), last = min(len, first + share);
     uint r = t / TPR, c = t % TPR;   // row slot r takes rows r, r + RPP, ...
+#ifdef ATT_CONTIG
+    // Vector loads need every row and head to start on 16 bytes.
+    bool vec = (hd & 3u) == 0u && c * DPT < hd;
+#endif
 
     float qv[DPT], kv[RPT][DPT], vv[RPT][DPT], acc[DPT];
+#ifdef ATT_CONTIG
+    if (vec) {
+        uint at = (h * hd + c * DPT) / 4u;
+        for (uint j = 0u; j < DPT / 4u; j++) {
+            bool ok = c * DPT + j * 4u < hd;
+            vec4 v = ok ? q4[at + j] * pc.scale : vec4(0.0);
+            qv[j * 4u] = v.x; qv[j * 4u + 1u] = v.y; qv[j * 4u + 2u] = v.z; qv[j * 4u + 3u] = v.w;
+        }
+    } else
+#endif
     for (uint k = 0u; k < DPT; k++) {
-        uint d = c + k * TPR;
+        uint d = dim_of(c, k);
         qv[k] = d < hd ? q[h * hd + d] * pc.scale : 0.0;
-        acc[k] = 0.0;
     }
+    for (uint k = 0u; k < DPT; k++)
+        acc[k] = 0.0;
     float m = NEG_BIG, l = 0.0;
     for (uint base = first; base < last; base += RPT * RPP) {
         for (uint i = 0u; i < RPT; i++) {
             uint row = base + r + i * RPP;
             bool live = row < last;
             uint at = row * dim + koff;
+#ifdef ATT_CONTIG
+            if (vec) {
+                uint at4 = (at + c * DPT) / 4u;
+                for (uint j = 0u; j < DPT / 4u; j++) {
+                    bool ok = live && c * DPT + j * 4u < hd;
+                    vec4 a = ok ? kcache4[at4 + j] : vec4(0.0), b = ok ? vcache4[at4 + j] : vec4(0.0);
+                    kv[i][j * 4u] = a.x; kv[i][j * 4u + 1u] = a.y; kv[i][j * 4u + 2u] = a.z; kv[i][j * 4u + 3u] = a.w;
+                    vv[i][j * 4u] = b.x; vv[i][j * 4u + 1u] = b.y; vv[i][j * 4u + 2u] = b.z; vv[i][j * 4u + 3u] = b.w;
+                }
+                continue;
+            }
+#endif
             for (uint k = 0u; k < DPT; k++) {
-                uint d = c + k * TPR;
+                uint d = dim_of(c, k);
                 bool ok = live && d < hd;
                 kv[i][k] = ok ? kcache[at + d] : 0.0;
                 vv[i][k] = ok ? vcache[at + d] : 0.0;
@@ -147,7 +195,7 @@ void main()
         m = mx;
     }
 
-    // Sum the rows' partial outputs: dimension d = c + k * TPR of this
+    // Sum the rows' partial outputs: dimension dim_of(c, k) of this
     // workgroup's share is the sum over r of acc[k] of invocation (r, c).
     // Where a subgroup holds several rows, shuffles first sum its rows, so
     // shared memory takes one entry per subgroup instead of one per row.
@@ -174,7 +222,11 @@ void main()
     barrier();
     float sum = 0.0, lw = 0.0;
     if (t < hd) {
+#ifdef ATT_CONTIG
+        uint k = t % DPT, cc = t / DPT;
+#else
         uint k = t / TPR, cc = t % TPR;
+#endif
         for (uint j = 0u; j < entries; j++)
             sum += sacc[k * WG_SIZE + j * TPR + cc];
     }
@@ -194,12 +246,12 @@ void main()
             o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
         return;
     }
-    uint stride = hd + 2u, mine = (h * pc.splits + split) * stride;
+    uint hdr = (2u * pc.splits + 3u) & ~3u, head = h * (hdr + pc.splits * hd);
     if (t < hd)
-        part[mine + 2u + t] = sum;
+        part[head + hdr + split * hd + t] = sum;
     if (t == 0u) {
-        part[mine] = m;
-        part[mine + 1u] = lw;
+        part[head + 2u * split] = m;
+        part[head + 2u * split + 1u] = lw;
     }
     memoryBarrierBuffer();
     barrier();
@@ -212,18 +264,25 @@ void main()
     memoryBarrierBuffer();
     if (t < hd) {
         // Fixed trip counts so every share's loads are issued together:
-        // this is the dispatch's serial tail.
-        uint head = h * pc.splits * stride;
+        // this is the dispatch's serial tail. The (max, sum) pairs come two
+        // shares to a 16-byte load where the head's block starts on 16 bytes.
         float ms[MAX_SPLITS], ls[MAX_SPLITS], os[MAX_SPLITS];
         float mx = NEG_BIG;
-        for (uint s = 0u; s < MAX_SPLITS; s++) {
-            bool live = s < pc.splits;
-            ms[s] = live ? part[head + s * stride] : NEG_BIG;
-            ls[s] = live ? part[head + s * stride + 1u] : 0.0;
-            os[s] = live ? part[head + s * stride + 2u + t] : 0.0;
+        if ((head & 3u) == 0u) {
+            for (uint s = 0u; s < MAX_SPLITS; s += 2u) {
+                vec4 v = s < pc.splits ? part4[(head + 2u * s) / 4u] : vec4(NEG_BIG, 0.0, NEG_BIG, 0.0);
+                ms[s] = v.x; ls[s] = v.y; ms[s + 1u] = v.z; ls[s + 1u] = v.w;
+            }
+        } else {
+            for (uint s = 0u; s < MAX_SPLITS; s++) {
+                ms[s] = s < pc.splits ? part[head + 2u * s] : NEG_BIG;
+                ls[s] = s < pc.splits ? part[head + 2u * s + 1u] : 0.0;
+            }
         }
         for (uint s = 0u; s < MAX_SPLITS; s++)
-            mx = max(mx, ms[s]);
+            os[s] = s < pc.splits ? part[head + hdr + s * hd + t] : 0.0;
+        for (uint s = 0u; s < MAX_SPLITS; s++)
+            mx = s < pc.splits ? max(mx, ms[s]) : mx;   // a vector's second share may lie past the last
         float lt = 0.0, ot = 0.0;
         for (uint s = 0u; s < MAX_SPLITS; s++) {
             float w = s < pc.splits ? exp(ms[s] - mx) : 0.0;

@@ -20,6 +20,7 @@ static const struct {
     { "optimized", 0 },
     { "no fuse", LOOM_DISABLE_FUSE },
     { "no stage", LOOM_DISABLE_STAGE },
+    { "no gather", LOOM_DISABLE_GATHER },
     { "no reorder", LOOM_DISABLE_REORDER },
     { "barrier every dispatch", LOOM_DISABLE_BARRIERS },
     { "no cache", LOOM_DISABLE_CACHE },

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "internal.h"
 
-/* "fuse, stage, reorder, barriers, lifetimes, cache": the switches LOOM_DISABLE
+/* "fuse, stage, gather, reorder, barriers, lifetimes, cache": the switches LOOM_DISABLE
  * knows, from the pass table. */
 static const char *known_switches(char *buf, size_t cap)
 {

@@ -35,7 +35,7 @@ extern "C" {
  *
  * The environment reaches every frontend without recompiling; loom_compile
  * and loom_cache_compile read it on each call:
- * - LOOM_DISABLE=fuse,stage,reorder,barriers,lifetimes,cache (any subset) is ORed
+ * - LOOM_DISABLE=fuse,stage,gather,reorder,barriers,lifetimes,cache (any subset) is ORed
  *   into loom_compile_options.disable: it can switch more off, never back on.
  * - LOOM_PASSES=verify,fuse,... (the pass table's names) replaces the
  *   pipeline; a pass it names that a disable bit covers is still skipped.

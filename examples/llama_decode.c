@@ -67,7 +67,8 @@ static void usage(FILE *f)
             "  --max-binding-range BYTES  bytes one binding may cover (default: the device's\n"
             "                        maxStorageBufferRange, or LOOM_MAX_BINDING_RANGE; a dry run has\n"
             "                        no limit unless given): larger weights are split into row blocks\n"
-            "  --no-fuse --no-stage --no-reorder --barrier-every --no-cache   ablations\n"
+            "  --no-fuse --no-stage --no-gather --no-reorder --barrier-every --no-cache\n"
+            "                        ablations\n"
             "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
@@ -142,7 +143,7 @@ static int parse(int argc, char **argv, opts *o)
     if (loom_llama_args_begin(argc, argv, &o->shape))
         return bad(loom_last_error(), NULL);
     static const struct { const char *name; uint32_t bit; } ablations[] = {
-        { "--no-fuse", LOOM_DISABLE_FUSE }, { "--no-stage", LOOM_DISABLE_STAGE },
+        { "--no-fuse", LOOM_DISABLE_FUSE }, { "--no-stage", LOOM_DISABLE_STAGE }, { "--no-gather", LOOM_DISABLE_GATHER },
         { "--no-reorder", LOOM_DISABLE_REORDER },
         { "--barrier-every", LOOM_DISABLE_BARRIERS }, { "--no-cache", LOOM_DISABLE_CACHE },
     };

@@ -64,4 +64,20 @@ bool pass_split_handles(loom_op op);
 /* Elapsed monotonic nanoseconds, for pass timing. */
 uint64_t pass_now_ns(void);
 
+/* ---- rebuilding builder-made nodes (rewrite.c: stage, gather) ----------- */
+
+/* The binding of nd's slot called name (its op's row of ops.def), or NULL. */
+const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const char *name);
+/* nd is laid out as its op's builder lays it out; *second: its op's second
+ * kernel (f16 weights, or ATTENTION's wide form). */
+bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second);
+bool pass_same(const loom_binding *a, const loom_binding *b);
+bool pass_same_range(const loom_range *r, const loom_binding *b);
+bool pass_meets(const loom_range *r, const loom_binding *b);
+/* Whether a write (read) range of nd meets any byte of b. */
+bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b);
+bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b);
+/* Gives node id nd's capture indices (members or its own) and flags. */
+loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id);
+
 #endif

@@ -14,7 +14,8 @@ enum {
     LOOM_DISABLE_BARRIERS  = 1u << 2,  /* barrier after every node */
     LOOM_DISABLE_LIFETIMES = 1u << 3,  /* no classes, no arena: every buffer its own memory */
     LOOM_DISABLE_STAGE     = 1u << 4,  /* norms read their gains from the weights */
-    LOOM_DISABLE_PASS_MASK = (1u << 5) - 1,
+    LOOM_DISABLE_GATHER    = 1u << 5,  /* ATTENTION combines its own shares */
+    LOOM_DISABLE_PASS_MASK = (1u << 6) - 1,
 };
 
 /* Every registered pass in canonical order, as P(name, switch, "summary"):
@@ -25,7 +26,8 @@ enum {
     FIRST(verify, 0, "check ids, ranges, counts and annotations")                                      \
     P(fuse, LOOM_DISABLE_FUSE, "replace matching op chains by fused kernels")                          \
     P(split, 0, "cut nodes whose bindings exceed the binding limit into row blocks")                   \
-    P(stage, LOOM_DISABLE_STAGE, "copy each norm's gain, in the node writing its input, where the cache holds it") \
+    P(stage, LOOM_DISABLE_STAGE, "the residual add writing a norm's input also scales it and sums its squares") \
+    P(gather, LOOM_DISABLE_GATHER, "the matvec reading an attention's output combines the attention's shares") \
     P(reorder, LOOM_DISABLE_REORDER, "schedule nodes into concurrency groups within a lookahead window") \
     P(barriers, LOOM_DISABLE_BARRIERS, "place the minimal barriers the groups need")                   \
     P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")
@@ -33,7 +35,7 @@ enum {
 #define LOOM_PASS_NAME_FIRST_(name, bit, summary) #name
 #define LOOM_PASS_NAME_NEXT_(name, bit, summary) "," #name
 /* The pipeline when none is named: every pass of the list, in order
- * ("verify,fuse,split,stage,reorder,barriers,lifetimes"). */
+ * ("verify,fuse,split,stage,gather,reorder,barriers,lifetimes"). */
 #define LOOM_PASS_PIPELINE_DEFAULT LOOM_PASS_LIST(LOOM_PASS_NAME_FIRST_, LOOM_PASS_NAME_NEXT_)
 
 #endif

@@ -1,5 +1,5 @@
 /* loom passes: the optimizer passes that turn a captured graph into a plan
- * (verify, fuse, split, stage, reorder, barriers, lifetimes), their registry and the pass
+ * (verify, fuse, split, stage, gather, reorder, barriers, lifetimes), their registry and the pass
  * manager that runs a pipeline string over a graph.
  *
  * Every pass edits the graph in place and writes its annotations into it
@@ -37,6 +37,7 @@ typedef struct loom_pass_ctx {
     uint32_t fused_chains;        /* fuse: chains replaced by one node */
     uint32_t split_nodes;         /* split: nodes cut into row blocks */
     uint32_t staged_gains;        /* stage: norms now reading a staged copy of their gain */
+    uint32_t gathered;            /* gather: ATTENTIONs whose shares their consumer combines */
     uint32_t groups;              /* reorder/barriers: concurrency groups */
     uint32_t barriers;            /* barriers: barriers recorded */
     uint32_t barrier_lower_bound; /* reorder: sum over windows of (longest chain - 1) + forced */
@@ -75,6 +76,8 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  *   graph is left as is; else any schedule is cleared.
  * - stage: a fused RMS norm whose input a MATVEC_ADD wrote reads its gain
  *   from a copy that producer (now MATVEC_ADD_STAGE) writes; see stage.c.
+ * - gather: an ATTENTION split into shares stores them only, and the
+ *   MATVEC_ADD that reads its output combines them; see gather.c.
  * - reorder: concurrency groups within lookahead windows; the graph is left
  *   unscheduled until barriers runs (the runtime would otherwise trust it).
  * - barriers: the minimal barriers for the current groups (each node its
@@ -85,6 +88,7 @@ loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);

@@ -36,56 +36,6 @@ static bool is_norm(uint32_t op)
            op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_QKV_ROPE_KV;
 }
 
-/* The binding of nd's slot called name (its op's row of ops.def), or NULL. */
-static const loom_binding *named(const loom_graph *g, const loom_node *nd, const char *name)
-{
-    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
-    const loom_binding *b = loom_node_bindings(g, nd);
-    for (uint32_t k = 0; in && k < in->n_slots; k++)
-        if (!strcmp(in->slot[k].name, name))
-            for (uint32_t i = 0; i < nd->n_bindings; i++)
-                if (b[i].slot == k)
-                    return &b[i];
-    return NULL;
-}
-
-/* nd is laid out as its op's builder lays it out: every slot bound once,
- * the push bytes, one of the op's kernels. *f16: the f16 kernel. */
-static bool builder_made(const loom_graph *g, const loom_node *nd, bool *f16)
-{
-    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
-    const char *kernel = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
-    if (!in || !in->kernel[0] || !kernel || nd->n_bindings != in->n_slots || nd->push_size != in->push_size)
-        return false;
-    *f16 = !strcmp(kernel, in->kernel[1]);
-    if (!*f16 && strcmp(kernel, in->kernel[0]))
-        return false;
-    const loom_binding *b = loom_node_bindings(g, nd);
-    for (uint32_t i = 0; i < nd->n_bindings; i++)
-        if (b[i].slot != i)
-            return false;
-    return true;
-}
-
-static bool same(const loom_binding *a, const loom_binding *b)
-{
-    return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
-}
-
-static bool meets(const loom_range *r, const loom_binding *b)
-{
-    return r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
-}
-
-static bool writes(const loom_graph *g, const loom_node *nd, const loom_binding *b)
-{
-    const loom_range *w = loom_node_writes(g, nd);
-    for (uint32_t k = 0; k < nd->n_writes; k++)
-        if (meets(&w[k], b))
-            return true;
-    return false;
-}
-
 /* A staged producer: where it is, the gain it applies, its t and its
  * accumulator (SITE_BYTES of the graph's one accumulator buffer, site k at
  * k * SITE_BYTES). */
@@ -107,26 +57,6 @@ typedef struct stage_state {
     uint32_t acc;      /* the accumulator buffer */
 } stage_state;
 
-/* Copies nd's capture indices (its members, or its own index) onto node id:
- * through a local copy, since setting them may move the member list. */
-static loom_result same_members(loom_graph *g, const loom_node *nd, uint32_t id)
-{
-    uint32_t caps[256], n = nd->fused, cap = nd->capture_index;
-    uint16_t flags = nd->flags;
-    if (n > 1) {
-        if (n > 256)
-            return loom_fail(LOOM_LIMIT, "stage: node stands for %u captured nodes, at most 256", n);
-        memcpy(caps, loom_node_members(g, nd), n * sizeof *caps);
-        loom_result rc = loom_graph_set_members(g, id, caps, n);
-        if (rc)
-            return rc;
-    }
-    loom_node *nn = loom_graph_node_mut(g, id);
-    nn->capture_index = cap;
-    nn->flags = flags;
-    return LOOM_OK;
-}
-
 static loom_tensor vec_at(const loom_binding *b)
 {
     return (loom_tensor){ b->buffer, LOOM_F32, b->offset, 1, (uint32_t)(b->size / 4) };
@@ -138,20 +68,20 @@ static uint32_t producer_of(const stage_state *s, uint32_t pos, const loom_node 
 {
     const loom_graph *g = s->g;
     bool f16;
-    const loom_binding *x = named(g, nd, "x"), *gw = named(g, nd, "g");
-    if (!builder_made(g, nd, &f16) || !x || !gw || gw->size != x->size)
+    const loom_binding *x = pass_named(g, nd, "x"), *gw = pass_named(g, nd, "g");
+    if (!pass_builder_made(g, nd, &f16) || !x || !gw || gw->size != x->size)
         return LOOM_NONE;
     uint32_t stop = pos > STAGE_SCAN_LIMIT ? pos - STAGE_SCAN_LIMIT : 0;
     for (uint32_t i = pos; i-- > stop;) {
         const loom_node *p = loom_graph_node(g, i);
         if (p->type != LOOM_NODE_DISPATCH)
             return LOOM_NONE;   /* a sentinel: nothing crosses it */
-        if (writes(g, p, gw))
+        if (pass_writes(g, p, gw))
             return LOOM_NONE;
-        if (!writes(g, p, x))
+        if (!pass_writes(g, p, x))
             continue;
-        const loom_binding *y = named(g, p, "y");
-        if (p->op != LOOM_OP_MATVEC_ADD || !builder_made(g, p, &f16) || !y || !same(y, x) ||
+        const loom_binding *y = pass_named(g, p, "y");
+        if (p->op != LOOM_OP_MATVEC_ADD || !pass_builder_made(g, p, &f16) || !y || !pass_same(y, x) ||
             (p->flags & LOOM_NODE_SPLIT))
             return LOOM_NONE;
         return i;
@@ -165,7 +95,7 @@ static uint32_t entry_of(stage_state *s, uint32_t prod, const loom_binding *gw)
 {
     for (uint32_t i = 0; i < s->n_st; i++)
         if (s->st[i].prod == prod)
-            return same(&s->st[i].gain, gw) ? i : LOOM_NONE;
+            return pass_same(&s->st[i].gain, gw) ? i : LOOM_NONE;
     s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st };
     return s->n_st++;
 }
@@ -181,8 +111,8 @@ static loom_result build_producer(stage_state *s, staged *e)
     loom_graph *g = s->g;
     const loom_node *p = loom_graph_node(g, e->prod);
     bool f16 = false;
-    builder_made(g, p, &f16);
-    loom_binding W = *named(g, p, "W"), x = *named(g, p, "x"), r = *named(g, p, "r"), y = *named(g, p, "y");
+    pass_builder_made(g, p, &f16);
+    loom_binding W = *pass_named(g, p, "W"), x = *pass_named(g, p, "x"), r = *pass_named(g, p, "r"), y = *pass_named(g, p, "y");
     loom_pc_matvec pc;
     memcpy(&pc, loom_node_push(g, p), sizeof pc);
     char name[64];
@@ -202,15 +132,10 @@ static loom_result build_producer(stage_state *s, staged *e)
         return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
     }
     /* the append may have moved the nodes: look prod up again */
-    if ((rc = same_members(g, loom_graph_node(g, e->prod), id)))
+    if ((rc = pass_same_members(g, loom_graph_node(g, e->prod), id)))
         return rc;
     s->repl[e->prod] = id;
     return LOOM_OK;
-}
-
-static bool same_range(const loom_range *r, const loom_binding *b)
-{
-    return r->buffer == b->buffer && r->offset == b->offset && r->size == b->size;
 }
 
 /* Appends norm node pos again as its *_pre kernel form: slot x bound to
@@ -222,7 +147,7 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
     loom_binding b[LOOM_MAX_BINDINGS];
     loom_range r[2 * LOOM_MAX_BINDINGS];
     uint8_t push[LOOM_MAX_PUSH];
-    const loom_binding ox = *named(g, nd, "x"), og = *named(g, nd, "g");
+    const loom_binding ox = *pass_named(g, nd, "x"), og = *pass_named(g, nd, "g");
     const loom_binding nx = { .buffer = e->t, .offset = 0, .size = ox.size };
     const loom_tensor at = acc_of(s, e);
     const loom_binding ng = { .buffer = s->acc, .offset = at.offset, .size = SITE_BYTES };
@@ -231,7 +156,7 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
     memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
     memcpy(push, loom_node_push(g, nd), nd->push_size);
     for (uint32_t i = 0; i < nb; i++) {
-        const loom_binding *to = same(&b[i], &ox) ? &nx : same(&b[i], &og) ? &ng : NULL;
+        const loom_binding *to = pass_same(&b[i], &ox) ? &nx : pass_same(&b[i], &og) ? &ng : NULL;
         if (to) {
             b[i].buffer = to->buffer;
             b[i].offset = to->offset;
@@ -239,7 +164,7 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
         }
     }
     for (uint32_t i = 0; i < nr; i++) {
-        const loom_binding *to = same_range(&r[i], &ox) ? &nx : same_range(&r[i], &og) ? &ng : NULL;
+        const loom_binding *to = pass_same_range(&r[i], &ox) ? &nx : pass_same_range(&r[i], &og) ? &ng : NULL;
         if (to) {
             r[i].buffer = to->buffer;
             r[i].offset = to->offset;
@@ -260,7 +185,7 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
     uint32_t id;
     loom_result rc = loom_graph_add_dispatch(g, &d, &id);
     if (!rc)
-        rc = same_members(g, loom_graph_node(g, pos), id);
+        rc = pass_same_members(g, loom_graph_node(g, pos), id);
     if (rc)
         return rc;
     s->repl[pos] = id;
@@ -286,7 +211,7 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
             continue;
         uint32_t prod = producer_of(&s, i, nd);
         if (prod != LOOM_NONE)
-            s.prod[i] = entry_of(&s, prod, named(g, nd, "g"));
+            s.prod[i] = entry_of(&s, prod, pass_named(g, nd, "g"));
         if (s.prod[i] != LOOM_NONE) {
             norms++;
             first = first == LOOM_NONE ? prod : first;
@@ -300,7 +225,7 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         if (!rc)
             rc = loom_op_zero(g, (loom_tensor){ s.acc, LOOM_F32, 0, 1, (uint32_t)(bytes / 4) }, &zero);
         if (!rc)
-            rc = same_members(g, loom_graph_node(g, first), zero);
+            rc = pass_same_members(g, loom_graph_node(g, first), zero);
     }
     for (uint32_t i = 0; !rc && norms && i < s.n_st; i++)
         rc = build_producer(&s, &s.st[i]);

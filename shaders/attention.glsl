@@ -28,7 +28,10 @@
 // the next replay. A head's block of the partial results is the shares'
 // (max, sum) pairs, padded to a multiple of 4 floats (HDR), then their
 // partial outputs, head_dim each (ir/ops.c sizes it): the combine loads the
-// pairs as 16-byte vectors.
+// pairs as 16-byte vectors. With ATT_PART (the gather pass's form) the
+// workgroups only store their shares: the matvec reading the output
+// combines them, and the dispatch binds no output and no counter
+// (attention_part.comp: the narrow kernel only).
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
 // TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
@@ -47,10 +50,14 @@ layout(set = 0, binding = 2) readonly buffer KC { float kcache[]; };
 layout(set = 0, binding = 2) readonly buffer KC4 { vec4 kcache4[]; };
 layout(set = 0, binding = 3) readonly buffer VC { float vcache[]; };
 layout(set = 0, binding = 3) readonly buffer VC4 { vec4 vcache4[]; };
+#ifndef ATT_PART
 layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
+#endif
 layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * (HDR + splits * head_dim)
 layout(set = 0, binding = 5) coherent buffer Part4 { vec4 part4[]; };
+#ifndef ATT_PART
 layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_heads
+#endif
 layout(push_constant) uniform Pc {
     uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
 } pc;
@@ -234,6 +241,7 @@ void main()
         for (uint j = 0u; j < entries; j++)
             lw += sacc[DPT * WG_SIZE + j * TPR];
 
+#ifndef ATT_PART
     if (pc.splits == 1u) {
         // Every invocation's l is its share of the sum; invocation 0 holds
         // the total in lw. Publish it.
@@ -246,6 +254,7 @@ void main()
             o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
         return;
     }
+#endif
     uint hdr = (2u * pc.splits + 3u) & ~3u, head = h * (hdr + pc.splits * hd);
     if (t < hd)
         part[head + hdr + split * hd + t] = sum;
@@ -253,6 +262,11 @@ void main()
         part[head + 2u * split] = m;
         part[head + 2u * split + 1u] = lw;
     }
+#ifdef ATT_PART
+    // The shares stay apart: the matvec that reads the output combines
+    // them (MV_COMB in matvec.glsl; the gather pass binds it).
+    return;
+#else
     memoryBarrierBuffer();
     barrier();
     if (t == 0u)
@@ -293,4 +307,5 @@ void main()
     }
     if (t == 0u)
         counter[h] = 0u;
+#endif
 }

@@ -15,6 +15,11 @@
 //             and y^2 added into acc by float atomics, so that norm (MV_PRE)
 //             reads one vector, not x and g: two 16-byte loads fewer per
 //             chunk in each of its invocations (the stage pass);
+//   MV_COMB   (with MV_ADD) x is an ATTENTION's output still in its
+//             shares (ATT_PART in attention.glsl): every chunk combines the
+//             shares of its head (at most COMB_SHARES) as it loads them.
+//             Only the vector path: the gather pass binds it where cols and
+//             head_dim are multiples of the vector width;
 //   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
 //             and slot g holds the sum of squares of the unscaled x;
 //   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
@@ -91,6 +96,8 @@ layout(push_constant) uniform Pc {
 #else
 #ifdef MV_NORM
 layout(push_constant) uniform Pc { uint rows; uint cols; float eps; } pc;
+#elif defined(MV_COMB)
+layout(push_constant) uniform Pc { uint rows; uint cols; uint head_dim; uint splits; } pc;
 #else
 layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
 #endif
@@ -143,6 +150,11 @@ layout(set = 0, binding = B_TAB) readonly buffer TabS { WSCALAR tabs[]; };
 layout(set = 0, binding = B_TOK) readonly buffer Tok { uint tokens[]; };
 layout(set = 0, binding = B_XOUT) writeonly buffer XOv { vec4 xo4[]; };
 layout(set = 0, binding = B_XOUT) writeonly buffer XOs { float xo1[]; };
+#elif defined(MV_COMB)
+// Per head: the shares' (max, sum) pairs padded to 16 bytes, then their
+// partial outputs (attention.glsl).
+layout(set = 0, binding = B_X) readonly buffer Xv { vec4 part4[]; };
+#define COMB_SHARES 4u   // passes/gather.c: GATHER_MAX_SHARES
 #else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
@@ -386,6 +398,49 @@ vec2 x_pair(uint c)
     }
     return xs;
 }
+#elif defined(MV_COMB)
+// Chunk c lies in one head (head_dim is a multiple of VW): load the head's
+// (max, sum) pairs and the chunk of every share at once, then weight each
+// share by exp(its max - the head's max) and divide by the weighted sum.
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+    uint hd = pc.head_dim, S = pc.splits, e = c * VW;
+    uint hdr = (2u * S + 3u) & ~3u, head = (e / hd) * (hdr + S * hd) / 4u;
+    uint at = head + (hdr + e % hd) / 4u, stride = hd / 4u;
+    const float NEG_BIG = -3.402823466e38;
+    vec4 p[COMB_SHARES / 2u], oa[COMB_SHARES], ob[COMB_SHARES];
+    for (uint i = 0u; i < COMB_SHARES / 2u; i++)
+        p[i] = 2u * i < S ? part4[head + i] : vec4(NEG_BIG, 0.0, NEG_BIG, 0.0);
+    for (uint s = 0u; s < COMB_SHARES; s++) {
+        oa[s] = s < S ? part4[at + s * stride] : vec4(0.0);
+#ifdef MV_F16
+        ob[s] = s < S ? part4[at + s * stride + 1u] : vec4(0.0);
+#else
+        ob[s] = vec4(0.0);
+#endif
+    }
+    float m[COMB_SHARES], l[COMB_SHARES];
+    for (uint i = 0u; i < COMB_SHARES / 2u; i++) {
+        m[2u * i] = p[i].x; l[2u * i] = p[i].y;
+        m[2u * i + 1u] = p[i].z; l[2u * i + 1u] = p[i].w;
+    }
+    float mx = NEG_BIG;
+    for (uint s = 0u; s < COMB_SHARES; s++)
+        mx = s < S ? max(mx, m[s]) : mx;   // a pair's second share may lie past the last
+    float lt = 0.0;
+    xa = vec4(0.0);
+    xb = vec4(0.0);
+    for (uint s = 0u; s < COMB_SHARES; s++) {
+        float w = s < S ? exp(m[s] - mx) : 0.0;
+        lt += l[s] * w;
+        xa += oa[s] * w;
+        xb += ob[s] * w;
+    }
+    float inv = lt > 0.0 ? 1.0 / lt : 0.0;
+    xa *= inv;
+    xb *= inv;
+}
+vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
 #else
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {

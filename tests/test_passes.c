@@ -67,10 +67,11 @@ START_TEST(test_pipeline_report_skip)
     loom_pipeline_desc d = { .skip = 1u << loom_pass_index("fuse"), .time_each = true, .verify_each = true,
                              .dump_dir = "" };
     ck_assert_int_eq(loom_pipeline_run(G, &d, &ctx, &rep), LOOM_OK);
-    ck_assert_uint_eq(rep.n_passes, 6);
+    ck_assert_uint_eq(rep.n_passes, 7);
     ck_assert_str_eq(rep.names[1], "split");
     ck_assert_str_eq(rep.names[2], "stage");
-    ck_assert_str_eq(rep.names[3], "reorder");
+    ck_assert_str_eq(rep.names[3], "gather");
+    ck_assert_str_eq(rep.names[4], "reorder");
     ck_assert(loom_graph_scheduled(G));
 }
 END_TEST
@@ -1179,6 +1180,105 @@ START_TEST(test_stage_two_readers)
 }
 END_TEST
 
+/* ---- gather --------------------------------------------------------------- */
+
+/* An attention block as a frontend captures it: ATTENTION into a scratch
+ * vector att, then the o-projection adding into the residual x (usage of
+ * att and the projection's form per case). Returns att's buffer id. */
+static uint32_t gather_block(uint32_t head_dim, uint32_t max_seq, loom_usage att_usage, bool plain)
+{
+    uint32_t nh = 8, nkv = 2, qd = nh * head_dim, kvd = nkv * head_dim, dim = 256;
+    uint32_t q = buf(qd * 4ull, LOOM_USAGE_SCRATCH), kc = buf((uint64_t)max_seq * kvd * 4, LOOM_USAGE_KV_CACHE);
+    uint32_t vc = buf((uint64_t)max_seq * kvd * 4, LOOM_USAGE_KV_CACHE), att = buf(qd * 4ull, att_usage);
+    uint32_t w = buf((uint64_t)dim * qd * 2, LOOM_USAGE_WEIGHT), x = buf(dim * 4ull, LOOM_USAGE_STATE);
+    ck_assert_int_eq(loom_op_attention(G, loom_vec(q, qd), loom_mat(kc, LOOM_F32, max_seq, kvd),
+                                       loom_mat(vc, LOOM_F32, max_seq, kvd), loom_vec(att, qd), nh, nkv, head_dim, NULL),
+                     LOOM_OK);
+    loom_tensor W = loom_mat(w, LOOM_F16, dim, qd), xv = loom_vec(x, dim);
+    if (plain)
+        ck_assert_int_eq(loom_op_matvec(G, W, loom_vec(att, qd), xv, NULL), LOOM_OK);
+    else
+        ck_assert_int_eq(loom_op_matvec_add(G, W, loom_vec(att, qd), xv, xv, NULL), LOOM_OK);
+    return att;
+}
+
+static uint32_t run_gather(void)
+{
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_gather(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    return ctx.gathered;
+}
+
+START_TEST(test_gather_block)
+{
+    /* 512 rows: four shares of 128 */
+    uint32_t att = gather_block(64, 512, LOOM_USAGE_SCRATCH, false);
+    ck_assert_uint_eq(run_gather(), 1);
+    ck_assert_uint_eq(loom_graph_node_count(G), 2);
+    const loom_node *a = loom_graph_node(G, 0), *c = loom_graph_node(G, 1);
+    ck_assert_uint_eq(a->op, LOOM_OP_ATTENTION);
+    ck_assert_str_eq(loom_graph_kernel_name(G, a->kernel), "attention_part");
+    /* params q kcache vcache part: no output, no counter; writes only part */
+    ck_assert_uint_eq(a->n_bindings, 5);
+    const loom_binding *ab = loom_node_bindings(G, a);
+    for (uint32_t i = 0; i < a->n_bindings; i++)
+        ck_assert(ab[i].slot != 4 && ab[i].slot != 6);
+    uint32_t part = slot_of(0, 5)->buffer;
+    const loom_range *w = loom_node_writes(G, a);
+    ck_assert_uint_eq(a->n_writes, 1);
+    ck_assert_uint_eq(w[0].buffer, part);
+    /* the projection: the combining kernel, x bound to the shares, read whole */
+    ck_assert_uint_eq(c->op, LOOM_OP_MATVEC_ADD);
+    ck_assert_str_eq(loom_graph_kernel_name(G, c->kernel), "matvec_add_comb_f16");
+    ck_assert_uint_eq(slot_of(1, 1)->buffer, part);
+    ck_assert_uint_eq(slot_of(1, 1)->size, slot_of(0, 5)->size);
+    ck_assert(slot_of(1, 1)->access == LOOM_ACCESS_READ);
+    const loom_range *r = loom_node_reads(G, c);
+    bool reads_part = false;
+    for (uint32_t i = 0; i < c->n_reads; i++) {
+        ck_assert(r[i].buffer != att);
+        reads_part |= r[i].buffer == part;
+    }
+    ck_assert(reads_part);
+    /* push: rows, cols, head_dim, shares */
+    ck_assert_uint_eq(c->push_size, 16);
+    uint32_t pc[4];
+    memcpy(pc, loom_node_push(G, c), sizeof pc);
+    ck_assert_uint_eq(pc[0], 256);
+    ck_assert_uint_eq(pc[1], 8 * 64);
+    ck_assert_uint_eq(pc[2], 64);
+    ck_assert_uint_eq(pc[3], 4);
+    ck_assert_uint_eq(cap(0), 0);
+    ck_assert_uint_eq(cap(1), 1);
+}
+END_TEST
+
+/* What gather must leave alone: one share (64 rows), eight shares (1024),
+ * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
+ * an output the host reads, a plain MATVEC consumer, a second projection. */
+START_TEST(test_gather_illegal)
+{
+    for (int c = 0; c < 7; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64 }, rows[] = { 64, 1024, 32, 512, 512, 512, 512 };
+        uint32_t att = gather_block(hd[c], rows[c], c == 4 ? LOOM_USAGE_OUTPUT : LOOM_USAGE_SCRATCH, c == 5);
+        if (c == 6) {   /* a second projection of att: each would need the shares */
+            uint32_t w2 = buf(64ull * 8 * 64 * 2, LOOM_USAGE_WEIGHT), y = buf(64 * 4, LOOM_USAGE_STATE);
+            ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(w2, LOOM_F16, 64, 8 * 64), loom_vec(att, 8 * 64),
+                                                loom_vec(y, 64), loom_vec(y, 64), NULL),
+                             LOOM_OK);
+        }
+        uint32_t n = loom_graph_node_count(G);
+        ck_assert_msg(run_gather() == 0, "case %d", c);
+        ck_assert_uint_eq(loom_graph_node_count(G), n);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel),
+                         hd[c] > 64 ? "attention_wide" : "attention");
+    }
+}
+END_TEST
+
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
@@ -1195,6 +1295,7 @@ static Suite *passes_suite(void)
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers } },
+        { "gather", { test_gather_block, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };

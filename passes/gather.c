@@ -1,0 +1,209 @@
+/* gather: an ATTENTION split over the cache ends with a serial tail — a
+ * fence, an atomic count per head, and the last workgroup of each head
+ * loading every share to combine them — that cost the 1b decode step about
+ * 36 us on the H200 (docs/perf.md). Its output is read by one matvec (the
+ * attention's output projection), whose every workgroup loads the whole
+ * vector anyway: this pass makes the ATTENTION store its shares only
+ * (kernel attention_part, no output, no counter) and
+ * binds the consumer's form that combines a chunk's shares as it loads x
+ * (kernel *_comb_*, MV_COMB in matvec.glsl, whose push constants add
+ * head_dim and the share count).
+ *
+ * A builder-made ATTENTION A is gathered when it runs the narrow kernel
+ * (head_dim <= 64; the wide one splits a 512-row cache into 16 shares, too
+ * many to load beside each chunk), has 2 to GATHER_MAX_SHARES shares, and
+ * head_dim is a multiple of 8 (a 16-byte chunk of f16 weights covers 8
+ * columns and must lie in one head); its output buffer is a plan
+ * buffer (no external memory, not kept, usage none or scratch); and the
+ * first node after A that touches the output is a builder-made MATVEC_ADD
+ * or MATVEC_ADD_STAGE, not a row block of a split, reading it whole as x,
+ * and no other node before the next write of the output (or the end of
+ * the graph) reads it. Nothing between may be a sentinel. Runs after stage
+ * (the consumer is then MATVEC_ADD_STAGE) and before reorder; clears any
+ * schedule. */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+#define GATHER_MAX_SHARES 4u   /* matvec.glsl: COMB_SHARES */
+#define GATHER_CHUNK 8u        /* columns of a 16-byte f16 chunk */
+
+typedef struct gather_pc { uint32_t rows, cols, head_dim, splits; } gather_pc;   /* MV_COMB */
+
+static bool plan_buffer(const loom_graph *g, uint32_t id)
+{
+    const loom_buffer *b = loom_graph_buffer(g, id);
+    return b && !b->external && !b->keep && (b->usage == LOOM_USAGE_NONE || b->usage == LOOM_USAGE_SCRATCH);
+}
+
+/* The node that may combine A's shares (A at pos), or LOOM_NONE. */
+static uint32_t consumer_of(const loom_graph *g, uint32_t pos, const loom_binding *out)
+{
+    uint32_t n = loom_graph_node_count(g), found = LOOM_NONE;
+    for (uint32_t i = pos + 1; i < n; i++) {
+        const loom_node *c = loom_graph_node(g, i);
+        if (c->type != LOOM_NODE_DISPATCH)
+            return LOOM_NONE;   /* a sentinel: nothing crosses it */
+        if (pass_reads(g, c, out)) {
+            if (found != LOOM_NONE)
+                return LOOM_NONE;   /* a second reader */
+            bool f16;
+            const loom_binding *x = pass_named(g, c, "x");
+            const loom_range *r = loom_node_reads(g, c);
+            if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !pass_builder_made(g, c, &f16) ||
+                (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out))
+                return LOOM_NONE;
+            for (uint32_t k = 0; k < c->n_reads; k++)
+                if (pass_meets(&r[k], out) && !pass_same_range(&r[k], out))
+                    return LOOM_NONE;
+            found = i;
+        }
+        if (pass_writes(g, c, out))
+            break;
+    }
+    return found;
+}
+
+/* A bound and ranged without slots `drop` (a mask of slot numbers). */
+typedef struct node_copy {
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_RANGES];
+    uint32_t nb, nr, nw;
+} node_copy;
+
+static void copy_without(const loom_graph *g, const loom_node *nd, uint32_t drop, node_copy *c)
+{
+    const loom_binding *b = loom_node_bindings(g, nd);
+    const loom_range *r = loom_node_reads(g, nd), *w = loom_node_writes(g, nd);
+    c->nb = c->nr = c->nw = 0;
+    for (uint32_t i = 0; i < nd->n_bindings; i++)
+        if (!(drop >> b[i].slot & 1u))
+            c->b[c->nb++] = b[i];
+    /* a range goes with the binding it lies in */
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        const loom_range *v = pass ? w : r;
+        uint32_t n = pass ? nd->n_writes : nd->n_reads;
+        for (uint32_t k = 0; k < n; k++) {
+            bool dropped = false;
+            for (uint32_t i = 0; i < nd->n_bindings; i++)
+                if ((drop >> b[i].slot & 1u) && pass_meets(&v[k], &b[i]))
+                    dropped = true;
+            if (dropped)
+                continue;
+            c->r[c->nr + c->nw] = v[k];
+            if (pass)
+                c->nw++;
+            else
+                c->nr++;
+        }
+    }
+}
+
+static uint32_t slot_of(const loom_graph *g, const loom_node *nd, const char *name)
+{
+    const loom_binding *b = pass_named(g, nd, name);
+    return b ? b->slot : 31u;
+}
+
+static loom_result add_node(loom_graph *g, uint32_t pos, const char *kernel, node_copy *c, const void *push,
+                            uint32_t push_size, uint32_t *id)
+{
+    const loom_node *nd = loom_graph_node(g, pos);
+    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = c->b, .n_bindings = c->nb,
+                             .push = push, .push_size = push_size, .reads = c->r, .n_reads = c->nr,
+                             .writes = c->r + c->nr, .n_writes = c->nw };
+    memcpy(d.groups, nd->groups, sizeof d.groups);
+    loom_result rc = loom_graph_add_dispatch(g, &d, id);
+    if (!rc)
+        rc = pass_same_members(g, loom_graph_node(g, pos), *id);
+    return rc ? loom_fail_wrap(rc, "gather: node %u (%s)", pos, loom_op_name((loom_op)nd->op)) : LOOM_OK;
+}
+
+/* Appends A (at a) storing its shares only, and consumer c combining them;
+ * repl[] says which node replaces which. */
+static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, uint32_t *repl)
+{
+    const loom_node *an = loom_graph_node(g, a);
+    bool f16 = false;
+    loom_pc_attn apc;
+    memcpy(&apc, loom_node_push(g, an), sizeof apc);
+    const loom_binding part = *pass_named(g, an, "part"), out = *pass_named(g, an, "out");
+    node_copy ac;
+    copy_without(g, an, 1u << slot_of(g, an, "out") | 1u << slot_of(g, an, "count"), &ac);
+    uint32_t id;
+    loom_result rc = add_node(g, a, "attention_part", &ac, &apc, sizeof apc, &id);
+    if (rc)
+        return rc;
+    repl[a] = id;
+
+    const loom_node *cn = loom_graph_node(g, c);
+    pass_builder_made(g, cn, &f16);
+    loom_pc_matvec mpc;
+    memcpy(&mpc, loom_node_push(g, cn), sizeof mpc);
+    gather_pc pc = { mpc.rows, mpc.cols, apc.head_dim, apc.splits };
+    node_copy cc;
+    copy_without(g, cn, 0, &cc);
+    for (uint32_t i = 0; i < cc.nb; i++)
+        if (pass_same(&cc.b[i], &out)) {
+            cc.b[i].buffer = part.buffer;
+            cc.b[i].offset = part.offset;
+            cc.b[i].size = part.size;
+            cc.b[i].access = LOOM_ACCESS_READ;
+        }
+    for (uint32_t k = 0; k < cc.nr; k++)
+        if (pass_same_range(&cc.r[k], &out)) {
+            cc.r[k].buffer = part.buffer;
+            cc.r[k].offset = part.offset;
+            cc.r[k].size = part.size;
+        }
+    char kernel[64];
+    snprintf(kernel, sizeof kernel, "%s_comb_%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
+             f16 ? "f16" : "f32");
+    if ((rc = add_node(g, c, kernel, &cc, &pc, sizeof pc, &id)))
+        return rc;
+    repl[c] = id;
+    return LOOM_OK;
+}
+
+loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_gather: graph is NULL");
+    const loom_allocator *al = loom_graph_allocator(g);
+    uint32_t n = loom_graph_node_count(g), count = 0;
+    uint32_t *repl = pass_alloc(al, ((size_t)n + 1) * sizeof(uint32_t));
+    if (!repl)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "gather: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        repl[i] = LOOM_NONE;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        const loom_node *a = loom_graph_node(g, i);
+        bool wide;
+        if (a->type != LOOM_NODE_DISPATCH || a->op != LOOM_OP_ATTENTION || repl[i] != LOOM_NONE ||
+            !pass_builder_made(g, a, &wide))
+            continue;
+        loom_pc_attn pc;
+        memcpy(&pc, loom_node_push(g, a), sizeof pc);
+        const loom_binding *out = pass_named(g, a, "out");
+        if (wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES || pc.head_dim % GATHER_CHUNK || !out ||
+            !plan_buffer(g, out->buffer))
+            continue;
+        uint32_t c = consumer_of(g, i, out);
+        if (c == LOOM_NONE || repl[c] != LOOM_NONE)
+            continue;
+        rc = gather_one(g, i, c, repl);
+        count += !rc;
+    }
+    if (!rc && count) {
+        for (uint32_t i = 0; i < n; i++)
+            repl[i] = repl[i] != LOOM_NONE ? repl[i] : i;
+        loom_graph_clear_schedule(g);
+        rc = loom_graph_permute(g, repl, n);
+    }
+    if (!rc && ctx)
+        ctx->gathered += count;
+    pass_free(al, repl, ((size_t)n + 1) * sizeof(uint32_t));
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* Helpers of the passes that rebuild builder-made nodes in another form
+ * (stage, gather): slots by name, the builder's layout, ranges against
+ * bindings, capture indices carried over. */
+#include <string.h>
+#include "internal.h"
+
+/* The binding of nd's slot called name (its op's row of ops.def), or NULL. */
+const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const char *name)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
+    const loom_binding *b = loom_node_bindings(g, nd);
+    for (uint32_t k = 0; in && k < in->n_slots; k++)
+        if (!strcmp(in->slot[k].name, name))
+            for (uint32_t i = 0; i < nd->n_bindings; i++)
+                if (b[i].slot == k)
+                    return &b[i];
+    return NULL;
+}
+
+/* nd is laid out as its op's builder lays it out: every slot bound once,
+ * the push bytes, one of the op's kernels. *second: its second kernel (f16
+ * weights, or ATTENTION's wide form). */
+bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
+    const char *kernel = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
+    if (!in || !in->kernel[0] || !kernel || nd->n_bindings != in->n_slots || nd->push_size != in->push_size)
+        return false;
+    *second = !strcmp(kernel, in->kernel[1]);
+    if (!*second && strcmp(kernel, in->kernel[0]))
+        return false;
+    const loom_binding *b = loom_node_bindings(g, nd);
+    for (uint32_t i = 0; i < nd->n_bindings; i++)
+        if (b[i].slot != i)
+            return false;
+    return true;
+}
+
+bool pass_same(const loom_binding *a, const loom_binding *b)
+{
+    return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
+}
+
+bool pass_meets(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
+}
+
+bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b)
+{
+    const loom_range *w = loom_node_writes(g, nd);
+    for (uint32_t k = 0; k < nd->n_writes; k++)
+        if (pass_meets(&w[k], b))
+            return true;
+    return false;
+}
+
+/* Copies nd's capture indices (its members, or its own index) onto node id:
+ * through a local copy, since setting them may move the member list. */
+loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id)
+{
+    uint32_t caps[256], n = nd->fused, cap = nd->capture_index;
+    uint16_t flags = nd->flags;
+    if (n > 1) {
+        if (n > 256)
+            return loom_fail(LOOM_LIMIT, "node %u stands for %u captured nodes, at most 256", id, n);
+        memcpy(caps, loom_node_members(g, nd), n * sizeof *caps);
+        loom_result rc = loom_graph_set_members(g, id, caps, n);
+        if (rc)
+            return rc;
+    }
+    loom_node *nn = loom_graph_node_mut(g, id);
+    nn->capture_index = cap;
+    nn->flags = flags;
+    return LOOM_OK;
+}
+
+bool pass_same_range(const loom_range *r, const loom_binding *b)
+{
+    return r->buffer == b->buffer && r->offset == b->offset && r->size == b->size;
+}
+
+bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b)
+{
+    const loom_range *r = loom_node_reads(g, nd);
+    for (uint32_t k = 0; k < nd->n_reads; k++)
+        if (pass_meets(&r[k], b))
+            return true;
+    return false;
+}

@@ -322,13 +322,15 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
                "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
- * row, 4 rows each, so 128 rows a pass: four shares of a 512-row cache,
- * whose fewer and larger workgroups made the 1b step 5 us faster than 64
- * rows and eight shares on the H200, and 32 rows 21 us slower);
+ * row, 8 rows each, so 256 rows a pass: two shares of a 512-row cache). On
+ * the H200 the 1b step was 5 us faster with four shares (128 rows) than
+ * with eight, 21 us slower with sixteen; with the gather pass, whose
+ * consumer loads every share beside each chunk, two shares were 1.3 us
+ * faster than four (four stay 3 us faster where nothing gathers);
  * attention_wide.comp the rest up to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a
  * pass). */
 #define ATTN_NARROW_HEAD_DIM 64u
-static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 128u : 8u; }
+static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 256u : 8u; }
 
 /* Shares of the cache an ATTENTION dispatch splits into: one pass each at
  * the full cache, at most 16 (attention.glsl: MAX_SPLITS). */

@@ -7,7 +7,7 @@
 //   - TPR invocations take one cache row, DPT dimensions each, so a pass
 //     covers ROWS = WG_SIZE / TPR rows. Every invocation issues its q, K and
 //     V loads together, before any of them is used: one trip for the whole
-//     share (128 rows at the full cache). With ATT_CONTIG (the narrow kernel,
+//     share (256 rows at the full cache). With ATT_CONTIG (the narrow kernel,
 //     where TPR * DPT is the largest head_dim it takes) invocation c takes
 //     dims c * DPT .. c * DPT + DPT - 1 and loads them as two 16-byte vectors
 //     where head_dim is a multiple of 4: ten loads an invocation where

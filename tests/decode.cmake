@@ -23,11 +23,11 @@ if(TARGET llama-decode)
     decode_test(decode_check_${flag} ${check} --${flag})
     decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
   endforeach()
-  # A cache of 512 and 384 rows: ATTENTION in 4 and 3 shares, which the
+  # A cache of 1024 and 768 rows: ATTENTION in 4 and 3 shares, which the
   # gather pass hands to the o-projection to combine; and the same without.
-  decode_test(decode_check_gather ${check} --max-seq 512)
-  decode_test(decode_check_gather_f16 ${check} --max-seq 384 --f16 --in-flight 1)
-  decode_test(decode_check_no-gather ${check} --max-seq 512 --no-gather)
+  decode_test(decode_check_gather ${check} --max-seq 1024)
+  decode_test(decode_check_gather_f16 ${check} --max-seq 768 --f16 --in-flight 1)
+  decode_test(decode_check_no-gather ${check} --max-seq 1024 --no-gather)
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

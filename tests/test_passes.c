@@ -1212,8 +1212,8 @@ static uint32_t run_gather(void)
 
 START_TEST(test_gather_block)
 {
-    /* 512 rows: four shares of 128 */
-    uint32_t att = gather_block(64, 512, LOOM_USAGE_SCRATCH, false);
+    /* 1024 rows: four shares of 256 */
+    uint32_t att = gather_block(64, 1024, LOOM_USAGE_SCRATCH, false);
     ck_assert_uint_eq(run_gather(), 1);
     ck_assert_uint_eq(loom_graph_node_count(G), 2);
     const loom_node *a = loom_graph_node(G, 0), *c = loom_graph_node(G, 1);
@@ -1254,7 +1254,7 @@ START_TEST(test_gather_block)
 }
 END_TEST
 
-/* What gather must leave alone: one share (64 rows), eight shares (1024),
+/* What gather must leave alone: one share (256 rows), eight shares (2048),
  * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
  * an output the host reads, a plain MATVEC consumer, a second projection. */
 START_TEST(test_gather_illegal)
@@ -1262,7 +1262,7 @@ START_TEST(test_gather_illegal)
     for (int c = 0; c < 7; c++) {
         loom_graph_destroy(G);
         ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
-        static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64 }, rows[] = { 64, 1024, 32, 512, 512, 512, 512 };
+        static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64 }, rows[] = { 256, 2048, 32, 1024, 1024, 1024, 1024 };
         uint32_t att = gather_block(hd[c], rows[c], c == 4 ? LOOM_USAGE_OUTPUT : LOOM_USAGE_SCRATCH, c == 5);
         if (c == 6) {   /* a second projection of att: each would need the shares */
             uint32_t w2 = buf(64ull * 8 * 64 * 2, LOOM_USAGE_WEIGHT), y = buf(64 * 4, LOOM_USAGE_STATE);

@@ -45,7 +45,14 @@ loom_result loom_fail_wrap(loom_result rc, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof last_error && earlier[0])
-        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", earlier);
+    /* ": earlier", cut to fit (copied by hand: snprintf's "%s" of a buffer
+     * as large as the destination is a -Wformat-truncation error at -O0). */
+    size_t at = n >= 0 ? (size_t)n : sizeof last_error;
+    if (earlier[0] && at + 2 < sizeof last_error) {
+        size_t len = strnlen(earlier, sizeof earlier), room = sizeof last_error - 1 - (at + 2);
+        memcpy(last_error + at, ": ", 2);
+        memcpy(last_error + at + 2, earlier, len < room ? len : room);
+        last_error[at + 2 + (len < room ? len : room)] = 0;
+    }
     return rc;
 }

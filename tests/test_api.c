@@ -485,6 +485,17 @@ START_TEST(test_fail_wrap)
     loom_clear_error();
     loom_fail_wrap(LOOM_IO, "alone");
     ck_assert_str_eq(loom_last_error(), "alone");
+    /* Too long together: the outer part whole, then as much of the inner as
+     * fits, terminated. */
+    char inner[600];
+    memset(inner, 'i', sizeof inner - 1);
+    inner[sizeof inner - 1] = 0;
+    loom_fail(LOOM_IO, "%s", inner);
+    loom_fail_wrap(LOOM_IO, "outer");
+    const char *e = loom_last_error();
+    ck_assert_uint_eq(strlen(e), 511);
+    ck_assert(strncmp(e, "outer: iii", 10) == 0);
+    ck_assert_int_eq(e[510], 'i');
 }
 END_TEST
 

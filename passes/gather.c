@@ -15,10 +15,10 @@
  * head_dim is a multiple of 8 (a 16-byte chunk of f16 weights covers 8
  * columns and must lie in one head); its output buffer is a plan
  * buffer (no external memory, not kept, usage none or scratch); and the
- * first node after A that touches the output is a builder-made MATVEC_ADD
+ * first node after A that reads the output is a builder-made MATVEC_ADD
  * or MATVEC_ADD_STAGE, not a row block of a split, reading it whole as x,
- * and no other node before the next write of the output (or the end of
- * the graph) reads it. Nothing between may be a sentinel. Runs after stage
+ * with no sentinel between, and no other node of the graph reads or
+ * writes the output (A will no longer write it). Runs after stage
  * (the consumer is then MATVEC_ADD_STAGE) and before reorder; clears any
  * schedule. */
 #include <stdio.h>
@@ -37,30 +37,33 @@ static bool plan_buffer(const loom_graph *g, uint32_t id)
     return b && !b->external && !b->keep && (b->usage == LOOM_USAGE_NONE || b->usage == LOOM_USAGE_SCRATCH);
 }
 
-/* The node that may combine A's shares (A at pos), or LOOM_NONE. */
+/* The node that may combine A's shares (A at pos), or LOOM_NONE: the first
+ * reader of out after A, with no sentinel between; no other node anywhere
+ * in the graph may read or write out, since A will no longer write it. */
 static uint32_t consumer_of(const loom_graph *g, uint32_t pos, const loom_binding *out)
 {
     uint32_t n = loom_graph_node_count(g), found = LOOM_NONE;
-    for (uint32_t i = pos + 1; i < n; i++) {
+    for (uint32_t i = pos + 1; i < n && found == LOOM_NONE; i++) {
         const loom_node *c = loom_graph_node(g, i);
         if (c->type != LOOM_NODE_DISPATCH)
             return LOOM_NONE;   /* a sentinel: nothing crosses it */
-        if (pass_reads(g, c, out)) {
-            if (found != LOOM_NONE)
-                return LOOM_NONE;   /* a second reader */
-            bool f16;
-            const loom_binding *x = pass_named(g, c, "x");
-            const loom_range *r = loom_node_reads(g, c);
-            if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !pass_builder_made(g, c, &f16) ||
-                (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out))
+        if (!pass_reads(g, c, out))
+            continue;
+        bool f16;
+        const loom_binding *x = pass_named(g, c, "x");
+        const loom_range *r = loom_node_reads(g, c);
+        if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !pass_builder_made(g, c, &f16) ||
+            (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out) || pass_writes(g, c, out))
+            return LOOM_NONE;
+        for (uint32_t k = 0; k < c->n_reads; k++)
+            if (pass_meets(&r[k], out) && !pass_same_range(&r[k], out))
                 return LOOM_NONE;
-            for (uint32_t k = 0; k < c->n_reads; k++)
-                if (pass_meets(&r[k], out) && !pass_same_range(&r[k], out))
-                    return LOOM_NONE;
-            found = i;
-        }
-        if (pass_writes(g, c, out))
-            break;
+        found = i;
+    }
+    for (uint32_t i = 0; found != LOOM_NONE && i < n; i++) {
+        const loom_node *o = loom_graph_node(g, i);
+        if (i != pos && i != found && o->type == LOOM_NODE_DISPATCH && (pass_reads(g, o, out) || pass_writes(g, o, out)))
+            return LOOM_NONE;   /* a second reader, or another writer */
     }
     return found;
 }

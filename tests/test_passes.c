@@ -1256,14 +1256,21 @@ END_TEST
 
 /* What gather must leave alone: one share (256 rows), eight shares (2048),
  * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
- * an output the host reads, a plain MATVEC consumer, a second projection. */
+ * an output the host reads, a plain MATVEC consumer, a second projection,
+ * a reader before the ATTENTION. */
 START_TEST(test_gather_illegal)
 {
-    for (int c = 0; c < 7; c++) {
+    for (int c = 0; c < 8; c++) {
         loom_graph_destroy(G);
         ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
-        static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64 }, rows[] = { 256, 2048, 32, 1024, 1024, 1024, 1024 };
+        static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64, 64 };
+        static const uint32_t rows[] = { 256, 2048, 32, 1024, 1024, 1024, 1024, 1024 };
         uint32_t att = gather_block(hd[c], rows[c], c == 4 ? LOOM_USAGE_OUTPUT : LOOM_USAGE_SCRATCH, c == 5);
+        if (c == 7) {   /* a copy of att before the ATTENTION: it reads the step before's output */
+            uint32_t y = buf(8 * 64 * 4, LOOM_USAGE_OUTPUT);
+            ck_assert_int_eq(loom_op_copy(G, loom_vec(att, 8 * 64), loom_vec(y, 8 * 64), NULL), LOOM_OK);
+            ck_assert_int_eq(loom_graph_permute(G, (uint32_t[]){ 2, 0, 1 }, 3), LOOM_OK);
+        }
         if (c == 6) {   /* a second projection of att: each would need the shares */
             uint32_t w2 = buf(64ull * 8 * 64 * 2, LOOM_USAGE_WEIGHT), y = buf(64 * 4, LOOM_USAGE_STATE);
             ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(w2, LOOM_F16, 64, 8 * 64), loom_vec(att, 8 * 64),
@@ -1273,8 +1280,9 @@ START_TEST(test_gather_illegal)
         uint32_t n = loom_graph_node_count(G);
         ck_assert_msg(run_gather() == 0, "case %d", c);
         ck_assert_uint_eq(loom_graph_node_count(G), n);
-        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel),
-                         hd[c] > 64 ? "attention_wide" : "attention");
+        const loom_node *a = loom_graph_node(G, c == 7 ? 1 : 0);
+        ck_assert_uint_eq(a->op, LOOM_OP_ATTENTION);
+        ck_assert_str_eq(loom_graph_kernel_name(G, a->kernel), hd[c] > 64 ? "attention_wide" : "attention");
     }
 }
 END_TEST

@@ -146,6 +146,15 @@ static uint32_t spin(loom_graph *g, uint32_t a, uint32_t iters)
     return dispatch(g, "t_spin", b, 1, pc, 2, 1);
 }
 
+/* Spins of attempt k of a retry loop: 2^k dispatches of iters trips each.
+ * llvmpipe ends a shader's loops after 65535 trips however many it is
+ * given, so a longer busy step there takes more dispatches, not more trips. */
+static void spins(loom_graph *g, uint32_t a, uint32_t iters, uint32_t attempt)
+{
+    for (uint32_t k = 0; k < 1u << attempt; k++)
+        spin(g, a, iters);
+}
+
 /* Hand schedule: groups[i] per node, a barrier before node i where
  * barrier[i]. Stands in for the reorder and barriers passes. */
 static void schedule(loom_graph *g, const uint32_t *groups, const bool *barrier)
@@ -482,7 +491,7 @@ static void ring_case(uint32_t k)
         loom_graph *g = graph_new();
         uint32_t params, go = gext(g, o, "o"), gbusy = gext(g, busy, "busy");
         OK(loom_graph_params(g, &params));
-        spin(g, gbusy, iters);
+        spins(g, gbusy, iters, attempt);
         loom_binding b[2] = { { .buffer = params, .slot = 0, .size = sizeof(loom_step_params),
                                 .access = LOOM_ACCESS_READ },
                               { .buffer = go, .slot = 1, .size = N * 4, .access = LOOM_ACCESS_RW } };
@@ -795,7 +804,7 @@ START_TEST(test_host_input_in_flight)
     for (uint32_t iters = 2000000, attempt = 0; attempt < 7 && !saw_wait; attempt++, iters *= 2) {
         loom_graph *g = graph_new();
         uint32_t gin = gext(g, in, "in"), gout = gext(g, out, "out");
-        spin(g, gext(g, busy, "busy"), iters);
+        spins(g, gext(g, busy, "busy"), iters, attempt);
         addk(g, gin, gout, 1);   /* unscheduled: after the spin */
         loom_rt_program *p;
         OK(loom_rt_program_create(rt, g, &p));
@@ -863,7 +872,7 @@ START_TEST(test_host_read_last_writer)
      * this thread again before a short one ends. */
     for (uint32_t iters = 2000000, attempt = 0; attempt < 7 && !saw_busy; attempt++, iters *= 2) {
         g = graph_new();
-        spin(g, gext(g, busy, "busy"), iters);
+        spins(g, gext(g, busy, "busy"), iters, attempt);
         addk(g, gext(g, w, "w"), gext(g, tmp, "tmp"), 1);
         loom_rt_program *later;
         OK(loom_rt_program_create(rt, g, &later));

@@ -221,7 +221,7 @@ struct loom_llama {
     loom_rt *rt;                  /* NULL: a dry model */
     const loom_llama_weights *w;  /* NULL: a dry model */
     loom_llama_config cfg;
-    bool chain, keep_logits;
+    bool chain, keep_logits, early_log;
     bool feeding;                 /* the step being captured takes its token from the host */
     loom_compile_options opts;
     uint64_t binding_limit;       /* the runtime's (loom_rt_info.max_binding_range); 0: dry */
@@ -314,19 +314,21 @@ static loom_result upload(loom_llama *m)
 
 /* ---- the step rings ----------------------------------------------------- */
 
-/* Copies n words of src into slot params.step % slots of dst: the step's
- * token (and, with keep_logits, its logits) kept where a later step does not
- * overwrite them, so the host can read them behind the GPU. */
+/* Copies n words of src into slot (params.step - back) % slots of dst: a
+ * step's token (and, with keep_logits, its logits) kept where a later step
+ * does not overwrite them, so the host can read them behind the GPU. back
+ * 0 logs the step's own output at its end; back 1 logs the step before's at
+ * the start (step 0 has none before it and copies nothing). */
 static const char LOG_KERNEL[] =
     "#version 450\n"
     "layout(local_size_x = 64) in;\n"
     "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step; uint user[12]; } p;\n"
     "layout(set = 0, binding = 1) readonly buffer S { uint s[]; };\n"
     "layout(set = 0, binding = 2) writeonly buffer D { uint d[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint slots; } pc;\n"
+    "layout(push_constant) uniform Pc { uint n; uint slots; uint back; } pc;\n"
     "void main() {\n"
     "  uint i = gl_GlobalInvocationID.x;\n"
-    "  if (i < pc.n) d[(p.step % pc.slots) * pc.n + i] = s[i];\n"
+    "  if (i < pc.n && p.step >= pc.back) d[((p.step - pc.back) % pc.slots) * pc.n + i] = s[i];\n"
     "}\n";
 #define LOG_KERNEL_NAME "llama_step_log"
 
@@ -354,7 +356,7 @@ static uint32_t graph_buffer_of(const loom_llama *m, const loom_graph *g, const 
 }
 
 static loom_result add_log(loom_llama *m, loom_graph *g, loom_rt_buffer *src, loom_rt_buffer *dst,
-                           const char *name, uint32_t n_words)
+                           const char *name, uint32_t n_words, uint32_t back)
 {
     uint32_t params, s = graph_buffer_of(m, g, src), d;
     if (s == LOOM_NONE)
@@ -375,22 +377,35 @@ static loom_result add_log(loom_llama *m, loom_graph *g, loom_rt_buffer *src, lo
         { .buffer = s, .slot = 1, .size = (uint64_t)n_words * 4, .access = LOOM_ACCESS_READ },
         { .buffer = d, .slot = 2, .size = buf_size(m, dst), .access = LOOM_ACCESS_WRITE },
     };
-    uint32_t pc[2] = { n_words, LOOM_LLAMA_RING };
+    uint32_t pc[3] = { n_words, LOOM_LLAMA_RING, back };
     loom_dispatch_desc dd = { .kernel = LOG_KERNEL_NAME, .op = LOOM_OP_OTHER, .groups = { (n_words + 63) / 64, 1, 1 },
                               .bindings = b, .n_bindings = 3, .push = pc, .push_size = sizeof pc };
     return loom_graph_add_dispatch(g, &dd, NULL);
 }
 
+/* The step's logs, back 0 (after the step's ops) or 1 (before them). */
+static loom_result add_logs(loom_llama *m, loom_graph *g, uint32_t back)
+{
+    loom_result rc = add_log(m, g, m->gbuf[GB_ARGMAX], m->gbuf[GB_TOKENS], "tokens", 1, back);
+    if (!rc && m->keep_logits)
+        rc = add_log(m, g, m->gbuf[GB_LOGITS], m->gbuf[GB_LOGITS_LOG], "logits", m->cfg.vocab, back);
+    return rc;
+}
+
+static loom_result capture_ops(loom_llama *m, loom_graph *g, bool logs_first);
+
 loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g)
 {
-    loom_result rc = loom_llama_capture(m, g);
-    /* After the capture, so in capture order the log reads this step's
-     * ARGMAX: one tiny dispatch behind one more barrier per token. */
-    if (!rc)
-        rc = add_log(m, g, m->gbuf[GB_ARGMAX], m->gbuf[GB_TOKENS], "tokens", 1);
-    if (!rc && m->keep_logits)
-        rc = add_log(m, g, m->gbuf[GB_LOGITS], m->gbuf[GB_LOGITS_LOG], "logits", m->cfg.vocab);
-    return rc;
+    if (!m || !g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama capture: model and graph are required");
+    /* Late: after the ops, so in capture order the log reads this step's
+     * ARGMAX — one tiny dispatch behind one more barrier per token. Early:
+     * first, reading what the step before left in ARGMAX and the logits
+     * before this step's LM head writes them, in the first level. */
+    if (m->early_log)
+        return capture_ops(m, g, true);
+    loom_result rc = capture_ops(m, g, false);
+    return rc ? rc : add_logs(m, g, 0);
 }
 
 void loom_llama_destroy(loom_llama *m)
@@ -418,6 +433,7 @@ static loom_result model_init(loom_llama *m, const loom_llama_desc *desc)
     if (desc) {
         m->chain = desc->chain;
         m->keep_logits = desc->keep_logits;
+        m->early_log = desc->early_log;
         if (desc->compile)
             m->opts = *desc->compile;
         m->cache = desc->cache;
@@ -646,12 +662,22 @@ loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
 {
     if (!m || !g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama capture: model and graph are required");
+    return capture_ops(m, g, false);
+}
+
+/* The model's ops; logs_first: the step logs (back 1) before them, once the
+ * buffers they copy are declared. */
+static loom_result capture_ops(loom_llama *m, loom_graph *g, bool logs_first)
+{
     loom_graph_reset(g);
     const loom_llama_config *cfg = &m->cfg;
     cap c = { .g = g, .m = m, .rc = LOOM_OK };
 
     /* The argmax buffer is declared first so chain mode can read it. */
     uint32_t argmax = ext(&c, m->gbuf[GB_ARGMAX], "argmax", LOOM_USAGE_OUTPUT);
+    uint32_t logits_buf = logs_first ? ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT) : LOOM_NONE;
+    if (logs_first && c.rc == LOOM_OK)
+        c.rc = add_logs(m, g, 1);
     uint32_t token_buf = argmax, token_index = 0;
     if (!m->chain || m->feeding) {
         OP(&c, loom_graph_params(g, &token_buf));
@@ -663,7 +689,9 @@ loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
     for (uint32_t l = 0; l < cfg->n_layers && c.rc == LOOM_OK; l++)
         x = layer(&c, l, x);
     loom_tensor xw = norm(&c, x, m->gbuf[GB_FINAL_NORM], "final_norm", "final");
-    loom_tensor logits = loom_vec(ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT), cfg->vocab);
+    if (!logs_first)
+        logits_buf = ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT);
+    loom_tensor logits = loom_vec(logits_buf, cfg->vocab);
     OP(&c, loom_op_matvec(g, weight_mat(&c, m->gbuf[GB_OUT], "out", cfg->vocab, cfg->dim), xw, logits, NULL));
     loom_tensor am = { argmax, LOOM_U32, 0, 1, 1 };
     OP(&c, loom_op_argmax(g, logits, am, NULL));
@@ -772,15 +800,25 @@ loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, f
     if (logits && !m->keep_logits && index + 1 != m->step)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama collect: the logits of an older step need keep_logits");
     uint32_t slot = index % LOOM_LLAMA_RING;
-    uint64_t id = m->ids[slot];
+    uint64_t id = m->ids[slot], n = (uint64_t)m->cfg.vocab * 4;
     loom_result rc = LOOM_OK;
+    /* Early logs put a step in its slot when the next step starts: the
+     * newest step is read where it wrote, an older one once the step after
+     * it is done (the slot is the same, the writer one step later). */
+    if (m->early_log && index + 1 == m->step) {
+        if (token)
+            rc = loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_ARGMAX], id, 0, token, 4);
+        if (!rc && logits)
+            rc = loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_LOGITS], id, 0, logits, n);
+        return rc;
+    }
+    if (m->early_log)
+        id = m->ids[(index + 1) % LOOM_LLAMA_RING];
     if (token)
         rc = loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_TOKENS], id, (uint64_t)slot * 4, token, 4);
-    if (!rc && logits) {
-        uint64_t n = (uint64_t)m->cfg.vocab * 4;
+    if (!rc && logits)
         rc = m->keep_logits ? loom_rt_buffer_read_behind(m->rt, m->gbuf[GB_LOGITS_LOG], id, slot * n, logits, n)
                             : loom_rt_buffer_read(m->rt, m->gbuf[GB_LOGITS], 0, logits, n);
-    }
     return rc;
 }
 

@@ -23,6 +23,10 @@ if(TARGET llama-decode)
     decode_test(decode_check_${flag} ${check} --${flag})
     decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
   endforeach()
+  # The step log at the start of the next step: older steps read from
+  # their slot once the step after them is done, the newest from the outputs.
+  decode_test(decode_check_early-log ${check} --early-log)
+  decode_test(decode_check_early-log_f16 ${check} --early-log --f16 --in-flight 2)
   # A cache of 1024 and 768 rows: ATTENTION in 4 and 3 shares, which the
   # gather pass hands to the o-projection to combine; and the same without.
   decode_test(decode_check_gather ${check} --max-seq 1024)
@@ -36,6 +40,7 @@ if(TARGET llama-decode)
   decode_test(decode_check_prompt_f32 ${check} ${prompt} --in-flight 1)
   decode_test(decode_check_prompt_f16 ${check} ${prompt} --f16)
   decode_test(decode_check_prompt_no-fuse ${check} ${prompt} --no-fuse --in-flight 2)
+  decode_test(decode_check_prompt_early-log ${check} ${prompt} --early-log --in-flight 3)
   decode_test(decode_check_prompt_gguf ${check} ${prompt} --model ${CMAKE_CURRENT_BINARY_DIR}/tiny-f16.gguf)
   set_tests_properties(decode_check_prompt_gguf PROPERTIES FIXTURES_REQUIRED gguf_models)
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>

@@ -186,19 +186,27 @@ START_TEST(chain_matches_host_feed)
 END_TEST
 
 /* Steps submitted ahead and collected behind the GPU (three in flight,
- * tokens from the ring) decode what synchronous steps decode, with no
- * replay ever waiting for a copy while the host keeps fewer than K queued. */
-START_TEST(in_flight_matches_sync)
+ * tokens and logits from the rings) decode what synchronous steps decode,
+ * with no replay ever waiting for a copy while the host keeps fewer than K
+ * queued; with the step log at the end of each step or at the start of the
+ * next (early_log: the newest step read from the outputs, an older one from
+ * its slot once the next step is done). Every step is collected twice: as
+ * the oldest queued, and again at the end, N - index steps behind. */
+static void in_flight_matches_sync(bool early_log)
 {
     enum { N = 6 };
-    uint32_t sync[N], ahead[N];
+    uint32_t sync[N], ahead[N], again[N], v = weights->cfg.vocab;
+    float *lsync = malloc((size_t)N * v * sizeof(float)), *lahead = malloc((size_t)v * sizeof(float));
+    ck_assert(lsync && lahead);
     loom_llama *m = NULL;
     ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true }, &m), LOOM_OK);
     uint32_t tok = 3;
     for (uint32_t s = 0; s < N; s++)
-        ck_assert_int_eq(loom_llama_step(m, tok, s, NULL, &sync[s]), LOOM_OK);
+        ck_assert_int_eq(loom_llama_step(m, tok, s, lsync + (size_t)s * v, &sync[s]), LOOM_OK);
     loom_llama_destroy(m);
-    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true, .keep_logits = true }, &m),
+    ck_assert_int_eq(loom_llama_create(rt, weights,
+                                       &(loom_llama_desc){ .chain = true, .keep_logits = true, .early_log = early_log },
+                                       &m),
                      LOOM_OK);
     uint32_t k = loom_rt_in_flight(rt);
     ck_assert_uint_eq(k, 3);
@@ -209,20 +217,43 @@ START_TEST(in_flight_matches_sync)
         uint32_t index;
         ck_assert_int_eq(loom_llama_submit(m, 3, s, &index), LOOM_OK);
         ck_assert_uint_eq(index, s);
-        for (; s + 1 - collected >= k; collected++)
+        for (; s + 1 - collected >= k; collected++) {
             ck_assert_int_eq(loom_llama_collect(m, collected, &ahead[collected], NULL), LOOM_OK);
+            /* An early log's slot is written by the next step: collect has
+             * waited for it, so waiting again returns on the counter read. */
+            if (early_log) {
+                loom_rt_counters w0, w1;
+                loom_rt_get_counters(rt, &w0);
+                ck_assert_int_eq(loom_rt_wait(rt, loom_llama_step_id(m, collected + 1)), LOOM_OK);
+                loom_rt_get_counters(rt, &w1);
+                ck_assert_uint_eq(w1.waits_fast - w0.waits_fast, 1);
+            }
+        }
     }
     for (; collected < N; collected++)
         ck_assert_int_eq(loom_llama_collect(m, collected, &ahead[collected], NULL), LOOM_OK);
     loom_rt_get_counters(rt, &c1);
     ck_assert_uint_eq(c1.replay_waits - c0.replay_waits, 0);
     ck_assert_uint_eq(c1.submits - c0.submits, N);
-    for (uint32_t s = 0; s < N; s++)
+    for (uint32_t s = 0; s < N; s++) {
         ck_assert_uint_eq(ahead[s], sync[s]);
+        ck_assert_int_eq(loom_llama_collect(m, s, &again[s], lahead), LOOM_OK);
+        ck_assert_uint_eq(again[s], sync[s]);
+        loom_llama_diff d;
+        ck_assert_msg(loom_llama_compare(lahead, again[s], lsync + (size_t)s * v, sync[s], v, TOL, &d),
+                      "step %u: max err %g", s, d.max_abs);
+    }
     /* Out of range: not submitted yet. */
     ck_assert_int_eq(loom_llama_collect(m, N, &tok, NULL), LOOM_INVALID_ARGUMENT);
     loom_llama_destroy(m);
+    free(lsync);
+    free(lahead);
 }
+
+START_TEST(in_flight_matches_sync_late_log) { in_flight_matches_sync(false); }
+END_TEST
+
+START_TEST(in_flight_matches_sync_early_log) { in_flight_matches_sync(true); }
 END_TEST
 
 /* The dry model needs no device: the 1b step plan compiles, and its figures
@@ -232,17 +263,24 @@ START_TEST(dry_figures_of_1b)
     loom_llama_config c;
     ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
     loom_llama_figures f, off;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, &f), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_OK);
     uint64_t layer = (2048ull * 2048 * 2 + 512ull * 2048 * 2 + 3ull * 8192 * 2048) * 2 + 2 * 2048 * 4;
     uint64_t expect = 16 * layer + 32000ull * 2048 * 2 + 2048 * 2 + 2048 * 4;
     ck_assert_uint_eq(f.weight_bytes, expect);
     ck_assert_uint_ge(f.barriers, f.barrier_lower_bound);
     ck_assert(f.levels_per_layer >= 1.0 && f.levels_per_layer < 20.0);
-    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, &off), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, false, &off), LOOM_OK);
     ck_assert_uint_gt(off.barriers, f.barriers);
     ck_assert_uint_eq(off.barriers, off.dispatches - 1);   /* a barrier between every pair */
+    /* The step log at the start of the next step joins the first level:
+     * the same dispatches, one barrier fewer, and still at the bound. */
+    loom_llama_figures early;
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, true, &early), LOOM_OK);
+    ck_assert_uint_eq(early.dispatches, f.dispatches);
+    ck_assert_uint_eq(early.barriers + 1, f.barriers);
+    ck_assert_uint_eq(early.barriers, early.barrier_lower_bound);
     c.n_kv_heads = 5;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, &f), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_INVALID_ARGUMENT);
     ck_assert_int_eq(loom_llama_preset("13b", &c), LOOM_NOT_FOUND);
 }
 END_TEST
@@ -303,7 +341,8 @@ static Suite *llama_suite(void)
     tcase_add_checked_fixture(tc, setup_f32, teardown);
     tcase_add_test(tc, steps_reuse_the_plan);
     tcase_add_test(tc, chain_matches_host_feed);
-    tcase_add_test(tc, in_flight_matches_sync);
+    tcase_add_test(tc, in_flight_matches_sync_late_log);
+    tcase_add_test(tc, in_flight_matches_sync_early_log);
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, config_is_checked);

@@ -1,118 +1,228 @@
 /* `loom bench decode`: the example decoder's step, timed in one process
  * under each plan variant — optimized, the step log at the start of the
  * next step, no fuse, no stage, no gather, no reorder, a barrier after every
- * dispatch, no plan cache — on one upload of the weights, and a second
- * upload for the early-log model. Each variant warms the GPU clock with
- * 1.5 s of back-to-back steps, then times the steps (GPU time from a
- * timestamp pair around each step, wall time from the host clock), steps in
- * flight and tokens read behind the GPU as llama-decode runs them. The weight-read floor uses the copy bandwidth measured in the
- * same run. --quick skips the warm-up and shrinks the copy, for CI. */
+ * dispatch, no plan cache — on one upload of the weights (a second one for
+ * the early-log model). Each variant warms the GPU clock with 1.5 s of
+ * back-to-back steps, then times the steps (GPU time from a timestamp pair
+ * around each step, wall time from the host clock), steps in flight and
+ * tokens read behind the GPU as llama-decode runs them. With --rounds R the
+ * variants take turns R times (each round starting one variant later, a
+ * 0.2 s re-warm before each later run), so that drift falls on all of them
+ * alike; the table gives the median of the rounds, their spread, and the
+ * ratio to the first variant listed. The weight-read floor uses the copy
+ * bandwidth measured in the same run. --quick skips the warm-up and shrinks
+ * the copy, for CI. */
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 #include "llama_run.h"
 
 #define WARMUP_S 1.5
+#define REWARM_S 0.2
+#define MAX_ROUNDS 64u
 
-static const struct {
-    const char *name;
+typedef struct variant {
+    const char *key, *name;
     uint32_t disable;
     bool early_log;
-} variants[] = {
-    { "optimized", 0, false },
-    { "early log", 0, true },
-    { "no fuse", LOOM_DISABLE_FUSE, false },
-    { "no stage", LOOM_DISABLE_STAGE, false },
-    { "no gather", LOOM_DISABLE_GATHER, false },
-    { "no reorder", LOOM_DISABLE_REORDER, false },
-    { "barrier every dispatch", LOOM_DISABLE_BARRIERS, false },
-    { "no cache", LOOM_DISABLE_CACHE, false },
+} variant;
+
+static const variant variants[] = {
+    { "optimized", "optimized", 0, false },
+    { "early-log", "early log", 0, true },
+    { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, false },
+    { "no-stage", "no stage", LOOM_DISABLE_STAGE, false },
+    { "no-gather", "no gather", LOOM_DISABLE_GATHER, false },
+    { "no-reorder", "no reorder", LOOM_DISABLE_REORDER, false },
+    { "barrier-every", "barrier every dispatch", LOOM_DISABLE_BARRIERS, false },
+    { "no-cache", "no cache", LOOM_DISABLE_CACHE, false },
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 typedef struct row {
-    loom_llama_result r;
+    loom_llama_result r[MAX_ROUNDS];
     loom_llama_figures f;
     loom_result rc;
 } row;
 
+typedef struct bench_opts {
+    uint32_t steps, rounds;
+    bool quick;
+    uint32_t pick[N_VARIANTS], n_pick;   /* variant indices, in the order given */
+} bench_opts;
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: loom bench decode [--steps N] [--in-flight K] [--device NAME] [--quick] [shape flags]\n%s",
+    fprintf(stderr,
+            "usage: loom bench decode [--steps N] [--rounds R] [--variants LIST] [--in-flight K] [--device NAME]\n"
+            "                         [--quick] [shape flags]\n"
+            "  --variants LIST   comma-separated, in the order to run and compare (the first is the base):\n"
+            "                    optimized,early-log,no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache\n"
+            "                    (default: all, in that order)\n"
+            "  --rounds R        the variants take turns R times (1..64, default 1); median of the rounds\n%s",
             loom_llama_args_help);
 }
 
-static int bench(loom_rt *rt, const loom_llama_args *a, uint32_t steps, bool quick)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of n values; *lo and *hi the least and the greatest. */
+static double median(const double *v, uint32_t n, double *lo, double *hi)
+{
+    double s[MAX_ROUNDS];
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_double);
+    *lo = s[0];
+    *hi = s[n - 1];
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* Medians over the rounds of one row's GPU and wall time. */
+static void row_medians(const row *r, uint32_t rounds, double *gpu, double *gpu_lo, double *gpu_hi, double *wall)
+{
+    double g[MAX_ROUNDS], w[MAX_ROUNDS], lo, hi;
+    for (uint32_t k = 0; k < rounds; k++) {
+        g[k] = r->r[k].gpu_us_per_token;
+        w[k] = r->r[k].wall_us_per_token;
+    }
+    *gpu = median(g, rounds, gpu_lo, gpu_hi);
+    *wall = median(w, rounds, &lo, &hi);
+}
+
+static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
 {
     const loom_llama_config *c = &a->cfg;
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
     loom_llama_weights *w = NULL;
-    loom_llama *models[2] = { NULL, NULL };   /* late log, early log */
+    loom_llama *models[2] = { NULL, NULL };   /* late log, early log: only those a picked variant needs */
+    bool need[2] = { false, false };
+    for (uint32_t i = 0; i < o->n_pick; i++)
+        need[variants[o->pick[i]].early_log] = true;
     loom_result rc = loom_llama_weights_create(c, &w);
     for (int k = 0; k < 2 && !rc; k++)
-        rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .early_log = k == 1 }, &models[k]);
+        if (need[k])
+            rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .early_log = k == 1 }, &models[k]);
     if (rc) {
         loom_llama_destroy(models[0]);
         loom_llama_destroy(models[1]);
         loom_llama_weights_destroy(w);
         return loom_cli_fail("bench decode", rc);
     }
-    row rows[N_VARIANTS];
-    double copy_gbps = 0;
-    for (size_t v = 0; v < N_VARIANTS; v++) {
-        row *r = &rows[v];
-        loom_llama *m = models[variants[v].early_log];
-        loom_llama_run_opts ro = { .steps = steps, .token = 1, .warmup_s = quick ? 0 : WARMUP_S };
-        r->rc = loom_llama_set_compile(m, &(loom_compile_options){ .disable = variants[v].disable });
-        if (!r->rc)
-            r->rc = loom_llama_run(rt, m, NULL, &ro, 0, &r->r);
-        if (!r->rc)
-            r->rc = loom_llama_figures_of(loom_llama_plan(m), c->n_layers, &r->f);
-        if (r->rc)
-            fprintf(stderr, "loom bench decode: %s: %s: %s\n", variants[v].name, loom_result_str(r->rc),
-                    loom_last_error());
-        /* Right after the first variant, while the clock is warm. */
-        if (v == 0 && (rc = loom_llama_copy_gbps(rt, quick ? (16ull << 20) : (1ull << 30), quick ? 0 : 0.5,
-                                                 &copy_gbps)))
-            fprintf(stderr, "loom bench decode: copy bandwidth: %s: %s\n", loom_result_str(rc), loom_last_error());
+    row *rows = calloc(o->n_pick, sizeof *rows);
+    if (!rows) {
+        loom_llama_destroy(models[0]);
+        loom_llama_destroy(models[1]);
+        loom_llama_weights_destroy(w);
+        return loom_cli_fail("bench decode", loom_fail(LOOM_OUT_OF_MEMORY, "bench decode: %u rows", o->n_pick));
     }
+    double copy_gbps = 0;
+    bool copied = false;
+    for (uint32_t k = 0; k < o->rounds; k++)
+        for (uint32_t j = 0; j < o->n_pick; j++) {
+            uint32_t i = (j + k) % o->n_pick;   /* round k starts k variants later */
+            row *r = &rows[i];
+            const variant *v = &variants[o->pick[i]];
+            if (r->rc)
+                continue;
+            loom_llama *m = models[v->early_log];
+            loom_llama_run_opts ro = { .steps = o->steps, .token = 1,
+                                       .warmup_s = o->quick ? 0 : k == 0 ? WARMUP_S : REWARM_S };
+            /* The compile options are set anew before every run: the models
+             * take turns between variants. */
+            r->rc = loom_llama_set_compile(m, &(loom_compile_options){ .disable = v->disable });
+            if (!r->rc)
+                r->rc = loom_llama_run(rt, m, NULL, &ro, 0, &r->r[k]);
+            if (!r->rc && k == 0)
+                r->rc = loom_llama_figures_of(loom_llama_plan(m), c->n_layers, &r->f);
+            if (r->rc)
+                fprintf(stderr, "loom bench decode: %s: %s: %s\n", v->name, loom_result_str(r->rc),
+                        loom_last_error());
+            /* Right after the first run, while the clock is warm. */
+            if (!copied) {
+                copied = true;
+                if ((rc = loom_llama_copy_gbps(rt, o->quick ? (16ull << 20) : (1ull << 30), o->quick ? 0 : 0.5,
+                                               &copy_gbps)))
+                    fprintf(stderr, "loom bench decode: copy bandwidth: %s: %s\n", loom_result_str(rc),
+                            loom_last_error());
+            }
+        }
     loom_llama_destroy(models[0]);
     loom_llama_destroy(models[1]);
     loom_llama_weights_destroy(w);
 
-    double floor_us = copy_gbps > 0 ? rows[0].f.weight_bytes / (copy_gbps * 1e3) : 0;
+    /* The floor from the first variant that ran: every variant reads the
+     * same weights. */
+    uint64_t weight_bytes = 0;
+    for (uint32_t i = 0; i < o->n_pick && !weight_bytes; i++)
+        weight_bytes = rows[i].rc ? 0 : rows[i].f.weight_bytes;
+    double floor_us = copy_gbps > 0 ? weight_bytes / (copy_gbps * 1e3) : 0;
     printf("loom bench decode on %s: config %s (dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s); %u timed steps per variant after %.1f s warm-up, %u in flight\n",
+           "%s); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
            info.device_name, a->config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, c->wtype == LOOM_F16 ? "f16" : "f32", steps, quick ? 0.0 : WARMUP_S,
-           loom_rt_in_flight(rt));
+           c->vocab, c->max_seq, c->wtype == LOOM_F16 ? "f16" : "f32", o->steps, o->quick ? 0.0 : WARMUP_S,
+           o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
     printf("weights read per token %.1f MB; copy %.0f GB/s (read + write, same run): weight-read floor %.1f us\n",
-           rows[0].f.weight_bytes / 1e6, copy_gbps, floor_us);
-    printf("%-24s %10s %10s %6s %9s %7s %7s %7s %6s\n", "variant", "GPU us/tok", "wall us/tok", "disp", "barriers",
-           "bound", "floor", "waits", "hits");
+           weight_bytes / 1e6, copy_gbps, floor_us);
+    printf("%-24s %10s %15s %8s %10s %6s %9s %7s %7s %7s %6s\n", "variant", "GPU us/tok", "rounds min-max",
+           "vs base", "wall us/tok", "disp", "barriers", "bound", "floor", "waits", "hits");
     int failures = 0;
-    for (size_t v = 0; v < N_VARIANTS; v++) {
-        const row *r = &rows[v];
+    double base = 0;
+    for (uint32_t i = 0; i < o->n_pick; i++) {
+        const row *r = &rows[i];
+        const variant *v = &variants[o->pick[i]];
         if (r->rc) {
-            printf("%-24s failed: %s\n", variants[v].name, loom_result_str(r->rc));
+            printf("%-24s failed: %s\n", v->name, loom_result_str(r->rc));
             failures++;
             continue;
         }
-        char share[16] = "n/a";
-        if (r->r.gpu_us_per_token > 0 && floor_us > 0)
-            snprintf(share, sizeof share, "%.0f%%", 100.0 * floor_us / r->r.gpu_us_per_token);
+        double gpu, lo, hi, wall;
+        row_medians(r, o->rounds, &gpu, &lo, &hi, &wall);
+        if (i == 0)
+            base = gpu;
+        char share[16] = "n/a", spread[32] = "-", vs[16] = "n/a", bound[16] = "n/a";
+        if (gpu > 0 && floor_us > 0)
+            snprintf(share, sizeof share, "%.0f%%", 100.0 * floor_us / gpu);
+        if (o->rounds > 1)
+            snprintf(spread, sizeof spread, "%.1f-%.1f", lo, hi);
+        if (gpu > 0 && base > 0)
+            snprintf(vs, sizeof vs, "%.4f", gpu / base);
         /* Without the reorder pass nothing computes the bound. */
-        char bound[16] = "n/a";
-        if (!(variants[v].disable & LOOM_DISABLE_REORDER))
+        if (!(v->disable & LOOM_DISABLE_REORDER))
             snprintf(bound, sizeof bound, "%u", r->f.barrier_lower_bound);
-        printf("%-24s %10.1f %10.1f %6.0f %9.0f %7s %7s %7.2f %6llu\n", variants[v].name, r->r.gpu_us_per_token,
-               r->r.wall_us_per_token, r->r.dispatches_per_token, r->r.barriers_per_token, bound, share,
-               r->r.host_waits_per_token, (unsigned long long)r->r.cache_hits);
+        const loom_llama_result *last = &r->r[o->rounds - 1];
+        printf("%-24s %10.1f %15s %8s %10.1f %6.0f %9.0f %7s %7s %7.2f %6llu\n", v->name, gpu, spread, vs, wall,
+               last->dispatches_per_token, last->barriers_per_token, bound, share, last->host_waits_per_token,
+               (unsigned long long)last->cache_hits);
     }
-    printf("GPU: timestamps around each step's command buffer; wall: host clock over the timed steps; bound: the\n"
-           "plan's barrier lower bound; floor: weight-read floor / GPU time; waits: host waits per token.\n");
+    printf("GPU: timestamps around each step's command buffer, median of the rounds; vs base: GPU time over the\n"
+           "first variant's; wall: host clock over the timed steps; bound: the plan's barrier lower bound; floor:\n"
+           "weight-read floor / GPU time; waits: host waits per token.\n");
+    free(rows);
     return failures ? 1 : 0;
+}
+
+/* --variants a,b,...: those, in that order, each at most once. */
+static bool pick_variants(const char *list, bench_opts *o)
+{
+    bool seen[N_VARIANTS] = { false };
+    o->n_pick = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        size_t v = 0;
+        while (v < N_VARIANTS && (strlen(variants[v].key) != n || strncmp(p, variants[v].key, n)))
+            v++;
+        if (v == N_VARIANTS || seen[v])
+            return false;
+        seen[v] = true;
+        o->pick[o->n_pick++] = (uint32_t)v;
+        p += n + (p[n] == ',');
+    }
+    return o->n_pick > 0;
 }
 
 int loom_bench_decode(int argc, char **argv)
@@ -122,17 +232,27 @@ int loom_bench_decode(int argc, char **argv)
         fprintf(stderr, "loom bench decode: %s\n", loom_last_error());
         return 2;
     }
-    uint32_t steps = 0, in_flight = 0;
-    bool quick = false;
+    bench_opts o = { .rounds = 1 };
+    for (uint32_t v = 0; v < N_VARIANTS; v++)
+        o.pick[o.n_pick++] = v;
+    uint32_t in_flight = 0;
     const char *device = NULL;
     for (int i = 1; i < argc; i++) {
         int s = loom_llama_args_shape(argc, argv, &i, &a);
         if (s > 0)
             continue;
         if (s == 0 && !strcmp(argv[i], "--quick")) {
-            quick = true;
+            o.quick = true;
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--steps")) {
-            steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+            o.steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+        } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--rounds")) {
+            o.rounds = (uint32_t)strtoul(argv[++i], NULL, 10);
+        } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
+            if (!pick_variants(argv[++i], &o)) {
+                fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
+                        "optimized,early-log,no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache\n");
+                return 2;
+            }
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--in-flight")) {
             in_flight = (uint32_t)strtoul(argv[++i], NULL, 10);
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--device")) {
@@ -143,10 +263,13 @@ int loom_bench_decode(int argc, char **argv)
         }
     }
     loom_llama_args_finish(&a);
-    if (!steps)
-        steps = quick ? 4 : 512;
-    if (loom_llama_config_check(&a.cfg) || in_flight > 16) {
-        fprintf(stderr, "loom bench decode: %s\n", in_flight > 16 ? "--in-flight needs 1..16" : loom_last_error());
+    if (!o.steps)
+        o.steps = o.quick ? 4 : 512;
+    if (loom_llama_config_check(&a.cfg) || in_flight > 16 || !o.rounds || o.rounds > MAX_ROUNDS) {
+        fprintf(stderr, "loom bench decode: %s\n",
+                in_flight > 16                    ? "--in-flight needs 1..16"
+                : !o.rounds || o.rounds > MAX_ROUNDS ? "--rounds needs 1..64"
+                                                  : loom_last_error());
         return 2;
     }
     loom_rt *rt = NULL;
@@ -154,7 +277,7 @@ int loom_bench_decode(int argc, char **argv)
                                     &rt);
     if (rc)
         return loom_cli_fail("bench decode", rc);
-    int status = bench(rt, &a, steps, quick);
+    int status = bench(rt, &a, &o);
     status |= loom_cli_validation(rt, "bench decode");
     loom_rt_destroy(rt);
     return status;

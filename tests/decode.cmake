@@ -59,6 +59,8 @@ if(TARGET llama-decode)
            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run.cmake)
   if(TARGET loom)
     decode_test(bench_decode_quick $<TARGET_FILE:loom> bench decode --config tiny --steps 4 --quick)
+    decode_test(bench_decode_rounds $<TARGET_FILE:loom> bench decode --config tiny --steps 2 --quick --rounds 2
+                --variants early-log,optimized,no-gather)
   endif()
 endif()
 find_program(LOOM_PYTHON3 python3)

@@ -434,10 +434,14 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
         b->arena_offset = 0;
     }
     /* Scratch in order of first use (the scan's order); ties sorted below.
-     * A SCRATCH-hinted buffer no node touches comes last, still placed. */
+     * A SCRATCH-hinted buffer no node touches (fusion left it unused, say)
+     * is live in no epoch: it lies at offset 0 over whatever is there, and
+     * only makes the arena at least its size (the runtime holds every
+     * scratch range inside the arena). */
     for (uint32_t i = 0; i < nb; i++)
         if (info[i].first == LOOM_NONE)
             order[n_order++] = i;
+    uint64_t idle = 0;   /* the largest untouched scratch buffer, aligned */
     for (uint32_t k = 0; k < n_order; k++) {
         uint32_t i = order[k];
         const loom_buffer *b = loom_graph_buffer(g, i);
@@ -448,8 +452,12 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
                            i, loom_graph_buffer_name(g, i), b->size, LOOM_ARENA_ALIGN);
             goto done;
         }
-        lv[ns++] = (live_buf){ info[i].first, info[i].last, i, LOOM_NONE, b->size };
         scratch = b->size > UINT64_MAX - scratch ? UINT64_MAX : scratch + b->size;   /* a statistic: saturate */
+        if (info[i].first == LOOM_NONE) {
+            idle = aligned(b->size) > idle ? aligned(b->size) : idle;
+            continue;
+        }
+        lv[ns++] = (live_buf){ info[i].first, info[i].last, i, LOOM_NONE, b->size };
     }
     for (uint32_t lo = 0, hi; lo < ns; lo = hi) {   /* runs of one first epoch: largest first */
         for (hi = lo + 1; hi < ns && lv[hi].first == lv[lo].first; hi++)
@@ -464,6 +472,7 @@ loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx)
     uint64_t arena = 0, bound = 0;
     if ((rc = pack(g, lv, ns, &pk, order, &arena, &bound)))
         goto done;
+    arena = idle > arena ? idle : arena;
     loom_graph_set_arena_size(g, arena);
     if (ctx) {
         ctx->scratch_bytes = scratch;

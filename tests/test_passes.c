@@ -376,6 +376,36 @@ START_TEST(test_packing_epochs)
 }
 END_TEST
 
+/* A scratch buffer no node touches (fusion leaves the intermediates of a
+ * chain so) takes no bytes of its own: it lies at offset 0, and the arena
+ * is only as large as the largest of them where that is more than the
+ * packing needs (the runtime holds every scratch range inside the arena). */
+START_TEST(test_untouched_scratch)
+{
+    uint32_t s1 = buf(1000, LOOM_USAGE_NONE), s2 = buf(1000, LOOM_USAGE_NONE);
+    uint32_t idle_small = buf(100, LOOM_USAGE_SCRATCH);
+    uint32_t out = buf(1000, LOOM_USAGE_OUTPUT);
+    node(LOOM_OP_OTHER, 0, NULL, 1, (uint32_t[]){ s1, 0, 1000 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s1, 0, 1000 }, 1, (uint32_t[]){ s2, 0, 1000 });
+    node(LOOM_OP_OTHER, 1, (uint32_t[]){ s2, 0, 1000 }, 1, (uint32_t[]){ out, 0, 1000 });
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_barriers(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_graph_buffer(G, idle_small)->cls, LOOM_CLASS_SCRATCH);
+    ck_assert_uint_eq(loom_graph_buffer(G, idle_small)->arena_offset, 0);
+    ck_assert_uint_eq(ctx.arena_bytes, 2048);   /* s1 and s2 live together; the idle one adds nothing */
+    ck_assert_uint_eq(loom_graph_arena_size(G), 2048);
+    ck_assert_uint_eq(ctx.scratch_bytes, 2100);
+
+    /* Larger than what the packing needs: the arena grows to hold it. */
+    uint32_t idle_big = buf(5000, LOOM_USAGE_SCRATCH);
+    ck_assert_int_eq(loom_pass_lifetimes(G, &ctx), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_buffer(G, idle_big)->arena_offset, 0);
+    ck_assert_uint_eq(ctx.arena_bytes, 5120);
+    ck_assert_uint_eq(ctx.arena_lower_bound, 2000);
+}
+END_TEST
+
 /* Bug: write coverage of a scratch buffer was one interval, so a read of
  * bytes that an earlier, disjoint write covered was called uninitialised.
  * A read that straddles a gap is still rejected. */
@@ -1295,7 +1325,7 @@ static Suite *passes_suite(void)
                        test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
                                 test_sentinel_and_nonreorderable, test_window_limit, test_serial_schedule, test_window_edges } },
-        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_scratch_coverage_is_a_set,
+        { "lifetimes", { test_classes, test_contradicting_hints, test_packing_epochs, test_untouched_scratch, test_scratch_coverage_is_a_set,
                          test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,

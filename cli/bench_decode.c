@@ -1,7 +1,8 @@
 /* `loom bench decode`: the example decoder's step, timed in one process
  * under each plan variant — optimized, the step log at the start of the
- * next step, no fuse, no stage, no gather, no reorder, a barrier after every
- * dispatch, no plan cache — on one upload of the weights (a second one for
+ * next step, the attention's shares in f16, both, no fuse, no stage, no
+ * gather, no reorder, a barrier after every dispatch, no plan cache — on
+ * one upload of the weights (a second one for
  * the early-log model). Each variant warms the GPU clock with 1.5 s of
  * back-to-back steps, then times the steps (GPU time from a timestamp pair
  * around each step, wall time from the host clock), steps in flight and
@@ -23,19 +24,21 @@
 
 typedef struct variant {
     const char *key, *name;
-    uint32_t disable;
+    uint32_t disable, enable;
     bool early_log;
 } variant;
 
 static const variant variants[] = {
-    { "optimized", "optimized", 0, false },
-    { "early-log", "early log", 0, true },
-    { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, false },
-    { "no-stage", "no stage", LOOM_DISABLE_STAGE, false },
-    { "no-gather", "no gather", LOOM_DISABLE_GATHER, false },
-    { "no-reorder", "no reorder", LOOM_DISABLE_REORDER, false },
-    { "barrier-every", "barrier every dispatch", LOOM_DISABLE_BARRIERS, false },
-    { "no-cache", "no cache", LOOM_DISABLE_CACHE, false },
+    { "optimized", "optimized", 0, 0, false },
+    { "early-log", "early log", 0, 0, true },
+    { "half-shares", "half shares", 0, LOOM_ENABLE_HALF_SHARES, false },
+    { "early-log+half", "early log, half shares", 0, LOOM_ENABLE_HALF_SHARES, true },
+    { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, 0, false },
+    { "no-stage", "no stage", LOOM_DISABLE_STAGE, 0, false },
+    { "no-gather", "no gather", LOOM_DISABLE_GATHER, 0, false },
+    { "no-reorder", "no reorder", LOOM_DISABLE_REORDER, 0, false },
+    { "barrier-every", "barrier every dispatch", LOOM_DISABLE_BARRIERS, 0, false },
+    { "no-cache", "no cache", LOOM_DISABLE_CACHE, 0, false },
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
@@ -57,8 +60,8 @@ static void usage(void)
             "usage: loom bench decode [--steps N] [--rounds R] [--variants LIST] [--in-flight K] [--device NAME]\n"
             "                         [--quick] [shape flags]\n"
             "  --variants LIST   comma-separated, in the order to run and compare (the first is the base):\n"
-            "                    optimized,early-log,no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache\n"
-            "                    (default: all, in that order)\n"
+            "                    optimized,early-log,half-shares,early-log+half,no-fuse,no-stage,no-gather,\n"
+            "                    no-reorder,barrier-every,no-cache (default: all, in that order)\n"
             "  --rounds R        the variants take turns R times (1..64, default 1); median of the rounds\n%s",
             loom_llama_args_help);
 }
@@ -133,7 +136,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
                                        .warmup_s = o->quick ? 0 : k == 0 ? WARMUP_S : REWARM_S };
             /* The compile options are set anew before every run: the models
              * take turns between variants. */
-            r->rc = loom_llama_set_compile(m, &(loom_compile_options){ .disable = v->disable });
+            r->rc = loom_llama_set_compile(m, &(loom_compile_options){ .disable = v->disable, .enable = v->enable });
             if (!r->rc)
                 r->rc = loom_llama_run(rt, m, NULL, &ro, 0, &r->r[k]);
             if (!r->rc && k == 0)
@@ -250,7 +253,8 @@ int loom_bench_decode(int argc, char **argv)
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
             if (!pick_variants(argv[++i], &o)) {
                 fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
-                        "optimized,early-log,no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache\n");
+                        "optimized,early-log,half-shares,early-log+half,no-fuse,no-stage,no-gather,no-reorder,barrier-every,"
+                        "no-cache\n");
                 return 2;
             }
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--in-flight")) {

@@ -30,6 +30,7 @@ typedef struct plan_opts {
     uint32_t disable;              /* caller's | $LOOM_DISABLE, without LOOM_DISABLE_CACHE */
     bool cache;                    /* neither the caller nor $LOOM_DISABLE switched the cache off */
     uint64_t max_binding_range;
+    uint32_t enable;               /* LOOM_ENABLE_* */
 } plan_opts;
 
 /* Fails (LOOM_INVALID_ARGUMENT) on an unknown name in either variable. */
@@ -37,7 +38,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
 
 /* The options' part of a key, appended after the graph's encoding:
  * PLAN_OPTS_FIXED bytes, then the pipeline string; returns the length. */
-#define PLAN_OPTS_FIXED 20u
+#define PLAN_OPTS_FIXED 24u
 size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst);
 
 /* Canonical bytes of (graph, options) into *buf — grown with the graph's

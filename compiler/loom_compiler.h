@@ -46,10 +46,14 @@ enum {
     LOOM_DISABLE_CACHE     = LOOM_DISABLE_PASS_MASK + 1,  /* loom_cache_compile always compiles anew */
 };
 
+/* Forms that are not the default (yet), switched on per compile for
+ * benchmarks and checks (loom_pass_switches.h): LOOM_ENABLE_HALF_SHARES. */
+
 typedef struct loom_compile_options {
     const char *pipeline;     /* NULL: LOOM_DEFAULT_PIPELINE; $LOOM_PASSES overrides */
     uint32_t window;          /* reorder lookahead; 0: LOOM_DEFAULT_WINDOW */
     uint32_t disable;         /* LOOM_DISABLE_*, ORed with $LOOM_DISABLE */
+    uint32_t enable;          /* LOOM_ENABLE_*; part of the plan's key */
     bool verify_each;         /* run the verifier after every pass */
     bool time_each;           /* fill loom_plan_stats.pass_ns */
     const char *dump_dir;     /* dump after every pass; NULL: $LOOM_DUMP, else none */

@@ -20,7 +20,12 @@
  * with no sentinel between, and no other node of the graph reads or
  * writes the output (A will no longer write it). Runs after stage
  * (the consumer is then MATVEC_ADD_STAGE) and before reorder; clears any
- * schedule. */
+ * schedule.
+ *
+ * With LOOM_ENABLE_HALF_SHARES and an f16 consumer the shares are stored
+ * as f16, each divided by its own sum (attention_part_h, *_comb_h_f16):
+ * a chunk of a share is one 16-byte load in the consumer instead of two.
+ * The shares' buffer keeps the size the builder gave it (it needs less). */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -123,25 +128,28 @@ static loom_result add_node(loom_graph *g, uint32_t pos, const char *kernel, nod
     return rc ? loom_fail_wrap(rc, "gather: node %u (%s)", pos, loom_op_name((loom_op)nd->op)) : LOOM_OK;
 }
 
-/* Appends A (at a) storing its shares only, and consumer c combining them;
- * repl[] says which node replaces which. */
-static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, uint32_t *repl)
+/* Appends A (at a) storing its shares only, and consumer c combining them
+ * (half: as f16, where the consumer's weights are f16); repl[] says which
+ * node replaces which. */
+static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, uint32_t *repl)
 {
     const loom_node *an = loom_graph_node(g, a);
+    const loom_node *cn = loom_graph_node(g, c);
     bool f16 = false;
+    pass_builder_made(g, cn, &f16);
+    half &= f16;
     loom_pc_attn apc;
     memcpy(&apc, loom_node_push(g, an), sizeof apc);
     const loom_binding part = *pass_named(g, an, "part"), out = *pass_named(g, an, "out");
     node_copy ac;
     copy_without(g, an, 1u << slot_of(g, an, "out") | 1u << slot_of(g, an, "count"), &ac);
     uint32_t id;
-    loom_result rc = add_node(g, a, "attention_part", &ac, &apc, sizeof apc, &id);
+    loom_result rc = add_node(g, a, half ? "attention_part_h" : "attention_part", &ac, &apc, sizeof apc, &id);
     if (rc)
         return rc;
     repl[a] = id;
 
-    const loom_node *cn = loom_graph_node(g, c);
-    pass_builder_made(g, cn, &f16);
+    cn = loom_graph_node(g, c);   /* adding a node may have moved the node array */
     loom_pc_matvec mpc;
     memcpy(&mpc, loom_node_push(g, cn), sizeof mpc);
     gather_pc pc = { mpc.rows, mpc.cols, apc.head_dim, apc.splits };
@@ -161,8 +169,8 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, uint32_t *r
             cc.r[k].size = part.size;
         }
     char kernel[64];
-    snprintf(kernel, sizeof kernel, "%s_comb_%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
-             f16 ? "f16" : "f32");
+    snprintf(kernel, sizeof kernel, "%s_comb_%s%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
+             half ? "h_" : "", f16 ? "f16" : "f32");
     if ((rc = add_node(g, c, kernel, &cc, &pc, sizeof pc, &id)))
         return rc;
     repl[c] = id;
@@ -196,7 +204,7 @@ loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx)
         uint32_t c = consumer_of(g, i, out);
         if (c == LOOM_NONE || repl[c] != LOOM_NONE)
             continue;
-        rc = gather_one(g, i, c, repl);
+        rc = gather_one(g, i, c, ctx && (ctx->enable & LOOM_ENABLE_HALF_SHARES), repl);
         count += !rc;
     }
     if (!rc && count) {

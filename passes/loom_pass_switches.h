@@ -18,6 +18,14 @@ enum {
     LOOM_DISABLE_PASS_MASK = (1u << 6) - 1,
 };
 
+/* Forms a pass makes only when asked (loom_compile_options.enable): not
+ * the default until a benchmark says they should be. */
+enum {
+    /* gather: the shares an f16 consumer combines are stored as f16, each
+     * divided by its own sum (one 16-byte load a chunk a share, not two). */
+    LOOM_ENABLE_HALF_SHARES = 1u << 0,
+};
+
 /* Every registered pass in canonical order, as P(name, switch, "summary"):
  * the pass runs as loom_pass_<name>, and switch is the LOOM_DISABLE_* bit
  * that skips it (0: it always runs). The first entry goes to FIRST instead,

@@ -34,6 +34,7 @@ extern "C" {
 typedef struct loom_pass_ctx {
     uint32_t window;              /* reorder lookahead in nodes; 0: 64 */
     uint64_t max_binding_range;   /* bytes one binding may cover (split, fuse); 0: no limit */
+    uint32_t enable;              /* LOOM_ENABLE_* forms asked for (gather) */
     uint32_t fused_chains;        /* fuse: chains replaced by one node */
     uint32_t split_nodes;         /* split: nodes cut into row blocks */
     uint32_t staged_gains;        /* stage: norms now reading a staged copy of their gain */

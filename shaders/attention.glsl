@@ -31,7 +31,9 @@
 // pairs as 16-byte vectors. With ATT_PART (the gather pass's form) the
 // workgroups only store their shares: the matvec reading the output
 // combines them, and the dispatch binds no output and no counter
-// (attention_part.comp: the narrow kernel only).
+// (attention_part.comp: the narrow kernel only). With ATT_PART_H as well
+// (attention_part_h.comp) each share's output is divided by its own sum and
+// stored as f16 pairs, head_dim / 2 words a share after the same header.
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
 // TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
@@ -55,6 +57,9 @@ layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
 #endif
 layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * (HDR + splits * head_dim)
 layout(set = 0, binding = 5) coherent buffer Part4 { vec4 part4[]; };
+#ifdef ATT_PART_H
+layout(set = 0, binding = 5) coherent buffer PartH { uint parth[]; };
+#endif
 #ifndef ATT_PART
 layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_heads
 #endif
@@ -237,9 +242,15 @@ void main()
         for (uint j = 0u; j < entries; j++)
             sum += sacc[k * WG_SIZE + j * TPR + cc];
     }
+#ifdef ATT_PART_H
+    // Every invocation needs the share's sum to divide by: a broadcast read.
+    for (uint j = 0u; j < entries; j++)
+        lw += sacc[DPT * WG_SIZE + j * TPR];
+#else
     if (t == 0u)
         for (uint j = 0u; j < entries; j++)
             lw += sacc[DPT * WG_SIZE + j * TPR];
+#endif
 
 #ifndef ATT_PART
     if (pc.splits == 1u) {
@@ -255,9 +266,21 @@ void main()
         return;
     }
 #endif
-    uint hdr = (2u * pc.splits + 3u) & ~3u, head = h * (hdr + pc.splits * hd);
+    uint hdr = (2u * pc.splits + 3u) & ~3u;
+#ifdef ATT_PART_H
+    // Dimension pairs (t, t + 1) as one word: the odd neighbour's value
+    // comes by a shuffle (head_dim is even, so a pair never straddles a
+    // subgroup of 2 or more).
+    float own = lw > 0.0 ? sum / lw : 0.0;
+    float next = subgroupShuffleXor(own, 1u);
+    uint head = h * (hdr + pc.splits * hd / 2u);
+    if (t < hd && (t & 1u) == 0u)
+        parth[head + hdr + split * (hd / 2u) + t / 2u] = packHalf2x16(vec2(own, next));
+#else
+    uint head = h * (hdr + pc.splits * hd);
     if (t < hd)
         part[head + hdr + split * hd + t] = sum;
+#endif
     if (t == 0u) {
         part[head + 2u * split] = m;
         part[head + 2u * split + 1u] = lw;

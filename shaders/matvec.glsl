@@ -20,6 +20,9 @@
 //             shares of its head (at most COMB_SHARES) as it loads them.
 //             Only the vector path: the gather pass binds it where cols and
 //             head_dim are multiples of the vector width;
+//   MV_COMB_H (with MV_COMB and MV_F16) the shares are f16, each already
+//             divided by its own sum (ATT_PART_H): a chunk of a share is
+//             one 16-byte load, not two;
 //   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
 //             and slot g holds the sum of squares of the unscaled x;
 //   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
@@ -154,6 +157,9 @@ layout(set = 0, binding = B_XOUT) writeonly buffer XOs { float xo1[]; };
 // Per head: the shares' (max, sum) pairs padded to 16 bytes, then their
 // partial outputs (attention.glsl).
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 part4[]; };
+#ifdef MV_COMB_H
+layout(set = 0, binding = B_X) readonly buffer Xh { uvec4 parth4[]; };
+#endif
 #define COMB_SHARES 4u   // passes/gather.c: GATHER_MAX_SHARES
 #else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
@@ -399,6 +405,52 @@ vec2 x_pair(uint c)
     return xs;
 }
 #elif defined(MV_COMB)
+const float NEG_BIG = -3.402823466e38;
+
+// A head's (max, sum) pairs p, loaded two shares to a vector, into arrays
+// m and l, and mx the largest max of the S shares. A macro, not a function:
+// the arrays stay the caller's, as the kernels were measured with them.
+#define COMB_HEADER(p, S, m, l, mx)                                          \
+    float m[COMB_SHARES], l[COMB_SHARES];                                    \
+    for (uint i = 0u; i < COMB_SHARES / 2u; i++) {                           \
+        m[2u * i] = p[i].x; l[2u * i] = p[i].y;                              \
+        m[2u * i + 1u] = p[i].z; l[2u * i + 1u] = p[i].w;                    \
+    }                                                                        \
+    float mx = NEG_BIG;                                                      \
+    for (uint s = 0u; s < COMB_SHARES; s++)                                  \
+        mx = s < S ? max(mx, m[s]) : mx; /* a pair's second share may lie past the last */
+
+#ifdef MV_COMB_H
+// As the f32 form below, with ATT_PART_H's layout: per head the (max, sum)
+// pairs padded to 16 bytes, then each share's output divided by its own
+// sum, as f16 pairs (head_dim / 2 words a share). A share's weight is
+// exp(its max - the head's max) times its sum.
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+    uint hd = pc.head_dim, S = pc.splits, e = c * VW;
+    uint hdr = (2u * S + 3u) & ~3u, base = (e / hd) * (hdr + S * hd / 2u);
+    uint at = (base + hdr + (e % hd) / 2u) / 4u, stride = hd / 8u;
+    vec4 p[COMB_SHARES / 2u];
+    uvec4 o[COMB_SHARES];
+    for (uint i = 0u; i < COMB_SHARES / 2u; i++)
+        p[i] = 2u * i < S ? part4[base / 4u + i] : vec4(NEG_BIG, 0.0, NEG_BIG, 0.0);
+    for (uint s = 0u; s < COMB_SHARES; s++)
+        o[s] = s < S ? parth4[at + s * stride] : uvec4(0u);
+    COMB_HEADER(p, S, m, l, mx)
+    float lt = 0.0;
+    xa = vec4(0.0);
+    xb = vec4(0.0);
+    for (uint s = 0u; s < COMB_SHARES; s++) {
+        float w = s < S ? exp(m[s] - mx) * l[s] : 0.0;
+        lt += w;
+        xa += vec4(unpackHalf2x16(o[s].x), unpackHalf2x16(o[s].y)) * w;
+        xb += vec4(unpackHalf2x16(o[s].z), unpackHalf2x16(o[s].w)) * w;
+    }
+    float inv = lt > 0.0 ? 1.0 / lt : 0.0;
+    xa *= inv;
+    xb *= inv;
+}
+#else
 // Chunk c lies in one head (head_dim is a multiple of VW): load the head's
 // (max, sum) pairs and the chunk of every share at once, then weight each
 // share by exp(its max - the head's max) and divide by the weighted sum.
@@ -407,7 +459,6 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
     uint hd = pc.head_dim, S = pc.splits, e = c * VW;
     uint hdr = (2u * S + 3u) & ~3u, head = (e / hd) * (hdr + S * hd) / 4u;
     uint at = head + (hdr + e % hd) / 4u, stride = hd / 4u;
-    const float NEG_BIG = -3.402823466e38;
     vec4 p[COMB_SHARES / 2u], oa[COMB_SHARES], ob[COMB_SHARES];
     for (uint i = 0u; i < COMB_SHARES / 2u; i++)
         p[i] = 2u * i < S ? part4[head + i] : vec4(NEG_BIG, 0.0, NEG_BIG, 0.0);
@@ -419,14 +470,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
         ob[s] = vec4(0.0);
 #endif
     }
-    float m[COMB_SHARES], l[COMB_SHARES];
-    for (uint i = 0u; i < COMB_SHARES / 2u; i++) {
-        m[2u * i] = p[i].x; l[2u * i] = p[i].y;
-        m[2u * i + 1u] = p[i].z; l[2u * i + 1u] = p[i].w;
-    }
-    float mx = NEG_BIG;
-    for (uint s = 0u; s < COMB_SHARES; s++)
-        mx = s < S ? max(mx, m[s]) : mx;   // a pair's second share may lie past the last
+    COMB_HEADER(p, S, m, l, mx)
     float lt = 0.0;
     xa = vec4(0.0);
     xb = vec4(0.0);
@@ -440,6 +484,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
     xa *= inv;
     xb *= inv;
 }
+#endif
 vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
 #else
 void x_chunk(uint c, out vec4 xa, out vec4 xb)

@@ -32,6 +32,10 @@ if(TARGET llama-decode)
   decode_test(decode_check_gather ${check} --max-seq 1024)
   decode_test(decode_check_gather_f16 ${check} --max-seq 768 --f16 --in-flight 1)
   decode_test(decode_check_no-gather ${check} --max-seq 1024 --no-gather)
+  # The shares in f16 (LOOM_ENABLE_HALF_SHARES): 3 and 2 shares, f16 weights
+  # (f32 weights keep f32 shares).
+  decode_test(decode_check_half-shares_f16 ${check} --max-seq 768 --f16 --half-shares)
+  decode_test(decode_check_half-shares_2_f16 ${check} --max-seq 512 --f16 --half-shares --early-log --in-flight 1)
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

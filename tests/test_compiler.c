@@ -234,6 +234,20 @@ START_TEST(test_binding_limit)
                                                               .pipeline = "verify,fuse,reorder,barriers" }, &none),
                      LOOM_LIMIT);
     ck_assert_ptr_null(none);
+    /* So are the enabled forms, even where they change nothing here: a
+     * plan made with them is never handed to a caller without them. */
+    loom_plan *half, *half_again;
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .enable = LOOM_ENABLE_HALF_SHARES }, &half,
+                                        &hit),
+                     LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(loom_plan_key(whole).lo != loom_plan_key(half).lo || loom_plan_key(whole).hi != loom_plan_key(half).hi);
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .enable = LOOM_ENABLE_HALF_SHARES },
+                                        &half_again, &hit),
+                     LOOM_OK);
+    ck_assert(hit);
+    ck_assert_ptr_eq(half_again, half);
+    loom_plan_release(half), loom_plan_release(half_again);
     loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
     loom_cache_destroy(c);
     loom_graph_destroy(g);

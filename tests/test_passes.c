@@ -1284,6 +1284,41 @@ START_TEST(test_gather_block)
 }
 END_TEST
 
+/* Half shares (LOOM_ENABLE_HALF_SHARES): the f16 projection gets the f16
+ * shares' kernels, bound as the f32 form is; an f32 projection keeps the
+ * f32 shares whatever is asked; not asked, nothing changes. */
+START_TEST(test_gather_half_shares)
+{
+    for (int c = 0; c < 3; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t nh = 8, hd = 64, qd = nh * hd, dim = 256, rows = 512;
+        uint32_t q = buf(qd * 4ull, LOOM_USAGE_SCRATCH), kc = buf((uint64_t)rows * 2 * hd * 4, LOOM_USAGE_KV_CACHE);
+        uint32_t vc = buf((uint64_t)rows * 2 * hd * 4, LOOM_USAGE_KV_CACHE), att = buf(qd * 4ull, LOOM_USAGE_SCRATCH);
+        loom_dtype wt = c == 1 ? LOOM_F32 : LOOM_F16;
+        uint32_t w = buf((uint64_t)dim * qd * (wt == LOOM_F16 ? 2 : 4), LOOM_USAGE_WEIGHT);
+        uint32_t x = buf(dim * 4ull, LOOM_USAGE_STATE);
+        ck_assert_int_eq(loom_op_attention(G, loom_vec(q, qd), loom_mat(kc, LOOM_F32, rows, 2 * hd),
+                                           loom_mat(vc, LOOM_F32, rows, 2 * hd), loom_vec(att, qd), nh, 2, hd, NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(w, wt, dim, qd), loom_vec(att, qd), loom_vec(x, dim),
+                                            loom_vec(x, dim), NULL),
+                         LOOM_OK);
+        loom_pass_ctx ctx = { .enable = c == 2 ? 0 : LOOM_ENABLE_HALF_SHARES };
+        ck_assert_int_eq(loom_pass_gather(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(ctx.gathered, 1);
+        const loom_node *a = loom_graph_node(G, 0), *m = loom_graph_node(G, 1);
+        static const char *const att_k[] = { "attention_part_h", "attention_part", "attention_part" };
+        static const char *const mv_k[] = { "matvec_add_comb_h_f16", "matvec_add_comb_f32", "matvec_add_comb_f16" };
+        ck_assert_str_eq(loom_graph_kernel_name(G, a->kernel), att_k[c]);
+        ck_assert_str_eq(loom_graph_kernel_name(G, m->kernel), mv_k[c]);
+        ck_assert_uint_eq(slot_of(1, 1)->buffer, slot_of(0, 5)->buffer);
+        ck_assert_uint_eq(slot_of(1, 1)->size, slot_of(0, 5)->size);
+    }
+}
+END_TEST
+
 /* What gather must leave alone: one share (256 rows), eight shares (2048),
  * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
  * an output the host reads, a plain MATVEC consumer, a second projection,
@@ -1333,7 +1368,7 @@ static Suite *passes_suite(void)
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers } },
-        { "gather", { test_gather_block, test_gather_illegal } },
+        { "gather", { test_gather_block, test_gather_half_shares, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };

@@ -38,7 +38,7 @@ typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log, half_shares;
+    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log, half_shares, half_stage;
     loom_rt_profile_level profile;
     const char *device, *model, *trace;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
@@ -73,6 +73,8 @@ static void usage(FILE *f)
             "                        its first level (one barrier less; collect waits a step longer)\n"
             "  --half-shares         f16 weights: the attention's shares that the o-projection\n"
             "                        combines are stored as f16 (LOOM_ENABLE_HALF_SHARES)\n"
+            "  --half-stage          f16 weights: the staged norm input the q/k/v, gated FFN and\n"
+            "                        LM head read is stored as f16 (LOOM_ENABLE_HALF_STAGE)\n"
             "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
@@ -174,6 +176,8 @@ static int parse(int argc, char **argv, opts *o)
             o->early_log = true;
         } else if (!strcmp(a, "--half-shares")) {
             o->half_shares = true;
+        } else if (!strcmp(a, "--half-stage")) {
+            o->half_stage = true;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
@@ -238,19 +242,25 @@ static int parse(int argc, char **argv, opts *o)
     return o->model ? -1 : check_ids(o, c->vocab);
 }
 
+/* The LOOM_ENABLE_* forms the flags ask for. */
+static uint32_t enabled(const opts *o)
+{
+    return (o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0u) | (o->half_stage ? LOOM_ENABLE_HALF_STAGE : 0u);
+}
+
 static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
 
 static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights; %u steps in flight%s%s%s%s%s%s\n",
+           "%s weights; %u steps in flight%s%s%s%s%s%s%s\n",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
            c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
-           o->half_shares ? ", half shares" : "");
+           o->half_shares ? ", half shares" : "", o->half_stage ? ", half stage" : "");
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -295,8 +305,9 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
-    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"split_nodes\":%u", o->early_log ? "true" : "false",
-                    o->half_shares ? "true" : "false", f->split_nodes);
+    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"split_nodes\":%u",
+                    o->early_log ? "true" : "false", o->half_shares ? "true" : "false",
+                    o->half_stage ? "true" : "false", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,
@@ -445,8 +456,7 @@ static loom_result print_group_profile(loom_rt *rt, loom_llama *m)
 static int dry_run(const opts *o)
 {
     loom_llama_figures f;
-    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE,
-                                .enable = o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0 };
+    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = enabled(o) };
     if (!dry_binding_limit(o, &co.max_binding_range))
         return 2;
     loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, o->early_log, &f);
@@ -477,7 +487,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     loom_llama *m = NULL;
     uint32_t total = total_steps(o), first = prompt_len(o) - 1;   /* tokens[first..]: generated */
     uint32_t *tokens = calloc(total, sizeof *tokens);
-    loom_compile_options co = { .disable = o->disable, .enable = o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0 };
+    loom_compile_options co = { .disable = o->disable, .enable = enabled(o) };
     loom_llama_result r;
     loom_llama_figures f;
     double copy_gbps = 0;

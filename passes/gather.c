@@ -32,9 +32,24 @@
 #include "loom_ops.h"
 
 #define GATHER_MAX_SHARES 4u   /* matvec.glsl: COMB_SHARES */
+#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"   /* passes/stage.c: t stored as f16 */
 #define GATHER_CHUNK 8u        /* columns of a 16-byte f16 chunk */
 
 typedef struct gather_pc { uint32_t rows, cols, head_dim, splits; } gather_pc;   /* MV_COMB */
+
+/* A builder-made consumer, or the stage pass's f16-t form of one (f16
+ * weights); *f16: its weights are f16, *t16: it is that form. */
+static bool consumer_made(const loom_graph *g, const loom_node *c, bool *f16, bool *t16)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)c->op);
+    *t16 = c->op == LOOM_OP_MATVEC_ADD_STAGE && in && c->n_bindings == in->n_slots &&
+           c->push_size == in->push_size && !strcmp(loom_graph_kernel_name(g, c->kernel), STAGE_T16_KERNEL);
+    if (*t16) {
+        *f16 = true;
+        return true;
+    }
+    return pass_builder_made(g, c, f16);
+}
 
 static bool plan_buffer(const loom_graph *g, uint32_t id)
 {
@@ -54,10 +69,10 @@ static uint32_t consumer_of(const loom_graph *g, uint32_t pos, const loom_bindin
             return LOOM_NONE;   /* a sentinel: nothing crosses it */
         if (!pass_reads(g, c, out))
             continue;
-        bool f16;
+        bool f16, t16;
         const loom_binding *x = pass_named(g, c, "x");
         const loom_range *r = loom_node_reads(g, c);
-        if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !pass_builder_made(g, c, &f16) ||
+        if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !consumer_made(g, c, &f16, &t16) ||
             (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out) || pass_writes(g, c, out))
             return LOOM_NONE;
         for (uint32_t k = 0; k < c->n_reads; k++)
@@ -135,8 +150,8 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
 {
     const loom_node *an = loom_graph_node(g, a);
     const loom_node *cn = loom_graph_node(g, c);
-    bool f16 = false;
-    pass_builder_made(g, cn, &f16);
+    bool f16 = false, t16 = false;
+    consumer_made(g, cn, &f16, &t16);
     half &= f16;
     loom_pc_attn apc;
     memcpy(&apc, loom_node_push(g, an), sizeof apc);
@@ -169,8 +184,8 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
             cc.r[k].size = part.size;
         }
     char kernel[64];
-    snprintf(kernel, sizeof kernel, "%s_comb_%s%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
-             half ? "h_" : "", f16 ? "f16" : "f32");
+    snprintf(kernel, sizeof kernel, "%s_comb_%s%s%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
+             half ? "h_" : "", t16 ? "t16_" : "", f16 ? "f16" : "f32");
     if ((rc = add_node(g, c, kernel, &cc, &pc, sizeof pc, &id)))
         return rc;
     repl[c] = id;

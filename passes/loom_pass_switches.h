@@ -24,6 +24,10 @@ enum {
     /* gather: the shares an f16 consumer combines are stored as f16, each
      * divided by its own sum (one 16-byte load a chunk a share, not two). */
     LOOM_ENABLE_HALF_SHARES = 1u << 0,
+    /* stage: the staged vector t is stored as f16 where the producer and
+     * every norm reading it have f16 weights (one 16-byte load of x a chunk
+     * in the norm's invocations, not two). */
+    LOOM_ENABLE_HALF_STAGE  = 1u << 1,
 };
 
 /* Every registered pass in canonical order, as P(name, switch, "summary"):

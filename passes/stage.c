@@ -21,13 +21,19 @@
  * g keeps reading x and g. Runs after split (a row block of a producer
  * writes part of x only, so it is never the producer here) and before
  * reorder; clears any schedule. The kernels need float atomic adds:
- * loom_rt_compile sets LOOM_DISABLE_STAGE on devices without them. */
+ * loom_rt_compile sets LOOM_DISABLE_STAGE on devices without them.
+ *
+ * With LOOM_ENABLE_HALF_STAGE, a producer whose weights are f16, whose y
+ * has an even number of rows and whose every staged norm has f16 weights
+ * stores t as f16 (kernel STAGE_T16_KERNEL, MV_T16), and those norms read
+ * it so (*_pre_t16_f16, MV_X16). t keeps its f32 size. */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
 #include "loom_ops.h"
 
 #define STAGE_SCAN_LIMIT 256u   /* nodes walked back from a norm to its producer */
+#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"   /* passes/gather.c knows it too */
 #define SITE_BYTES (LOOM_STAGE_SUM_WORDS * 4u)   /* one accumulator, a multiple of LOOM_BIND_ALIGN */
 
 static bool is_norm(uint32_t op)
@@ -44,6 +50,7 @@ typedef struct staged {
     loom_binding gain;
     uint32_t t;
     uint32_t site;
+    bool t16;          /* t stored as f16 */
 } staged;
 
 typedef struct stage_state {
@@ -96,13 +103,35 @@ static uint32_t entry_of(stage_state *s, uint32_t prod, const loom_binding *gw)
     for (uint32_t i = 0; i < s->n_st; i++)
         if (s->st[i].prod == prod)
             return pass_same(&s->st[i].gain, gw) ? i : LOOM_NONE;
-    s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st };
+    s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st, .t16 = true };
     return s->n_st++;
 }
 
 static loom_tensor acc_of(const stage_state *s, const staged *e)
 {
     return (loom_tensor){ s->acc, LOOM_F32, (uint64_t)e->site * SITE_BYTES, 1, LOOM_STAGE_SUM_WORDS };
+}
+
+/* Appends node id again with another kernel of the same slots; *out: the
+ * copy. */
+static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint32_t *out)
+{
+    const loom_node *nd = loom_graph_node(g, id);
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_BINDINGS];
+    uint8_t push[LOOM_MAX_PUSH];
+    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
+    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
+    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
+    memcpy(push, loom_node_push(g, nd), nd->push_size);
+    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
+                             .push = push, .push_size = nd->push_size, .reads = r, .n_reads = nr,
+                             .writes = r + nr, .n_writes = nw };
+    memcpy(d.groups, nd->groups, sizeof d.groups);
+    loom_result rc = loom_graph_add_dispatch(g, &d, out);
+    if (!rc)
+        rc = pass_same_members(g, loom_graph_node(g, id), *out);
+    return rc;
 }
 
 /* Appends e's MATVEC_ADD_STAGE (and its t) in place of its producer. */
@@ -134,6 +163,10 @@ static loom_result build_producer(stage_state *s, staged *e)
     /* the append may have moved the nodes: look prod up again */
     if ((rc = pass_same_members(g, loom_graph_node(g, e->prod), id)))
         return rc;
+    /* The builder's node (its kernel writes t as f32) is left out of the
+     * plan by the permutation: only its copy is listed. */
+    if (e->t16 && (rc = retarget(g, id, STAGE_T16_KERNEL, &id)))
+        return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
     s->repl[e->prod] = id;
     return LOOM_OK;
 }
@@ -171,13 +204,13 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
             r[i].size = to->size;
         }
     }
-    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" */
+    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" (t16: "..._pre_t16_f16") */
     const char *k = loom_graph_kernel_name(g, nd->kernel);
     size_t len = strlen(k);
     char kernel[128];
-    if (len < 4 || len + 5 > sizeof kernel)
+    if (len < 4 || len + 9 > sizeof kernel)
         return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", pos, k);
-    snprintf(kernel, sizeof kernel, "%.*s_pre%s", (int)(len - 4), k, k + len - 4);
+    snprintf(kernel, sizeof kernel, "%.*s_pre%s%s", (int)(len - 4), k, e->t16 ? "_t16" : "", k + len - 4);
     loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
                              .push = push, .push_size = nd->push_size, .reads = r, .n_reads = nr,
                              .writes = r + nr, .n_writes = nw };
@@ -215,7 +248,20 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         if (s.prod[i] != LOOM_NONE) {
             norms++;
             first = first == LOOM_NONE ? prod : first;
+            bool f16 = false;
+            pass_builder_made(g, nd, &f16);
+            s.st[s.prod[i]].t16 &= f16;   /* every norm of t must read f16 */
         }
+    }
+    /* t as f16 only where asked, from an f16 producer of an even row count
+     * (it writes rows in pairs). */
+    bool half = ctx && (ctx->enable & LOOM_ENABLE_HALF_STAGE);
+    for (uint32_t k = 0; k < s.n_st; k++) {
+        const loom_node *p = loom_graph_node(g, s.st[k].prod);
+        const loom_binding *y = pass_named(g, p, "y");
+        bool f16 = false;
+        pass_builder_made(g, p, &f16);
+        s.st[k].t16 &= half && f16 && y && (y->size / 4) % 2 == 0;
     }
     uint32_t zero = LOOM_NONE;
     if (!rc && norms) {

@@ -23,8 +23,12 @@
 //   MV_COMB_H (with MV_COMB and MV_F16) the shares are f16, each already
 //             divided by its own sum (ATT_PART_H): a chunk of a share is
 //             one 16-byte load, not two;
+//   MV_T16    (with MV_STAGE, MV_F16) t is stored as f16 pairs: the
+//             invocation of the workgroup's first row writes both rows';
 //   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
 //             and slot g holds the sum of squares of the unscaled x;
+//   MV_X16    (with MV_PRE, MV_F16) x is such a t stored as f16: a chunk of
+//             x is one 16-byte load, not two;
 //   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
 //   MV_QKV    q, k, v rows (three matrices) in one dispatch; rows are taken
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
@@ -161,6 +165,9 @@ layout(set = 0, binding = B_X) readonly buffer Xv { vec4 part4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xh { uvec4 parth4[]; };
 #endif
 #define COMB_SHARES 4u   // passes/gather.c: GATHER_MAX_SHARES
+#elif defined(MV_X16)
+layout(set = 0, binding = B_X) readonly buffer Xv { uvec4 xh4[]; };
+layout(set = 0, binding = B_X) readonly buffer Xs { uint xh1[]; };
 #else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
@@ -176,7 +183,12 @@ layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
 #ifdef MV_STAGE
 #extension GL_EXT_shader_atomic_float : require
 layout(set = 0, binding = B_S) readonly buffer S { float stage_in[]; };
+#ifdef MV_T16
+#extension GL_KHR_shader_subgroup_shuffle : require
+layout(set = 0, binding = B_T) writeonly buffer T { uint stage_out16[]; };
+#else
 layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
+#endif
 layout(set = 0, binding = B_ACC) buffer Acc { float sum_sq[]; };
 #endif
 #ifdef MV_QKV
@@ -486,6 +498,15 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 #endif
 vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
+#elif defined(MV_X16)
+// Eight f16 values a 16-byte chunk; a pair of them a word.
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+    uvec4 u = xh4[c];
+    xa = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    xb = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+}
+vec2 x_pair(uint c) { return unpackHalf2x16(xh1[c]); }
 #else
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
@@ -644,10 +665,18 @@ void block()
         val += rv;
 #endif
         y[row_of(t)] = val;
-#ifdef MV_STAGE
+#if defined(MV_STAGE) && !defined(MV_T16)
         stage_out[row_of(t)] = val * sv;
 #endif
     }
+#ifdef MV_T16
+    // Rows 2k and 2k + 1 (MV_ROWS is even, and a block starts on an even
+    // row) as one word, written by the first row's invocation; a row past
+    // the end is 0 (val and sv are 0 there).
+    float tv = val * sv, tn = subgroupShuffleXor(tv, 1u);
+    if (t < MV_ROWS && (t & 1u) == 0u && live[t])
+        stage_out16[row_of(t) / 2u] = packHalf2x16(vec2(tv, tn));
+#endif
 #ifdef MV_STAGE
     // The rows' squares, summed within the subgroup holding their
     // invocations, added into one of SS_SLOTS partial sums: one add a

@@ -1210,6 +1210,49 @@ START_TEST(test_stage_two_readers)
 }
 END_TEST
 
+/* Half stage (LOOM_ENABLE_HALF_STAGE): an f16 producer whose norms are all
+ * f16 stores t as f16 and they read it so; an f32 norm among them, an f32
+ * producer, or not asked keeps t in f32 for all. The plan stays as
+ * the f32 form's otherwise: three nodes, same bindings, t of f32 size. */
+START_TEST(test_stage_half)
+{
+    for (int c = 0; c < 4; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = 256;
+        uint32_t w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), w32 = buf((uint64_t)dim * dim * 4, LOOM_USAGE_WEIGHT);
+        uint32_t a = buf(dim * 4, LOOM_USAGE_INPUT), x = buf(dim * 4, LOOM_USAGE_STATE);
+        uint32_t g = buf(dim * 4, LOOM_USAGE_WEIGHT), y = buf(dim * 8, LOOM_USAGE_OUTPUT);
+        loom_tensor W = loom_mat(w, LOOM_F16, dim, dim), xv = loom_vec(x, dim), y2 = loom_vec(y, dim);
+        y2.offset = dim * 4;
+        loom_tensor Wp = c == 2 ? loom_mat(w32, LOOM_F32, dim, dim) : W;   /* case 2: the producer is f32 */
+        ck_assert_int_eq(loom_op_matvec_add(G, Wp, loom_vec(a, dim), xv, xv, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W, xv, loom_vec(g, dim), loom_vec(y, dim), 1e-5f, NULL), LOOM_OK);
+        loom_tensor W2 = c == 1 ? loom_mat(w32, LOOM_F32, dim, dim) : W;   /* case 1: the second norm is f32 */
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W2, xv, loom_vec(g, dim), y2, 1e-5f, NULL), LOOM_OK);
+        loom_pass_ctx ctx = { .enable = c == 3 ? 0 : LOOM_ENABLE_HALF_STAGE };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(ctx.staged_gains, 2);
+        ck_assert_uint_eq(loom_graph_node_count(G), 4);
+        bool half = c == 0;
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel),
+                         half ? "matvec_add_stage_t16_f16" : c == 2 ? "matvec_add_stage_f32" : "matvec_add_stage_f16");
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 2)->kernel),
+                         half ? "rms_norm_matvec_pre_t16_f16" : "rms_norm_matvec_pre_f16");
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 3)->kernel),
+                         half ? "rms_norm_matvec_pre_t16_f16" : c == 1 ? "rms_norm_matvec_pre_f32" : "rms_norm_matvec_pre_f16");
+        /* one t, of f32 size, written by the producer and read by both */
+        uint32_t t = slot_of(1, 5)->buffer;
+        ck_assert_uint_eq(loom_graph_buffer(G, t)->size, dim * 4);
+        ck_assert_uint_eq(slot_of(2, 1)->buffer, t);
+        ck_assert_uint_eq(slot_of(3, 1)->buffer, t);
+        ck_assert_uint_eq(loom_graph_node(G, 1)->fused, 1);
+        ck_assert_uint_eq(cap(1), 0);
+    }
+}
+END_TEST
+
 /* ---- gather --------------------------------------------------------------- */
 
 /* An attention block as a frontend captures it: ATTENTION into a scratch
@@ -1319,6 +1362,42 @@ START_TEST(test_gather_half_shares)
 }
 END_TEST
 
+/* After the half stage the projection is the f16-t form; gather keeps that
+ * in the combining kernel it binds, with and without half shares. */
+START_TEST(test_gather_after_half_stage)
+{
+    for (int half = 0; half < 2; half++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t att = gather_block(64, 512, LOOM_USAGE_SCRATCH, false);
+        (void)att;
+        uint32_t dim = 256, x = 5;   /* gather_block's residual: its sixth buffer */
+        uint32_t w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), g = buf(dim * 4, LOOM_USAGE_WEIGHT);
+        uint32_t y = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        ck_assert_uint_eq(loom_graph_buffer(G, x)->size, dim * 4);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, loom_mat(w, LOOM_F16, dim, dim), loom_vec(x, dim),
+                                                 loom_vec(g, dim), loom_vec(y, dim), 1e-5f, NULL),
+                         LOOM_OK);
+        loom_pass_ctx ctx = { .enable = LOOM_ENABLE_HALF_STAGE | (half ? LOOM_ENABLE_HALF_SHARES : 0) };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_gather(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(ctx.staged_gains, 1);
+        ck_assert_uint_eq(ctx.gathered, 1);
+        bool seen = false;
+        for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+            const loom_node *nd = loom_graph_node(G, i);
+            if (nd->op == LOOM_OP_MATVEC_ADD_STAGE) {
+                ck_assert_str_eq(loom_graph_kernel_name(G, nd->kernel),
+                                 half ? "matvec_add_stage_comb_h_t16_f16" : "matvec_add_stage_comb_t16_f16");
+                seen = true;
+            }
+        }
+        ck_assert(seen);
+    }
+}
+END_TEST
+
 /* What gather must leave alone: one share (256 rows), eight shares (2048),
  * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
  * an output the host reads, a plain MATVEC consumer, a second projection,
@@ -1367,8 +1446,8 @@ static Suite *passes_suite(void)
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
-        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers } },
-        { "gather", { test_gather_block, test_gather_half_shares, test_gather_illegal } },
+        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half } },
+        { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };

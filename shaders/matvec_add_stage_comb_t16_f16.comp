@@ -1,0 +1,11 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// MATVEC_ADD_STAGE (fused), f16 weights, x an ATTENTION's output still in its
+// shares (MV_COMB), the staged vector stored as f16 (MV_T16): see
+// matvec.glsl.
+#define MV_F16
+#define MV_ADD
+#define MV_STAGE
+#define MV_COMB
+#define MV_T16
+#include "matvec.glsl"

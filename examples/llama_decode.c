@@ -38,7 +38,7 @@ typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable;
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log, half_shares, half_stage;
+    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log, half_shares, half_stage, half_act;
     loom_rt_profile_level profile;
     const char *device, *model, *trace;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
@@ -75,6 +75,8 @@ static void usage(FILE *f)
             "                        combines are stored as f16 (LOOM_ENABLE_HALF_SHARES)\n"
             "  --half-stage          f16 weights: the staged norm input the q/k/v, gated FFN and\n"
             "                        LM head read is stored as f16 (LOOM_ENABLE_HALF_STAGE)\n"
+            "  --half-act            f16 weights: the gated FFN's output, read by the down\n"
+            "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
             "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
@@ -178,6 +180,8 @@ static int parse(int argc, char **argv, opts *o)
             o->half_shares = true;
         } else if (!strcmp(a, "--half-stage")) {
             o->half_stage = true;
+        } else if (!strcmp(a, "--half-act")) {
+            o->half_act = true;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
@@ -245,7 +249,8 @@ static int parse(int argc, char **argv, opts *o)
 /* The LOOM_ENABLE_* forms the flags ask for. */
 static uint32_t enabled(const opts *o)
 {
-    return (o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0u) | (o->half_stage ? LOOM_ENABLE_HALF_STAGE : 0u);
+    return (o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0u) | (o->half_stage ? LOOM_ENABLE_HALF_STAGE : 0u) |
+           (o->half_act ? LOOM_ENABLE_HALF_ACT : 0u);
 }
 
 static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
@@ -254,13 +259,14 @@ static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights; %u steps in flight%s%s%s%s%s%s%s\n",
+           "%s weights; %u steps in flight%s%s%s%s%s%s%s%s\n",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
            c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
-           o->half_shares ? ", half shares" : "", o->half_stage ? ", half stage" : "");
+           o->half_shares ? ", half shares" : "", o->half_stage ? ", half stage" : "",
+           o->half_act ? ", half FFN output" : "");
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -305,9 +311,9 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
-    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"split_nodes\":%u",
+    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"split_nodes\":%u",
                     o->early_log ? "true" : "false", o->half_shares ? "true" : "false",
-                    o->half_stage ? "true" : "false", f->split_nodes);
+                    o->half_stage ? "true" : "false", o->half_act ? "true" : "false", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,

@@ -51,12 +51,6 @@ static bool consumer_made(const loom_graph *g, const loom_node *c, bool *f16, bo
     return pass_builder_made(g, c, f16);
 }
 
-static bool plan_buffer(const loom_graph *g, uint32_t id)
-{
-    const loom_buffer *b = loom_graph_buffer(g, id);
-    return b && !b->external && !b->keep && (b->usage == LOOM_USAGE_NONE || b->usage == LOOM_USAGE_SCRATCH);
-}
-
 /* The node that may combine A's shares (A at pos), or LOOM_NONE: the first
  * reader of out after A, with no sentinel between; no other node anywhere
  * in the graph may read or write out, since A will no longer write it. */
@@ -214,7 +208,7 @@ loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx)
         memcpy(&pc, loom_node_push(g, a), sizeof pc);
         const loom_binding *out = pass_named(g, a, "out");
         if (wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES || pc.head_dim % GATHER_CHUNK || !out ||
-            !plan_buffer(g, out->buffer))
+            !pass_plan_buffer(g, out->buffer))
             continue;
         uint32_t c = consumer_of(g, i, out);
         if (c == LOOM_NONE || repl[c] != LOOM_NONE)

@@ -71,6 +71,9 @@ const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const c
 /* nd is laid out as its op's builder lays it out; *second: its op's second
  * kernel (f16 weights, or ATTENTION's wide form). */
 bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second);
+/* A buffer only the plan sees: no external memory, not kept for the host,
+ * usage none or scratch. */
+bool pass_plan_buffer(const loom_graph *g, uint32_t id);
 bool pass_same(const loom_binding *a, const loom_binding *b);
 bool pass_same_range(const loom_range *r, const loom_binding *b);
 bool pass_meets(const loom_range *r, const loom_binding *b);

@@ -28,6 +28,10 @@ enum {
      * every norm reading it have f16 weights (one 16-byte load of x a chunk
      * in the norm's invocations, not two). */
     LOOM_ENABLE_HALF_STAGE  = 1u << 1,
+    /* stage: a gated FFN's output, read by one down projection only, is
+     * stored as f16 where both have f16 weights (half the x loads of the
+     * projection's invocations). */
+    LOOM_ENABLE_HALF_ACT    = 1u << 2,
 };
 
 /* Every registered pass in canonical order, as P(name, switch, "summary"):

@@ -36,6 +36,12 @@ bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second)
     return true;
 }
 
+bool pass_plan_buffer(const loom_graph *g, uint32_t id)
+{
+    const loom_buffer *b = loom_graph_buffer(g, id);
+    return b && !b->external && !b->keep && (b->usage == LOOM_USAGE_NONE || b->usage == LOOM_USAGE_SCRATCH);
+}
+
 bool pass_same(const loom_binding *a, const loom_binding *b)
 {
     return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;

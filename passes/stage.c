@@ -26,7 +26,14 @@
  * With LOOM_ENABLE_HALF_STAGE, a producer whose weights are f16, whose y
  * has an even number of rows and whose every staged norm has f16 weights
  * stores t as f16 (kernel STAGE_T16_KERNEL, MV_T16), and those norms read
- * it so (*_pre_t16_f16, MV_X16). t keeps its f32 size. */
+ * it so (*_pre_t16_f16, MV_X16). t keeps its f32 size.
+ *
+ * With LOOM_ENABLE_HALF_ACT, last: a gated FFN (RMS_NORM_MATVEC_SILU_MUL,
+ * any of its forms, f16 weights, not a row block) whose y is a plan
+ * buffer of an even length that exactly one other node touches — a
+ * MATVEC_ADD or MATVEC_ADD_STAGE form with f16 weights, not a row block,
+ * reading it whole as x — writes y as f16 pairs (*_y16_f16, MV_Y16) and
+ * that reader reads it so (*_x16_f16, MV_X16). y keeps its f32 size. */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -131,6 +138,95 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
     loom_result rc = loom_graph_add_dispatch(g, &d, out);
     if (!rc)
         rc = pass_same_members(g, loom_graph_node(g, id), *out);
+    return rc;
+}
+
+/* The kernels half_act may rename, and the marker each one gets before
+ * its "_f16". */
+static const char *const ACT_WRITERS[] = { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_pre_f16",
+                                           "rms_norm_matvec_silu_mul_pre_t16_f16" };
+static const char *const ACT_READERS[] = { "matvec_add_f16", "matvec_add_stage_f16", "matvec_add_stage_t16_f16" };
+
+static bool kernel_in(const loom_graph *g, const loom_node *nd, const char *const *list, size_t n)
+{
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    for (size_t i = 0; k && i < n; i++)
+        if (!strcmp(k, list[i]))
+            return true;
+    return false;
+}
+
+/* The one reader of FFN node f's y that may read it as f16, or LOOM_NONE. */
+static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *y)
+{
+    uint32_t found = LOOM_NONE, n = loom_graph_node_count(g);
+    for (uint32_t i = 0; i < n; i++) {
+        const loom_node *nd = loom_graph_node(g, i);
+        if (i == f || nd->type != LOOM_NODE_DISPATCH || !(pass_reads(g, nd, y) || pass_writes(g, nd, y)))
+            continue;
+        const loom_binding *x = pass_named(g, nd, "x");
+        if (found != LOOM_NONE || pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) ||
+            !kernel_in(g, nd, ACT_READERS, sizeof ACT_READERS / sizeof *ACT_READERS) || !x || !pass_same(x, y))
+            return LOOM_NONE;
+        const loom_range *r = loom_node_reads(g, nd);
+        for (uint32_t k = 0; k < nd->n_reads; k++)
+            if (pass_meets(&r[k], y) && !pass_same_range(&r[k], y))
+                return LOOM_NONE;
+        found = i;
+    }
+    return found;
+}
+
+/* "name_f16" -> "name_<mark>_f16", appended as a copy of node id. */
+static loom_result remark(loom_graph *g, uint32_t id, const char *mark, uint32_t *out)
+{
+    const char *k = loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel);
+    char kernel[128];
+    size_t len = strlen(k), m = strlen(mark);
+    if (len < 4 || len + m + 2 > sizeof kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", id, k);
+    memcpy(kernel, k, len - 4);          /* "name" */
+    kernel[len - 4] = '_';
+    memcpy(kernel + len - 3, mark, m);   /* "name_<mark>" */
+    memcpy(kernel + len - 3 + m, k + len - 4, 5);   /* "_f16" and its NUL */
+    return retarget(g, id, kernel, out);
+}
+
+/* The gated FFNs' outputs as f16 (LOOM_ENABLE_HALF_ACT; see the top). */
+static loom_result half_act(loom_graph *g)
+{
+    const loom_allocator *a = loom_graph_allocator(g);
+    uint32_t n = loom_graph_node_count(g), count = 0;
+    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    if (!repl)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        repl[i] = i;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        const loom_node *f = loom_graph_node(g, i);
+        if (f->type != LOOM_NODE_DISPATCH || f->op != LOOM_OP_RMS_NORM_MATVEC_SILU_MUL || repl[i] != i ||
+            (f->flags & LOOM_NODE_SPLIT) || !kernel_in(g, f, ACT_WRITERS, sizeof ACT_WRITERS / sizeof *ACT_WRITERS))
+            continue;
+        const loom_binding *yb = pass_named(g, f, "y");
+        if (!yb || !pass_plan_buffer(g, yb->buffer) || (yb->size / 4) % 2 || yb->size % 4)
+            continue;
+        const loom_binding y = *yb;
+        const loom_range *w = loom_node_writes(g, f);
+        bool whole = true;
+        for (uint32_t k = 0; k < f->n_writes; k++)
+            whole &= !pass_meets(&w[k], &y) || pass_same_range(&w[k], &y);
+        uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
+        if (d == LOOM_NONE || repl[d] != d)
+            continue;
+        if (!(rc = remark(g, i, "y16", &repl[i])) && !(rc = remark(g, d, "x16", &repl[d])))
+            count++;
+    }
+    if (!rc && count) {
+        loom_graph_clear_schedule(g);
+        rc = loom_graph_permute(g, repl, n);
+    }
+    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
     return rc;
 }
 
@@ -293,6 +389,8 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
     }
     if (!rc && ctx)
         ctx->staged_gains += norms;
+    if (!rc && ctx && (ctx->enable & LOOM_ENABLE_HALF_ACT))
+        rc = half_act(g);
     pass_free(s.a, s.repl, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.prod, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.st, (size_t)s.n * sizeof(staged));

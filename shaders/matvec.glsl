@@ -27,8 +27,10 @@
 //             invocation of the workgroup's first row writes both rows';
 //   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
 //             and slot g holds the sum of squares of the unscaled x;
-//   MV_X16    (with MV_PRE, MV_F16) x is such a t stored as f16: a chunk of
-//             x is one 16-byte load, not two;
+//   MV_X16    (with MV_F16) x is stored as f16 (a t of MV_T16, or a y of
+//             MV_Y16): a chunk of x is one 16-byte load, not two;
+//   MV_Y16    (with MV_SILU, MV_F16) y is stored as f16 pairs, for a
+//             consumer with MV_X16;
 //   MV_SILU   y = silu(Wg x) * (Wu x), two matrices streamed side by side;
 //   MV_QKV    q, k, v rows (three matrices) in one dispatch; rows are taken
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
@@ -179,7 +181,12 @@ layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
 #ifdef MV_ADD
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 #endif
+#ifdef MV_Y16
+#extension GL_KHR_shader_subgroup_shuffle : require
+layout(set = 0, binding = B_Y) writeonly buffer Y { uint y16[]; };
+#else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
+#endif
 #ifdef MV_STAGE
 #extension GL_EXT_shader_atomic_float : require
 layout(set = 0, binding = B_S) readonly buffer S { float stage_in[]; };
@@ -664,11 +671,19 @@ void block()
 #ifdef MV_ADD
         val += rv;
 #endif
+#ifndef MV_Y16
         y[row_of(t)] = val;
+#endif
 #if defined(MV_STAGE) && !defined(MV_T16)
         stage_out[row_of(t)] = val * sv;
 #endif
     }
+#ifdef MV_Y16
+    // As MV_T16 below: rows 2k and 2k + 1 as one word.
+    float yn = subgroupShuffleXor(val, 1u);
+    if (t < MV_ROWS && (t & 1u) == 0u && live[t])
+        y16[row_of(t) / 2u] = packHalf2x16(vec2(val, yn));
+#endif
 #ifdef MV_T16
     // Rows 2k and 2k + 1 (MV_ROWS is even, and a block starts on an even
     // row) as one word, written by the first row's invocation; a row past

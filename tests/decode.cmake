@@ -36,11 +36,13 @@ if(TARGET llama-decode)
   # (f32 weights keep f32 shares).
   decode_test(decode_check_half-shares_f16 ${check} --max-seq 768 --f16 --half-shares)
   decode_test(decode_check_half-shares_2_f16 ${check} --max-seq 512 --f16 --half-shares --early-log --in-flight 1)
-  # The staged norm input in f16 (LOOM_ENABLE_HALF_STAGE), alone, with the
-  # half shares, and with the LM head and FFN split at a forced binding limit.
+  # The staged norm input in f16 (LOOM_ENABLE_HALF_STAGE), the FFN output in
+  # f16 (LOOM_ENABLE_HALF_ACT), all the halves, and with the LM head and FFN
+  # split at a forced binding limit.
   decode_test(decode_check_half-stage_f16 ${check} --f16 --half-stage)
-  decode_test(decode_check_halves_f16 ${check} --max-seq 512 --f16 --half-stage --half-shares --early-log)
-  decode_test(decode_check_half-stage_split_f16 ${check} --f16 --half-stage --half-shares --in-flight 1)
+  decode_test(decode_check_half-act_f16 ${check} --f16 --half-act --in-flight 1)
+  decode_test(decode_check_halves_f16 ${check} --max-seq 512 --f16 --half-stage --half-shares --half-act --early-log)
+  decode_test(decode_check_half-stage_split_f16 ${check} --f16 --half-stage --half-shares --half-act --in-flight 1)
   set_tests_properties(decode_check_half-stage_split_f16 PROPERTIES ENVIRONMENT
                        "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
   # Prefill by decode steps: the prompt ids fed one per step, every step

@@ -1253,6 +1253,51 @@ START_TEST(test_stage_half)
 }
 END_TEST
 
+/* Half activations (LOOM_ENABLE_HALF_ACT): the gated FFN's output, read by
+ * the down projection alone, is written and read as f16 (both kernels
+ * renamed, bindings and ranges kept). Not where a second node reads it, the
+ * weights are f32, the host keeps it, or it was not asked for. */
+START_TEST(test_stage_half_act)
+{
+    for (int c = 0; c < 5; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = 256, ffn = 512, ws = c == 2 ? 4 : 2;
+        loom_dtype wt = c == 2 ? LOOM_F32 : LOOM_F16;
+        uint32_t wg = buf((uint64_t)ffn * dim * ws * 2, LOOM_USAGE_WEIGHT), wd = buf((uint64_t)dim * ffn * ws, LOOM_USAGE_WEIGHT);
+        uint32_t x = buf(dim * 4, LOOM_USAGE_STATE), g = buf(dim * 4, LOOM_USAGE_WEIGHT);
+        uint32_t act = buf(ffn * 4, c == 3 ? LOOM_USAGE_OUTPUT : LOOM_USAGE_SCRATCH), y = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        loom_tensor Wg = loom_mat(wg, wt, ffn, dim), Wu = Wg;
+        Wu.offset = (uint64_t)ffn * dim * ws;
+        ck_assert_int_eq(loom_op_rms_norm_matvec_silu_mul(G, Wg, Wu, loom_vec(x, dim), loom_vec(g, dim),
+                                                          loom_vec(act, ffn), 1e-5f, NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(wd, wt, dim, ffn), loom_vec(act, ffn), loom_vec(x, dim),
+                                            loom_vec(y, dim), NULL),
+                         LOOM_OK);
+        if (c == 1) {   /* a second projection of the FFN's output, as one a pass could rename too */
+            uint32_t o = buf(dim * 4, LOOM_USAGE_OUTPUT);
+            ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(wd, wt, dim, ffn), loom_vec(act, ffn), loom_vec(x, dim),
+                                                loom_vec(o, dim), NULL),
+                             LOOM_OK);
+        }
+        loom_pass_ctx ctx = { .enable = c == 4 ? LOOM_ENABLE_HALF_STAGE : LOOM_ENABLE_HALF_ACT };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        bool half = c == 0;
+        const char *fk = loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel);
+        const char *dk = loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel);
+        ck_assert_str_eq(fk, half ? "rms_norm_matvec_silu_mul_y16_f16"
+                             : c == 2 ? "rms_norm_matvec_silu_mul_f32" : "rms_norm_matvec_silu_mul_f16");
+        ck_assert_str_eq(dk, half ? "matvec_add_x16_f16" : c == 2 ? "matvec_add_f32" : "matvec_add_f16");
+        ck_assert_uint_eq(slot_of(0, 4)->buffer, act);
+        ck_assert_uint_eq(slot_of(1, 1)->buffer, act);
+        ck_assert_uint_eq(cap(0), 0);
+        ck_assert_uint_eq(cap(1), 1);
+    }
+}
+END_TEST
+
 /* ---- gather --------------------------------------------------------------- */
 
 /* An attention block as a frontend captures it: ATTENTION into a scratch
@@ -1446,7 +1491,7 @@ static Suite *passes_suite(void)
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
-        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half } },
+        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act } },
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },

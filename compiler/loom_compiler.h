@@ -47,7 +47,9 @@ enum {
 };
 
 /* Forms that are not the default (yet), switched on per compile for
- * benchmarks and checks (loom_pass_switches.h): LOOM_ENABLE_HALF_SHARES. */
+ * benchmarks and checks (loom_pass_switches.h): LOOM_ENABLE_HALF_SHARES,
+ * _HALF_STAGE, _HALF_ACT. loom_rt_compile drops them on a device whose
+ * subgroups hold one invocation. */
 
 typedef struct loom_compile_options {
     const char *pipeline;     /* NULL: LOOM_DEFAULT_PIPELINE; $LOOM_PASSES overrides */

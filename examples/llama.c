@@ -226,6 +226,7 @@ struct loom_llama {
     loom_compile_options opts;
     uint64_t binding_limit;       /* the runtime's (loom_rt_info.max_binding_range); 0: dry */
     bool no_atomics;              /* the device lacks float atomic adds (loom_rt_info.atomic_float_add) */
+    bool narrow_subgroups;        /* subgroups of one: no LOOM_ENABLE_HALF_* forms */
     loom_cache *cache;
     bool own_cache;
     loom_rt_buffer **lbuf;        /* n_layers * LB_COUNT */
@@ -544,6 +545,7 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
     loom_rt_get_info(rt, &info);
     m->binding_limit = info.max_binding_range;
     m->no_atomics = !info.atomic_float_add;
+    m->narrow_subgroups = info.subgroup_size < 2;
     *out = m;
     return LOOM_OK;
 fail:
@@ -713,6 +715,8 @@ static loom_result prepare(loom_llama *m)
         o.max_binding_range = m->binding_limit;
     if (m->no_atomics)
         o.disable |= LOOM_DISABLE_STAGE;
+    if (m->narrow_subgroups)
+        o.enable &= ~(uint32_t)LOOM_ENABLE_HALF_ALL;
     uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
     loom_result rc = loom_cache_compile(m->cache, m->graph, &o, &plan, &hit);
     if (t0)

@@ -32,6 +32,9 @@ enum {
      * stored as f16 where both have f16 weights (half the x loads of the
      * projection's invocations). */
     LOOM_ENABLE_HALF_ACT    = 1u << 2,
+    /* the forms whose kernels pair neighbouring invocations by subgroup
+     * shuffles (a device with subgroups of one cannot run them) */
+    LOOM_ENABLE_HALF_ALL    = LOOM_ENABLE_HALF_SHARES | LOOM_ENABLE_HALF_STAGE | LOOM_ENABLE_HALF_ACT,
 };
 
 /* Every registered pass in canonical order, as P(name, switch, "summary"):

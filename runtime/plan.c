@@ -74,6 +74,9 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
     /* The stage pass's kernels add with float atomics. */
     if (!rt->atomic_float_add)
         o.disable |= LOOM_DISABLE_STAGE;
+    /* The half forms pair neighbouring invocations with subgroup shuffles. */
+    if (rt->subgroup_size < 2)
+        o.enable &= ~(uint32_t)LOOM_ENABLE_HALF_ALL;
     bool h = false;
     uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     rc = loom_cache_compile(rt->plans, g, &o, out, &h);

@@ -45,6 +45,11 @@ if(TARGET llama-decode)
   decode_test(decode_check_half-stage_split_f16 ${check} --f16 --half-stage --half-shares --half-act --in-flight 1)
   set_tests_properties(decode_check_half-stage_split_f16 PROPERTIES ENVIRONMENT
                        "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  # ... and with the LM head (not the projections) split: its row blocks
+  # read one f16 t.
+  decode_test(decode_check_half-stage_split-head_f16 ${check} --vocab 4096 --f16 --half-stage --half-act)
+  set_tests_properties(decode_check_half-stage_split-head_f16 PROPERTIES ENVIRONMENT
+                       "${decode_env};LOOM_MAX_BINDING_RANGE=1048576")
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

@@ -45,6 +45,7 @@ static const char ENVIRONMENT[] =
     "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
     "  LOOM_KERNEL_STATS=1       print each pipeline's driver statistics (registers, ...) to stderr\n"
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,stage,gather,reorder,barriers,lifetimes,cache\n"
+    "  LOOM_ENABLE=LIST          forms that are not the default: half_shares,half_stage,half_act (f16 intermediates)\n"
     "  LOOM_ATOMIC_FLOAT=0       no float atomic adds on the device, as if it lacked them (tests)\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"

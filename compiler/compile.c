@@ -37,7 +37,27 @@ static uint32_t switch_bit(const char *name, size_t len)
     return 0;
 }
 
-static loom_result disable_parse(const char *list, uint32_t *out)
+/* The LOOM_ENABLE_* bit of one name; 0 when unknown. */
+static uint32_t enable_bit(const char *name, size_t len)
+{
+    static const struct {
+        const char *name;
+        uint32_t bit;
+    } names[] = {
+        { "half_shares", LOOM_ENABLE_HALF_SHARES },
+        { "half_stage", LOOM_ENABLE_HALF_STAGE },
+        { "half_act", LOOM_ENABLE_HALF_ACT },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0)
+            return names[i].bit;
+    return 0;
+}
+
+/* The bits a list of names (separated by commas or spaces) stands for,
+ * bit_of naming one; an unknown name fails, naming var and the known. */
+static loom_result names_parse(const char *var, const char *list, uint32_t (*bit_of)(const char *, size_t),
+                               const char *known, uint32_t *out)
 {
     *out = 0;
     for (const char *p = list ? list : ""; *p;) {
@@ -48,16 +68,20 @@ static loom_result disable_parse(const char *list, uint32_t *out)
             e++;
         if (e == p)
             break;
-        uint32_t bit = switch_bit(p, (size_t)(e - p));
-        if (!bit) {
-            char known[160];
-            return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_DISABLE: unknown switch '%.*s' (known: %s)", (int)(e - p),
-                             p, known_switches(known, sizeof known));
-        }
+        uint32_t bit = bit_of(p, (size_t)(e - p));
+        if (!bit)
+            return loom_fail(LOOM_INVALID_ARGUMENT, "%s: unknown %s '%.*s' (known: %s)", var,
+                             bit_of == enable_bit ? "form" : "switch", (int)(e - p), p, known);
         *out |= bit;
         p = e;
     }
     return LOOM_OK;
+}
+
+static loom_result disable_parse(const char *list, uint32_t *out)
+{
+    char known[160];
+    return names_parse("LOOM_DISABLE", list, switch_bit, known_switches(known, sizeof known), out);
 }
 
 /* The environment is read on every call, so a process can change it
@@ -86,6 +110,14 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
         out->cache &= !(bits & LOOM_DISABLE_CACHE);
     }
     out->disable &= ~(uint32_t)LOOM_DISABLE_CACHE;
+    const char *on = getenv("LOOM_ENABLE");
+    if (on && on[0]) {
+        uint32_t bits;
+        loom_result rc = names_parse("LOOM_ENABLE", on, enable_bit, "half_shares, half_stage, half_act", &bits);
+        if (rc)
+            return rc;
+        out->enable |= bits;
+    }
     return LOOM_OK;
 }
 

@@ -397,6 +397,68 @@ START_TEST(test_env_unknown)
 }
 END_TEST
 
+/* LOOM_ENABLE reaches the passes as the option does (the stage pass's f16
+ * t on a residual add and the norm reading it), is part of the key (a
+ * miss, then the plan made without it again), and refuses an unknown name
+ * with the known ones in the message. */
+START_TEST(test_env_enable)
+{
+    unsetenv("LOOM_DISABLE");
+    unsetenv("LOOM_PASSES");
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t dim = 256, w, a, x, gn, y;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = dim * dim * 2, .usage = LOOM_USAGE_WEIGHT },
+                                           &w), LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = dim * 4, .usage = LOOM_USAGE_INPUT }, &a),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = dim * 4, .usage = LOOM_USAGE_STATE }, &x),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = dim * 4, .usage = LOOM_USAGE_WEIGHT }, &gn),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = dim * 4, .usage = LOOM_USAGE_OUTPUT }, &y),
+                     LOOM_OK);
+    loom_tensor W = loom_mat(w, LOOM_F16, dim, dim);
+    ck_assert_int_eq(loom_op_matvec_add(g, W, loom_vec(a, dim), loom_vec(x, dim), loom_vec(x, dim), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_matvec(g, W, loom_vec(x, dim), loom_vec(gn, dim), loom_vec(y, dim), 1e-5f, NULL),
+                     LOOM_OK);
+    loom_cache *c;
+    ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
+    loom_plan *p[3];
+    bool hit = true;
+    unsetenv("LOOM_ENABLE");
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[0], &hit), LOOM_OK);
+    ck_assert(!hit);
+    setenv("LOOM_ENABLE", "half_stage", 1);
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[1], &hit), LOOM_OK);
+    ck_assert(!hit);
+    bool plain = false, half = false;
+    for (int k = 0; k < 2; k++) {
+        const loom_graph *pg = loom_plan_graph(p[k]);
+        for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+            const char *kn = loom_graph_kernel_name(pg, loom_graph_node(pg, i)->kernel);
+            if (kn && !strcmp(kn, k ? "rms_norm_matvec_pre_t16_f16" : "rms_norm_matvec_pre_f16"))
+                *(k ? &half : &plain) = true;
+        }
+    }
+    ck_assert(plain && half);
+    unsetenv("LOOM_ENABLE");
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[2], &hit), LOOM_OK);
+    ck_assert(hit);
+    ck_assert_ptr_eq(p[2], p[0]);
+    setenv("LOOM_ENABLE", "half_stage,half", 1);
+    loom_plan *bad = (loom_plan *)1;
+    ck_assert_int_eq(loom_compile(g, NULL, &bad), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_null(bad);
+    ck_assert(strstr(loom_last_error(), "'half'") && strstr(loom_last_error(), "half_shares, half_stage, half_act"));
+    unsetenv("LOOM_ENABLE");
+    for (int i = 0; i < 3; i++)
+        loom_plan_release(p[i]);
+    loom_cache_destroy(c);
+    loom_graph_destroy(g);
+}
+END_TEST
+
 static Suite *compiler_suite(void)
 {
     Suite *s = suite_create("compiler");
@@ -415,6 +477,7 @@ static Suite *compiler_suite(void)
     tcase_add_test(tc, test_env_switches);
     tcase_add_test(tc, test_env_cache);
     tcase_add_test(tc, test_env_unknown);
+    tcase_add_test(tc, test_env_enable);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,11 +29,12 @@
  * it so (*_pre_t16_f16, MV_X16). t keeps its f32 size.
  *
  * With LOOM_ENABLE_HALF_ACT, last: a gated FFN (RMS_NORM_MATVEC_SILU_MUL,
- * any of its forms, f16 weights, not a row block) whose y is a plan
- * buffer of an even length that exactly one other node touches — a
- * MATVEC_ADD or MATVEC_ADD_STAGE form with f16 weights, not a row block,
- * reading it whole as x — writes y as f16 pairs (*_y16_f16, MV_Y16) and
- * that reader reads it so (*_x16_f16, MV_X16). y keeps its f32 size. */
+ * any of its forms, f16 weights, not a row block) or an ATTENTION with the
+ * wide kernel, whose output is a plan buffer of an even length that
+ * exactly one other node touches — a MATVEC_ADD or MATVEC_ADD_STAGE form
+ * with f16 weights, not a row block, reading it whole as x — writes it as
+ * f16 pairs (*_y16_f16, MV_Y16; attention_wide_o16, ATT_O16) and that
+ * reader reads it so (*_x16_f16, MV_X16). The buffer keeps its f32 size. */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -141,22 +142,43 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
     return rc;
 }
 
-/* The kernels half_act may rename, and the marker each one gets before
- * its "_f16". */
-static const char *const ACT_WRITERS[] = { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_pre_f16",
-                                           "rms_norm_matvec_silu_mul_pre_t16_f16" };
-static const char *const ACT_READERS[] = { "matvec_add_f16", "matvec_add_stage_f16", "matvec_add_stage_t16_f16" };
+/* What half_act renames: writers of a vector (the op, the output slot, the
+ * kernel and its f16-output form) and readers of it as x (the kernel and
+ * its f16-x form). */
+static const struct {
+    loom_op op;
+    const char *slot, *kernel, *half;
+} ACT_WRITERS[] = {
+    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_y16_f16" },
+    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_pre_f16",
+      "rms_norm_matvec_silu_mul_pre_y16_f16" },
+    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_pre_t16_f16",
+      "rms_norm_matvec_silu_mul_pre_t16_y16_f16" },
+    /* The wide kernel only: gather (after this pass) takes the narrow one. */
+    { LOOM_OP_ATTENTION, "out", "attention_wide", "attention_wide_o16" },
+};
+static const struct {
+    const char *kernel, *half;
+} ACT_READERS[] = {
+    { "matvec_add_f16", "matvec_add_x16_f16" },
+    { "matvec_add_stage_f16", "matvec_add_stage_x16_f16" },
+    { "matvec_add_stage_t16_f16", "matvec_add_stage_t16_x16_f16" },
+};
+#define N_ACT_WRITERS (sizeof ACT_WRITERS / sizeof ACT_WRITERS[0])
+#define N_ACT_READERS (sizeof ACT_READERS / sizeof ACT_READERS[0])
 
-static bool kernel_in(const loom_graph *g, const loom_node *nd, const char *const *list, size_t n)
+/* ACT_READERS' entry for node nd, or N_ACT_READERS. */
+static size_t act_reader_form(const loom_graph *g, const loom_node *nd)
 {
-    const char *k = loom_graph_kernel_name(g, nd->kernel);
-    for (size_t i = 0; k && i < n; i++)
-        if (!strcmp(k, list[i]))
-            return true;
-    return false;
+    const char *k = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
+    size_t i = 0;
+    while (k && i < N_ACT_READERS && strcmp(k, ACT_READERS[i].kernel))
+        i++;
+    return k ? i : N_ACT_READERS;
 }
 
-/* The one reader of FFN node f's y that may read it as f16, or LOOM_NONE. */
+/* The one reader of node f's output y that may read it as f16, or
+ * LOOM_NONE. */
 static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *y)
 {
     uint32_t found = LOOM_NONE, n = loom_graph_node_count(g);
@@ -166,7 +188,7 @@ static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *
             continue;
         const loom_binding *x = pass_named(g, nd, "x");
         if (found != LOOM_NONE || pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) ||
-            !kernel_in(g, nd, ACT_READERS, sizeof ACT_READERS / sizeof *ACT_READERS) || !x || !pass_same(x, y))
+            act_reader_form(g, nd) == N_ACT_READERS || !x || !pass_same(x, y))
             return LOOM_NONE;
         const loom_range *r = loom_node_reads(g, nd);
         for (uint32_t k = 0; k < nd->n_reads; k++)
@@ -177,22 +199,17 @@ static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *
     return found;
 }
 
-/* "name_f16" -> "name_<mark>_f16", appended as a copy of node id. */
-static loom_result remark(loom_graph *g, uint32_t id, const char *mark, uint32_t *out)
+/* ACT_WRITERS' entry for node f, or N_ACT_WRITERS. */
+static size_t act_writer_form(const loom_graph *g, const loom_node *f)
 {
-    const char *k = loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel);
-    char kernel[128];
-    size_t len = strlen(k), m = strlen(mark);
-    if (len < 4 || len + m + 2 > sizeof kernel)
-        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", id, k);
-    memcpy(kernel, k, len - 4);          /* "name" */
-    kernel[len - 4] = '_';
-    memcpy(kernel + len - 3, mark, m);   /* "name_<mark>" */
-    memcpy(kernel + len - 3 + m, k + len - 4, 5);   /* "_f16" and its NUL */
-    return retarget(g, id, kernel, out);
+    const char *k = f->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, f->kernel) : NULL;
+    size_t i = 0;
+    while (k && i < N_ACT_WRITERS && (ACT_WRITERS[i].op != f->op || strcmp(k, ACT_WRITERS[i].kernel)))
+        i++;
+    return k ? i : N_ACT_WRITERS;
 }
 
-/* The gated FFNs' outputs as f16 (LOOM_ENABLE_HALF_ACT; see the top). */
+/* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top). */
 static loom_result half_act(loom_graph *g)
 {
     const loom_allocator *a = loom_graph_allocator(g);
@@ -205,10 +222,10 @@ static loom_result half_act(loom_graph *g)
     loom_result rc = LOOM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) {
         const loom_node *f = loom_graph_node(g, i);
-        if (f->type != LOOM_NODE_DISPATCH || f->op != LOOM_OP_RMS_NORM_MATVEC_SILU_MUL || repl[i] != i ||
-            (f->flags & LOOM_NODE_SPLIT) || !kernel_in(g, f, ACT_WRITERS, sizeof ACT_WRITERS / sizeof *ACT_WRITERS))
+        size_t wf = act_writer_form(g, f);
+        if (wf == N_ACT_WRITERS || repl[i] != i || (f->flags & LOOM_NODE_SPLIT))
             continue;
-        const loom_binding *yb = pass_named(g, f, "y");
+        const loom_binding *yb = pass_named(g, f, ACT_WRITERS[wf].slot);
         if (!yb || !pass_plan_buffer(g, yb->buffer) || (yb->size / 4) % 2 || yb->size % 4)
             continue;
         const loom_binding y = *yb;
@@ -219,7 +236,8 @@ static loom_result half_act(loom_graph *g)
         uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
         if (d == LOOM_NONE || repl[d] != d)
             continue;
-        if (!(rc = remark(g, i, "y16", &repl[i])) && !(rc = remark(g, d, "x16", &repl[d])))
+        const char *dk = ACT_READERS[act_reader_form(g, loom_graph_node(g, d))].half;
+        if (!(rc = retarget(g, i, ACT_WRITERS[wf].half, &repl[i])) && !(rc = retarget(g, d, dk, &repl[d])))
             count++;
     }
     if (!rc && count) {

@@ -31,7 +31,9 @@
 // pairs as 16-byte vectors. With ATT_PART (the gather pass's form) the
 // workgroups only store their shares: the matvec reading the output
 // combines them, and the dispatch binds no output and no counter
-// (attention_part.comp: the narrow kernel only). With ATT_PART_H as well
+// (attention_part.comp: the narrow kernel only). With ATT_O16 the output
+// is stored as f16 pairs, for a consumer reading x as f16 (MV_X16 in
+// matvec.glsl; attention_wide_o16.comp). With ATT_PART_H as well
 // (attention_part_h.comp) each share's output is divided by its own sum and
 // stored as f16 pairs, head_dim / 2 words a share after the same header.
 #define WG_SIZE 256u
@@ -53,7 +55,11 @@ layout(set = 0, binding = 2) readonly buffer KC4 { vec4 kcache4[]; };
 layout(set = 0, binding = 3) readonly buffer VC { float vcache[]; };
 layout(set = 0, binding = 3) readonly buffer VC4 { vec4 vcache4[]; };
 #ifndef ATT_PART
+#ifdef ATT_O16
+layout(set = 0, binding = 4) writeonly buffer O { uint o16[]; };
+#else
 layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
+#endif
 #endif
 layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * (HDR + splits * head_dim)
 layout(set = 0, binding = 5) coherent buffer Part4 { vec4 part4[]; };
@@ -261,8 +267,14 @@ void main()
         memoryBarrierShared();
         barrier();
         float lt = score[0];
+#ifdef ATT_O16
+        float ov = t < hd && lt > 0.0 ? sum / lt : 0.0, on = subgroupShuffleXor(ov, 1u);
+        if (t < hd && (t & 1u) == 0u)
+            o16[(h * hd + t) / 2u] = packHalf2x16(vec2(ov, on));
+#else
         if (t < hd)
             o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
+#endif
         return;
     }
 #endif
@@ -299,6 +311,9 @@ void main()
     if (!is_last)
         return;
     memoryBarrierBuffer();
+#ifdef ATT_O16
+    float ov = 0.0;
+#endif
     if (t < hd) {
         // Fixed trip counts so every share's loads are issued together:
         // this is the dispatch's serial tail. The (max, sum) pairs come two
@@ -326,8 +341,18 @@ void main()
             lt += ls[s] * w;
             ot += os[s] * w;
         }
+#ifdef ATT_O16
+        ov = lt > 0.0 ? ot / lt : 0.0;
+#else
         o[h * hd + t] = lt > 0.0 ? ot / lt : 0.0;
+#endif
     }
+#ifdef ATT_O16
+    // Dimension pairs (t, t + 1) as one f16 word (head_dim is even).
+    float on = subgroupShuffleXor(ov, 1u);
+    if (t < hd && (t & 1u) == 0u)
+        o16[(h * hd + t) / 2u] = packHalf2x16(vec2(ov, on));
+#endif
     if (t == 0u)
         counter[h] = 0u;
 #endif

@@ -41,6 +41,11 @@ if(TARGET llama-decode)
   # split at a forced binding limit.
   decode_test(decode_check_half-stage_f16 ${check} --f16 --half-stage)
   decode_test(decode_check_half-act_f16 ${check} --f16 --half-act --in-flight 1)
+  # ... and the wide attention's output (head_dim 128) in f16 for its
+  # projection: 8 shares combined in the dispatch, and one share.
+  set(wide --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --f16 --half-act)
+  decode_test(decode_check_half-act_wide_f16 ${check} ${wide})
+  decode_test(decode_check_half-act_wide1_f16 ${check} ${wide} --max-seq 8 --steps 8)
   decode_test(decode_check_halves_f16 ${check} --max-seq 512 --f16 --half-stage --half-shares --half-act --early-log)
   decode_test(decode_check_half-stage_split_f16 ${check} --f16 --half-stage --half-shares --half-act --in-flight 1)
   set_tests_properties(decode_check_half-stage_split_f16 PROPERTIES ENVIRONMENT

@@ -1407,6 +1407,28 @@ START_TEST(test_gather_half_shares)
 }
 END_TEST
 
+/* Half activations on an attention block: the wide kernel's output goes to
+ * f16 for its projection; the narrow kernel's is left for gather. */
+START_TEST(test_half_act_attention)
+{
+    for (int wide = 0; wide < 2; wide++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t att = gather_block(wide ? 128 : 64, 512, LOOM_USAGE_SCRATCH, false);
+        loom_pass_ctx ctx = { .enable = LOOM_ENABLE_HALF_ACT };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(loom_graph_node_count(G), 2);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel),
+                         wide ? "attention_wide_o16" : "attention");
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel),
+                         wide ? "matvec_add_x16_f16" : "matvec_add_f16");
+        ck_assert_uint_eq(slot_of(0, 4)->buffer, att);
+        ck_assert_uint_eq(slot_of(1, 1)->buffer, att);
+    }
+}
+END_TEST
+
 /* After the half stage the projection is the f16-t form; gather keeps that
  * in the combining kernel it binds, with and without half shares. */
 START_TEST(test_gather_after_half_stage)
@@ -1492,7 +1514,7 @@ static Suite *passes_suite(void)
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act } },
-        { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_gather_illegal } },
+        { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };

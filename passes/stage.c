@@ -126,7 +126,7 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
 {
     const loom_node *nd = loom_graph_node(g, id);
     loom_binding b[LOOM_MAX_BINDINGS];
-    loom_range r[2 * LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_RANGES];
     uint8_t push[LOOM_MAX_PUSH];
     uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
     memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);

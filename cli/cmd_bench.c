@@ -23,8 +23,10 @@ static const struct {
     { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
     { "compile", "[--sizes N[,N...]] [--passes P] [--window N] [--keep-hidden]",
       "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
-    { "decode", "[--config tiny|1b|7b] [shape flags] [--steps N] [--in-flight K] [--device NAME] [--quick]",
-      "the example decoder's step under each plan variant, against the weight-read floor", loom_bench_decode },
+    { "decode", "[--config tiny|1b|7b] [shape flags] [--steps N] [--rounds R] [--variants LIST] [--in-flight K] "
+      "[--device NAME] [--quick]",
+      "the example decoder's step under each plan variant, against the weight-read floor; with R rounds the variants "
+      "take turns (median, spread, ratio to the first)", loom_bench_decode },
     { "profile", "[--config tiny|1b|7b] [shape flags] [--steps N] [--rounds R] [--variants LIST] [--trace-file F] "
       "[--in-flight K] [--device NAME] [--quick]",
       "what profiling costs: the decoder's step untimed, with step, group and node timestamps, and traced",

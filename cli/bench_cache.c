@@ -13,15 +13,9 @@
 
 #define DIM 256u
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, uint32_t n)
 {
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, loom_cli_cmp_double);
     return v[n / 2];
 }
 

@@ -1,14 +1,15 @@
 /* `loom bench decode`: the example decoder's step, timed in one process
  * under each plan variant — optimized, the step log at the start of the
  * next step, the attention's shares in f16, the staged norm input in f16,
- * the gated FFN's output in f16, the three halves, all four, no fuse, no stage, no gather, no reorder, a
- * barrier after every dispatch, no plan cache — on one upload of the weights (a second one for
- * the early-log model). Each variant warms the GPU clock with 1.5 s of
- * back-to-back steps, then times the steps (GPU time from a timestamp pair
- * around each step, wall time from the host clock), steps in flight and
- * tokens read behind the GPU as llama-decode runs them. With --rounds R the
- * variants take turns R times (each round starting one variant later, a
- * 0.2 s re-warm before each later run), so that drift falls on all of them
+ * the gated FFN's output in f16, the three halves, all four, no fuse, no
+ * stage, no gather, no reorder, a barrier after every dispatch, no plan
+ * cache — on one upload of the weights (a second one for the early-log
+ * model). Each variant warms the GPU clock with 1.5 s of back-to-back
+ * steps, then times the steps (GPU time from a timestamp pair around each
+ * step, wall time from the host clock), steps in flight and tokens read
+ * behind the GPU as llama-decode runs them. With --rounds R the variants
+ * take turns R times (each round starting one variant later, a 0.2 s
+ * re-warm before each later run), so that drift falls on all of them
  * alike; the table gives the median of the rounds, their spread, and the
  * ratio to the first variant listed. The weight-read floor uses the copy
  * bandwidth measured in the same run. --quick skips the warm-up and shrinks
@@ -20,7 +21,6 @@
 
 #define WARMUP_S 1.5
 #define REWARM_S 0.2
-#define MAX_ROUNDS 64u
 
 typedef struct variant {
     const char *key, *name;
@@ -46,7 +46,7 @@ static const variant variants[] = {
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 typedef struct row {
-    loom_llama_result r[MAX_ROUNDS];
+    loom_llama_result r[LOOM_CLI_MAX_ROUNDS];
     loom_llama_figures f;
     loom_result rc;
 } row;
@@ -70,33 +70,17 @@ static void usage(void)
             loom_llama_args_help);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of n values; *lo and *hi the least and the greatest. */
-static double median(const double *v, uint32_t n, double *lo, double *hi)
-{
-    double s[MAX_ROUNDS];
-    memcpy(s, v, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_double);
-    *lo = s[0];
-    *hi = s[n - 1];
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
 
 /* Medians over the rounds of one row's GPU and wall time. */
 static void row_medians(const row *r, uint32_t rounds, double *gpu, double *gpu_lo, double *gpu_hi, double *wall)
 {
-    double g[MAX_ROUNDS], w[MAX_ROUNDS], lo, hi;
+    double g[LOOM_CLI_MAX_ROUNDS], w[LOOM_CLI_MAX_ROUNDS], lo, hi;
     for (uint32_t k = 0; k < rounds; k++) {
         g[k] = r->r[k].gpu_us_per_token;
         w[k] = r->r[k].wall_us_per_token;
     }
-    *gpu = median(g, rounds, gpu_lo, gpu_hi);
-    *wall = median(w, rounds, &lo, &hi);
+    *gpu = loom_cli_median(g, rounds, gpu_lo, gpu_hi);
+    *wall = loom_cli_median(w, rounds, &lo, &hi);
 }
 
 static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
@@ -257,8 +241,8 @@ int loom_bench_decode(int argc, char **argv)
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
             if (!pick_variants(argv[++i], &o)) {
                 fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
-                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,no-fuse,no-stage,no-gather,"
-                        "no-reorder,barrier-every,no-cache\n");
+                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,no-fuse,no-stage,"
+                        "no-gather,no-reorder,barrier-every,no-cache\n");
                 return 2;
             }
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--in-flight")) {
@@ -273,10 +257,10 @@ int loom_bench_decode(int argc, char **argv)
     loom_llama_args_finish(&a);
     if (!o.steps)
         o.steps = o.quick ? 4 : 512;
-    if (loom_llama_config_check(&a.cfg) || in_flight > 16 || !o.rounds || o.rounds > MAX_ROUNDS) {
+    if (loom_llama_config_check(&a.cfg) || in_flight > 16 || !o.rounds || o.rounds > LOOM_CLI_MAX_ROUNDS) {
         fprintf(stderr, "loom bench decode: %s\n",
                 in_flight > 16                    ? "--in-flight needs 1..16"
-                : !o.rounds || o.rounds > MAX_ROUNDS ? "--rounds needs 1..64"
+                : !o.rounds || o.rounds > LOOM_CLI_MAX_ROUNDS ? "--rounds needs 1..64"
                                                   : loom_last_error());
         return 2;
     }

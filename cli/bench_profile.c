@@ -16,7 +16,6 @@
 
 #define WARMUP_S 1.5
 #define REWARM_S 0.2
-#define MAX_ROUNDS 64u
 
 typedef struct variant {
     const char *name, *key;
@@ -37,7 +36,7 @@ typedef struct run {
     bool on;
     loom_rt *rt;
     loom_llama *m;
-    double wall[MAX_ROUNDS], cpu[MAX_ROUNDS], gpu[MAX_ROUNDS];
+    double wall[LOOM_CLI_MAX_ROUNDS], cpu[LOOM_CLI_MAX_ROUNDS], gpu[LOOM_CLI_MAX_ROUNDS];
     uint32_t queries;        /* timestamps per step */
     loom_result rc;
 } run;
@@ -56,21 +55,6 @@ static void usage(void)
             loom_llama_args_help);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, uint32_t n, double *lo, double *hi)
-{
-    double s[MAX_ROUNDS];
-    memcpy(s, v, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_double);
-    *lo = s[0];
-    *hi = s[n - 1];
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
 
 static loom_result start(run *r, const variant *v, const bench_opts *o, const loom_llama_weights *w)
 {
@@ -137,11 +121,11 @@ static void print_table(const run *runs, const bench_opts *o, const char *device
         const run *r = &runs[v];
         if (!r->on || r->rc)
             continue;
-        med[v][0] = median(r->wall, o->rounds, &lo, &hi);
+        med[v][0] = loom_cli_median(r->wall, o->rounds, &lo, &hi);
         best[v] = lo;
         spread[v] = med[v][0] > 0 ? (hi - lo) / med[v][0] : 0;
-        med[v][1] = median(r->cpu, o->rounds, &lo, &hi);
-        med[v][2] = median(r->gpu, o->rounds, &lo, &hi);
+        med[v][1] = loom_cli_median(r->cpu, o->rounds, &lo, &hi);
+        med[v][2] = loom_cli_median(r->gpu, o->rounds, &lo, &hi);
     }
     for (size_t v = 0; v < N_VARIANTS; v++) {
         const run *r = &runs[v];
@@ -276,10 +260,10 @@ int loom_bench_profile(int argc, char **argv)
         o.steps = o.quick ? 4 : 256;
     if (o.quick && o.rounds == 3)
         o.rounds = 1;
-    if (loom_llama_config_check(&o.shape.cfg) || o.in_flight > 16 || !o.rounds || o.rounds > MAX_ROUNDS) {
+    if (loom_llama_config_check(&o.shape.cfg) || o.in_flight > 16 || !o.rounds || o.rounds > LOOM_CLI_MAX_ROUNDS) {
         fprintf(stderr, "loom bench profile: %s\n",
                 o.in_flight > 16 ? "--in-flight needs 1..16"
-                : !o.rounds || o.rounds > MAX_ROUNDS ? "--rounds needs 1..64"
+                : !o.rounds || o.rounds > LOOM_CLI_MAX_ROUNDS ? "--rounds needs 1..64"
                                                      : loom_last_error());
         return 2;
     }

@@ -2,6 +2,8 @@
 #ifndef LOOM_CLI_H
 #define LOOM_CLI_H
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "loom_ir.h"
 #include "loom_runtime.h"
@@ -24,6 +26,27 @@ static inline int loom_cli_validation(loom_rt *rt, const char *what)
         return 0;
     fprintf(stderr, "loom %s: %llu validation messages\n", what, (unsigned long long)n);
     return 1;
+}
+
+/* Rounds a benchmark takes turns over, at most (its per-round arrays). */
+#define LOOM_CLI_MAX_ROUNDS 64u
+
+static inline int loom_cli_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of n (1..LOOM_CLI_MAX_ROUNDS) values, the mean of the middle two
+ * for even n; *lo and *hi the least and the greatest. v is left as it is. */
+static inline double loom_cli_median(const double *v, uint32_t n, double *lo, double *hi)
+{
+    double s[LOOM_CLI_MAX_ROUNDS];
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, loom_cli_cmp_double);
+    *lo = s[0];
+    *hi = s[n - 1];
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* Monotonic host time in microseconds, for the benchmarks' tables. */

@@ -178,8 +178,9 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
             cc.r[k].size = part.size;
         }
     char kernel[64];
-    snprintf(kernel, sizeof kernel, "%s_comb_%s%s%s", cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add",
-             half ? "h_" : "", t16 ? "t16_" : "", f16 ? "f16" : "f32");
+    snprintf(kernel, sizeof kernel, "%s_comb_%s%s%s",
+             cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add", half ? "h_" : "", t16 ? "t16_" : "",
+             f16 ? "f16" : "f32");
     if ((rc = add_node(g, c, kernel, &cc, &pc, sizeof pc, &id)))
         return rc;
     repl[c] = id;

@@ -36,9 +36,9 @@
 
 typedef struct opts {
     loom_llama_args shape;
-    uint32_t steps, token, in_flight, disable;
+    uint32_t steps, token, in_flight, disable, enable;   /* LOOM_DISABLE_*, LOOM_ENABLE_* */
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log, half_shares, half_stage, half_act;
+    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log;
     loom_rt_profile_level profile;
     const char *device, *model, *trace;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
@@ -155,6 +155,10 @@ static int parse(int argc, char **argv, opts *o)
         { "--no-reorder", LOOM_DISABLE_REORDER },
         { "--barrier-every", LOOM_DISABLE_BARRIERS }, { "--no-cache", LOOM_DISABLE_CACHE },
     };
+    static const struct { const char *name; uint32_t bit; } forms[] = {
+        { "--half-shares", LOOM_ENABLE_HALF_SHARES }, { "--half-stage", LOOM_ENABLE_HALF_STAGE },
+        { "--half-act", LOOM_ENABLE_HALF_ACT },
+    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int s = loom_llama_args_shape(argc, argv, &i, &o->shape);
@@ -176,12 +180,6 @@ static int parse(int argc, char **argv, opts *o)
             o->dry_run = true;
         } else if (!strcmp(a, "--early-log")) {
             o->early_log = true;
-        } else if (!strcmp(a, "--half-shares")) {
-            o->half_shares = true;
-        } else if (!strcmp(a, "--half-stage")) {
-            o->half_stage = true;
-        } else if (!strcmp(a, "--half-act")) {
-            o->half_act = true;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
@@ -193,6 +191,11 @@ static int parse(int argc, char **argv, opts *o)
             for (size_t k = 0; k < sizeof ablations / sizeof ablations[0]; k++)
                 if (!strcmp(a, ablations[k].name)) {
                     o->disable |= ablations[k].bit;
+                    flag = true;
+                }
+            for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++)
+                if (!strcmp(a, forms[k].name)) {
+                    o->enable |= forms[k].bit;
                     flag = true;
                 }
         }
@@ -246,13 +249,6 @@ static int parse(int argc, char **argv, opts *o)
     return o->model ? -1 : check_ids(o, c->vocab);
 }
 
-/* The LOOM_ENABLE_* forms the flags ask for. */
-static uint32_t enabled(const opts *o)
-{
-    return (o->half_shares ? LOOM_ENABLE_HALF_SHARES : 0u) | (o->half_stage ? LOOM_ENABLE_HALF_STAGE : 0u) |
-           (o->half_act ? LOOM_ENABLE_HALF_ACT : 0u);
-}
-
 static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
 
 static void print_header(const opts *o, const char *device)
@@ -265,8 +261,9 @@ static void print_header(const opts *o, const char *device)
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
-           o->half_shares ? ", half shares" : "", o->half_stage ? ", half stage" : "",
-           o->half_act ? ", half FFN output" : "");
+           o->enable & LOOM_ENABLE_HALF_SHARES ? ", half shares" : "",
+           o->enable & LOOM_ENABLE_HALF_STAGE ? ", half stage" : "",
+           o->enable & LOOM_ENABLE_HALF_ACT ? ", half FFN output" : "");
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -312,8 +309,9 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
     loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"split_nodes\":%u",
-                    o->early_log ? "true" : "false", o->half_shares ? "true" : "false",
-                    o->half_stage ? "true" : "false", o->half_act ? "true" : "false", f->split_nodes);
+                    o->early_log ? "true" : "false", o->enable & LOOM_ENABLE_HALF_SHARES ? "true" : "false",
+                    o->enable & LOOM_ENABLE_HALF_STAGE ? "true" : "false",
+                    o->enable & LOOM_ENABLE_HALF_ACT ? "true" : "false", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,
@@ -462,7 +460,7 @@ static loom_result print_group_profile(loom_rt *rt, loom_llama *m)
 static int dry_run(const opts *o)
 {
     loom_llama_figures f;
-    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = enabled(o) };
+    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = o->enable };
     if (!dry_binding_limit(o, &co.max_binding_range))
         return 2;
     loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, o->early_log, &f);
@@ -493,7 +491,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     loom_llama *m = NULL;
     uint32_t total = total_steps(o), first = prompt_len(o) - 1;   /* tokens[first..]: generated */
     uint32_t *tokens = calloc(total, sizeof *tokens);
-    loom_compile_options co = { .disable = o->disable, .enable = enabled(o) };
+    loom_compile_options co = { .disable = o->disable, .enable = o->enable };
     loom_llama_result r;
     loom_llama_figures f;
     double copy_gbps = 0;

@@ -224,9 +224,6 @@ struct loom_llama {
     bool chain, keep_logits, early_log;
     bool feeding;                 /* the step being captured takes its token from the host */
     loom_compile_options opts;
-    uint64_t binding_limit;       /* the runtime's (loom_rt_info.max_binding_range); 0: dry */
-    bool no_atomics;              /* the device lacks float atomic adds (loom_rt_info.atomic_float_add) */
-    bool narrow_subgroups;        /* subgroups of one: no LOOM_ENABLE_HALF_* forms */
     loom_cache *cache;
     bool own_cache;
     loom_rt_buffer **lbuf;        /* n_layers * LB_COUNT */
@@ -541,11 +538,6 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
     }
     if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = upload(m)))
         goto fail;
-    loom_rt_info info;
-    loom_rt_get_info(rt, &info);
-    m->binding_limit = info.max_binding_range;
-    m->no_atomics = !info.atomic_float_add;
-    m->narrow_subgroups = info.subgroup_size < 2;
     *out = m;
     return LOOM_OK;
 fail:
@@ -708,15 +700,10 @@ static loom_result prepare(loom_llama *m)
 {
     loom_plan *plan = NULL;
     bool hit = false;
-    /* For the device's bindings, as loom_rt_compile does: a matrix or table
-     * larger than one binding is split into row blocks. */
+    /* For the device, as loom_rt_compile does: a matrix or table larger
+     * than one binding is split into row blocks, and so on. */
     loom_compile_options o = m->opts;
-    if (m->binding_limit && (!o.max_binding_range || o.max_binding_range > m->binding_limit))
-        o.max_binding_range = m->binding_limit;
-    if (m->no_atomics)
-        o.disable |= LOOM_DISABLE_STAGE;
-    if (m->narrow_subgroups)
-        o.enable &= ~(uint32_t)LOOM_ENABLE_HALF_ALL;
+    loom_rt_device_options(m->rt, &o);
     uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
     loom_result rc = loom_cache_compile(m->cache, m->graph, &o, &plan, &hit);
     if (t0)

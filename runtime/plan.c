@@ -48,6 +48,21 @@ static loom_result check_kernels(loom_rt *rt, const loom_graph *g)
     return LOOM_OK;
 }
 
+void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o)
+{
+    if (!rt || !o)
+        return;
+    /* Compiled for this device's bindings: what exceeds one is split. */
+    if (!o->max_binding_range || o->max_binding_range > rt->max_binding_range)
+        o->max_binding_range = rt->max_binding_range;
+    /* The stage pass's kernels add with float atomics. */
+    if (!rt->atomic_float_add)
+        o->disable |= LOOM_DISABLE_STAGE;
+    /* The half forms pair neighbouring invocations with subgroup shuffles. */
+    if (rt->subgroup_size < 2)
+        o->enable &= ~(uint32_t)LOOM_ENABLE_HALF_ALL;
+}
+
 loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile_options *opts, loom_plan **out,
                             bool *hit)
 {
@@ -67,16 +82,8 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
         if ((rc = loom_cache_create(&d, &rt->plans)))
             return rc;
     }
-    /* Compiled for this device's bindings: what exceeds one is split. */
     loom_compile_options o = opts ? *opts : (loom_compile_options){ 0 };
-    if (!o.max_binding_range || o.max_binding_range > rt->max_binding_range)
-        o.max_binding_range = rt->max_binding_range;
-    /* The stage pass's kernels add with float atomics. */
-    if (!rt->atomic_float_add)
-        o.disable |= LOOM_DISABLE_STAGE;
-    /* The half forms pair neighbouring invocations with subgroup shuffles. */
-    if (rt->subgroup_size < 2)
-        o.enable &= ~(uint32_t)LOOM_ENABLE_HALF_ALL;
+    loom_rt_device_options(rt, &o);
     bool h = false;
     uint64_t t0 = rt->trace ? rt_trace_now() : 0;
     rc = loom_cache_compile(rt->plans, g, &o, out, &h);

@@ -75,6 +75,11 @@ if(TARGET llama-decode)
   decode_test(decode_check_split_f16 ${check} --f16 --in-flight 1)
   set_tests_properties(decode_check_split PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=65536")
   set_tests_properties(decode_check_split_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  # A device without float atomic adds: the model compiles through its own
+  # cache with the runtime's device options, so no stage pass (and no half
+  # stage, though asked for).
+  decode_test(decode_check_no-atomics_f16 ${check} --f16 --half-stage --in-flight 1)
+  set_tests_properties(decode_check_no-atomics_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_ATOMIC_FLOAT=0")
   decode_test(decode_split_tokens ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_split.cmake)
   # No device needed: no validation environment, no lock.

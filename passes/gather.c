@@ -32,7 +32,6 @@
 #include "loom_ops.h"
 
 #define GATHER_MAX_SHARES 4u   /* matvec.glsl: COMB_SHARES */
-#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"   /* passes/stage.c: t stored as f16 */
 #define GATHER_CHUNK 8u        /* columns of a 16-byte f16 chunk */
 
 typedef struct gather_pc { uint32_t rows, cols, head_dim, splits; } gather_pc;   /* MV_COMB */
@@ -126,15 +125,9 @@ static uint32_t slot_of(const loom_graph *g, const loom_node *nd, const char *na
 static loom_result add_node(loom_graph *g, uint32_t pos, const char *kernel, node_copy *c, const void *push,
                             uint32_t push_size, uint32_t *id)
 {
-    const loom_node *nd = loom_graph_node(g, pos);
-    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = c->b, .n_bindings = c->nb,
-                             .push = push, .push_size = push_size, .reads = c->r, .n_reads = c->nr,
-                             .writes = c->r + c->nr, .n_writes = c->nw };
-    memcpy(d.groups, nd->groups, sizeof d.groups);
-    loom_result rc = loom_graph_add_dispatch(g, &d, id);
-    if (!rc)
-        rc = pass_same_members(g, loom_graph_node(g, pos), *id);
-    return rc ? loom_fail_wrap(rc, "gather: node %u (%s)", pos, loom_op_name((loom_op)nd->op)) : LOOM_OK;
+    loom_result rc = pass_add_like(g, pos, kernel, c->b, c->nb, c->r, c->nr, c->nw, push, push_size, id);
+    return rc ? loom_fail_wrap(rc, "gather: node %u (%s)", pos, loom_op_name((loom_op)loom_graph_node(g, pos)->op))
+              : LOOM_OK;
 }
 
 /* Appends A (at a) storing its shares only, and consumer c combining them

@@ -71,6 +71,10 @@ const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const c
 /* nd is laid out as its op's builder lays it out; *second: its op's second
  * kernel (f16 weights, or ATTENTION's wide form). */
 bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second);
+/* The stage pass's MATVEC_ADD_STAGE form that stores t as f16 (f16
+ * weights); gather recognises it as a consumer. */
+#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"
+
 /* A buffer only the plan sees: no external memory, not kept for the host,
  * usage none or scratch. */
 bool pass_plan_buffer(const loom_graph *g, uint32_t id);
@@ -82,5 +86,12 @@ bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b
 bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b);
 /* Gives node id nd's capture indices (members or its own) and flags. */
 loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id);
+/* Appends a dispatch standing for node pos (its op, workgroups and
+ * captured members) with the given kernel, bindings, ranges (nr reads,
+ * then nw writes) and push constants; *id: the new node. None of the
+ * arrays may point into g (appending may move its storage). */
+loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const loom_binding *b, uint32_t nb,
+                          const loom_range *r, uint32_t nr, uint32_t nw, const void *push, uint32_t push_size,
+                          uint32_t *id);
 
 #endif

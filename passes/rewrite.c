@@ -81,6 +81,19 @@ loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id)
     return LOOM_OK;
 }
 
+loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const loom_binding *b, uint32_t nb,
+                          const loom_range *r, uint32_t nr, uint32_t nw, const void *push, uint32_t push_size,
+                          uint32_t *id)
+{
+    const loom_node *nd = loom_graph_node(g, pos);
+    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
+                             .push = push, .push_size = push_size, .reads = r, .n_reads = nr,
+                             .writes = r + nr, .n_writes = nw };
+    memcpy(d.groups, nd->groups, sizeof d.groups);
+    loom_result rc = loom_graph_add_dispatch(g, &d, id);
+    return rc ? rc : pass_same_members(g, loom_graph_node(g, pos), *id);
+}
+
 bool pass_same_range(const loom_range *r, const loom_binding *b)
 {
     return r->buffer == b->buffer && r->offset == b->offset && r->size == b->size;

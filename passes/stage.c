@@ -41,7 +41,6 @@
 #include "loom_ops.h"
 
 #define STAGE_SCAN_LIMIT 256u   /* nodes walked back from a norm to its producer */
-#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"   /* passes/gather.c knows it too */
 #define SITE_BYTES (LOOM_STAGE_SUM_WORDS * 4u)   /* one accumulator, a multiple of LOOM_BIND_ALIGN */
 
 static bool is_norm(uint32_t op)
@@ -132,14 +131,7 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
     memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
     memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
     memcpy(push, loom_node_push(g, nd), nd->push_size);
-    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
-                             .push = push, .push_size = nd->push_size, .reads = r, .n_reads = nr,
-                             .writes = r + nr, .n_writes = nw };
-    memcpy(d.groups, nd->groups, sizeof d.groups);
-    loom_result rc = loom_graph_add_dispatch(g, &d, out);
-    if (!rc)
-        rc = pass_same_members(g, loom_graph_node(g, id), *out);
-    return rc;
+    return pass_add_like(g, id, kernel, b, nb, r, nr, nw, push, nd->push_size, out);
 }
 
 /* What half_act renames: writers of a vector (the op, the output slot, the
@@ -162,7 +154,7 @@ static const struct {
 } ACT_READERS[] = {
     { "matvec_add_f16", "matvec_add_x16_f16" },
     { "matvec_add_stage_f16", "matvec_add_stage_x16_f16" },
-    { "matvec_add_stage_t16_f16", "matvec_add_stage_t16_x16_f16" },
+    { STAGE_T16_KERNEL, "matvec_add_stage_t16_x16_f16" },
 };
 #define N_ACT_WRITERS (sizeof ACT_WRITERS / sizeof ACT_WRITERS[0])
 #define N_ACT_READERS (sizeof ACT_READERS / sizeof ACT_READERS[0])
@@ -325,14 +317,8 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
     if (len < 4 || len + 9 > sizeof kernel)
         return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", pos, k);
     snprintf(kernel, sizeof kernel, "%.*s_pre%s%s", (int)(len - 4), k, e->t16 ? "_t16" : "", k + len - 4);
-    loom_dispatch_desc d = { .kernel = kernel, .op = (loom_op)nd->op, .bindings = b, .n_bindings = nb,
-                             .push = push, .push_size = nd->push_size, .reads = r, .n_reads = nr,
-                             .writes = r + nr, .n_writes = nw };
-    memcpy(d.groups, nd->groups, sizeof d.groups);
     uint32_t id;
-    loom_result rc = loom_graph_add_dispatch(g, &d, &id);
-    if (!rc)
-        rc = pass_same_members(g, loom_graph_node(g, pos), id);
+    loom_result rc = pass_add_like(g, pos, kernel, b, nb, r, nr, nw, push, nd->push_size, &id);
     if (rc)
         return rc;
     s->repl[pos] = id;

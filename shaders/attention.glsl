@@ -47,6 +47,9 @@ layout(local_size_x = 256) in;
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#if defined(ATT_PART_H) || defined(ATT_O16)
+#include "half.glsl"
+#endif
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer Q4 { vec4 q4[]; };
@@ -268,9 +271,9 @@ void main()
         barrier();
         float lt = score[0];
 #ifdef ATT_O16
-        float ov = t < hd && lt > 0.0 ? sum / lt : 0.0, on = subgroupShuffleXor(ov, 1u);
+        uint ow = pair_half(t < hd && lt > 0.0 ? sum / lt : 0.0);
         if (t < hd && (t & 1u) == 0u)
-            o16[(h * hd + t) / 2u] = packHalf2x16(vec2(ov, on));
+            o16[(h * hd + t) / 2u] = ow;
 #else
         if (t < hd)
             o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
@@ -280,14 +283,12 @@ void main()
 #endif
     uint hdr = (2u * pc.splits + 3u) & ~3u;
 #ifdef ATT_PART_H
-    // Dimension pairs (t, t + 1) as one word: the odd neighbour's value
-    // comes by a shuffle (head_dim is even, so a pair never straddles a
-    // subgroup of 2 or more).
-    float own = lw > 0.0 ? sum / lw : 0.0;
-    float next = subgroupShuffleXor(own, 1u);
+    // Dimension pairs (t, t + 1) as one word (head_dim is even, so a pair
+    // never straddles a subgroup of 2 or more).
+    uint pw = pair_half(lw > 0.0 ? sum / lw : 0.0);
     uint head = h * (hdr + pc.splits * hd / 2u);
     if (t < hd && (t & 1u) == 0u)
-        parth[head + hdr + split * (hd / 2u) + t / 2u] = packHalf2x16(vec2(own, next));
+        parth[head + hdr + split * (hd / 2u) + t / 2u] = pw;
 #else
     uint head = h * (hdr + pc.splits * hd);
     if (t < hd)
@@ -349,9 +350,9 @@ void main()
     }
 #ifdef ATT_O16
     // Dimension pairs (t, t + 1) as one f16 word (head_dim is even).
-    float on = subgroupShuffleXor(ov, 1u);
+    uint ow = pair_half(ov);
     if (t < hd && (t & 1u) == 0u)
-        o16[(h * hd + t) / 2u] = packHalf2x16(vec2(ov, on));
+        o16[(h * hd + t) / 2u] = ow;
 #endif
     if (t == 0u)
         counter[h] = 0u;

@@ -48,6 +48,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
+#if defined(MV_T16) || defined(MV_Y16)
+#include "half.glsl"
+#endif
+
 #define WG 256u
 layout(local_size_x = 256) in;
 // Rows per workgroup (ir/ops.def: the per_group of each form): 2 by
@@ -182,7 +186,6 @@ layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 #endif
 #ifdef MV_Y16
-#extension GL_KHR_shader_subgroup_shuffle : require
 layout(set = 0, binding = B_Y) writeonly buffer Y { uint y16[]; };
 #else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
@@ -191,7 +194,6 @@ layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
 #extension GL_EXT_shader_atomic_float : require
 layout(set = 0, binding = B_S) readonly buffer S { float stage_in[]; };
 #ifdef MV_T16
-#extension GL_KHR_shader_subgroup_shuffle : require
 layout(set = 0, binding = B_T) writeonly buffer T { uint stage_out16[]; };
 #else
 layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
@@ -680,17 +682,17 @@ void block()
     }
 #ifdef MV_Y16
     // As MV_T16 below: rows 2k and 2k + 1 as one word.
-    float yn = subgroupShuffleXor(val, 1u);
+    uint yw = pair_half(val);
     if (t < MV_ROWS && (t & 1u) == 0u && live[t])
-        y16[row_of(t) / 2u] = packHalf2x16(vec2(val, yn));
+        y16[row_of(t) / 2u] = yw;
 #endif
 #ifdef MV_T16
     // Rows 2k and 2k + 1 (MV_ROWS is even, and a block starts on an even
     // row) as one word, written by the first row's invocation; a row past
     // the end is 0 (val and sv are 0 there).
-    float tv = val * sv, tn = subgroupShuffleXor(tv, 1u);
+    uint tw = pair_half(val * sv);
     if (t < MV_ROWS && (t & 1u) == 0u && live[t])
-        stage_out16[row_of(t) / 2u] = packHalf2x16(vec2(tv, tn));
+        stage_out16[row_of(t) / 2u] = tw;
 #endif
 #ifdef MV_STAGE
     // The rows' squares, summed within the subgroup holding their

@@ -201,8 +201,8 @@ loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_comp
     loom_llama *m = NULL;
     loom_graph *g = NULL;
     loom_plan *p = NULL;
-    loom_result rc = loom_llama_create_dry(cfg, &(loom_llama_desc){ .chain = true, .compile = opts, .early_log = early_log },
-                                           &m);
+    loom_llama_desc d = { .chain = true, .compile = opts, .early_log = early_log };
+    loom_result rc = loom_llama_create_dry(cfg, &d, &m);
     if (!rc)
         rc = loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &g);
     if (!rc)

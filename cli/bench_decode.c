@@ -1,9 +1,10 @@
 /* `loom bench decode`: the example decoder's step, timed in one process
- * under each plan variant — optimized, the step log at the end of the
- * step, the attention's shares in f16, the staged norm input in f16, the
- * gated FFN's output in f16, the three halves, no fuse, no stage, no
- * gather, no reorder, a barrier after every dispatch, no plan cache — on
- * one upload of the weights (a second model for the late log). Each variant warms the GPU clock with 1.5 s of back-to-back
+ * under each plan variant — optimized, the step log at the start of the
+ * next step, the attention's shares in f16, the staged norm input in f16,
+ * the gated FFN's output in f16, the three halves, all four, no fuse, no
+ * stage, no gather, no reorder, a barrier after every dispatch, no plan
+ * cache — on one upload of the weights (a second one for the early-log
+ * model). Each variant warms the GPU clock with 1.5 s of back-to-back
  * steps, then times the steps (GPU time from a timestamp pair around each
  * step, wall time from the host clock), steps in flight and tokens read
  * behind the GPU as llama-decode runs them. With --rounds R the variants
@@ -24,16 +25,17 @@
 typedef struct variant {
     const char *key, *name;
     uint32_t disable, enable;
-    bool late_log;
+    bool early_log;
 } variant;
 
 static const variant variants[] = {
     { "optimized", "optimized", 0, 0, false },
-    { "late-log", "late log", 0, 0, true },
+    { "early-log", "early log", 0, 0, true },
     { "half-shares", "half shares", 0, LOOM_ENABLE_HALF_SHARES, false },
     { "half-stage", "half stage", 0, LOOM_ENABLE_HALF_STAGE, false },
     { "half-act", "half FFN output", 0, LOOM_ENABLE_HALF_ACT, false },
     { "halves", "all three halves", 0, LOOM_ENABLE_HALF_ALL, false },
+    { "early+halves", "early log, all halves", 0, LOOM_ENABLE_HALF_ALL, true },
     { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, 0, false },
     { "no-stage", "no stage", LOOM_DISABLE_STAGE, 0, false },
     { "no-gather", "no gather", LOOM_DISABLE_GATHER, 0, false },
@@ -61,7 +63,7 @@ static void usage(void)
             "usage: loom bench decode [--steps N] [--rounds R] [--variants LIST] [--in-flight K] [--device NAME]\n"
             "                         [--quick] [shape flags]\n"
             "  --variants LIST   comma-separated, in the order to run and compare (the first is the base):\n"
-            "                    optimized,late-log,half-shares,half-stage,half-act,halves,\n"
+            "                    optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,\n"
             "                    no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache (default: all,\n"
             "                    in that order)\n"
             "  --rounds R        the variants take turns R times (1..64, default 1); median of the rounds\n%s",
@@ -87,14 +89,14 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
     loom_llama_weights *w = NULL;
-    loom_llama *models[2] = { NULL, NULL };   /* early log, late log: only those a picked variant needs */
+    loom_llama *models[2] = { NULL, NULL };   /* late log, early log: only those a picked variant needs */
     bool need[2] = { false, false };
     for (uint32_t i = 0; i < o->n_pick; i++)
-        need[variants[o->pick[i]].late_log] = true;
+        need[variants[o->pick[i]].early_log] = true;
     loom_result rc = loom_llama_weights_create(c, &w);
     for (int k = 0; k < 2 && !rc; k++)
         if (need[k])
-            rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .late_log = k == 1 }, &models[k]);
+            rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .early_log = k == 1 }, &models[k]);
     if (rc) {
         loom_llama_destroy(models[0]);
         loom_llama_destroy(models[1]);
@@ -117,7 +119,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
             const variant *v = &variants[o->pick[i]];
             if (r->rc)
                 continue;
-            loom_llama *m = models[v->late_log];
+            loom_llama *m = models[v->early_log];
             loom_llama_run_opts ro = { .steps = o->steps, .token = 1,
                                        .warmup_s = o->quick ? 0 : k == 0 ? WARMUP_S : REWARM_S };
             /* The compile options are set anew before every run: the models
@@ -239,7 +241,7 @@ int loom_bench_decode(int argc, char **argv)
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
             if (!pick_variants(argv[++i], &o)) {
                 fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
-                        "optimized,late-log,half-shares,half-stage,half-act,halves,no-fuse,no-stage,"
+                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,no-fuse,no-stage,"
                         "no-gather,no-reorder,barrier-every,no-cache\n");
                 return 2;
             }

@@ -428,11 +428,10 @@ void loom_llama_destroy(loom_llama *m)
 /* Shared by both creations: options, the buffer table, the cache, the graph. */
 static loom_result model_init(loom_llama *m, const loom_llama_desc *desc)
 {
-    m->early_log = true;
     if (desc) {
         m->chain = desc->chain;
         m->keep_logits = desc->keep_logits;
-        m->early_log = !desc->late_log;
+        m->early_log = desc->early_log;
         if (desc->compile)
             m->opts = *desc->compile;
         m->cache = desc->cache;

@@ -110,13 +110,11 @@ typedef struct loom_llama_desc {
      * return them for steps behind the newest (a vocab-sized copy per step;
      * for checking, not for benchmarks). */
     bool keep_logits;
-    /* Each step's token (and logits) is logged at the start of the next
-     * step, in its first level: loom_llama_collect reads the newest step
-     * from the outputs and an older one once the step after it is done.
-     * late_log logs it at the end of the step instead, behind one more
-     * barrier a token (7 us a token on an H100), so that an older step is
-     * readable as soon as it is done. */
-    bool late_log;
+    /* Log each step's token (and logits) at the start of the next step, in
+     * its first level, instead of at the end of the step behind one more
+     * barrier. loom_llama_collect then reads the newest step from the
+     * outputs and an older one once the step after it is done. */
+    bool early_log;
 } loom_llama_desc;
 
 /* Uploads the weights into runtime buffers and allocates the KV caches. */
@@ -136,11 +134,10 @@ loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama
  * and tools can compile or dump it without running it. */
 loom_result loom_llama_capture(loom_llama *m, loom_graph *g);
 /* The graph a step replays: loom_llama_capture, then a tiny dispatch that
- * copies a step's ARGMAX (and, with keep_logits, the logits) into a ring
- * the host reads behind the GPU. By default the dispatch comes
- * first and copies what the step before left there into slot (step - 1) %
- * LOOM_LLAMA_RING (nothing on step 0); with late_log it comes last and
- * copies this step's into slot step % LOOM_LLAMA_RING. */
+ * copies the step's ARGMAX (and, with keep_logits, the logits) into slot
+ * step % LOOM_LLAMA_RING of a ring the host reads behind the GPU. With
+ * early_log the dispatch comes first and copies what the step before left
+ * there into slot (step - 1) % LOOM_LLAMA_RING (nothing on step 0). */
 loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g);
 
 /* Submits one step without waiting for it: capture, compile (cache hit
@@ -158,8 +155,8 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
  * ARGUMENT for token >= vocab or pos >= max_seq. */
 loom_result loom_llama_feed(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index);
 /* Reads the token (may be NULL) and logits (may be NULL) of submitted step
- * index, waiting for the step after it when there is one (with late_log,
- * for that step only): later steps may still run. Possible
+ * index, waiting for that step only (with early_log, for the step after it
+ * when there is one): later steps may still run. Possible
  * until LOOM_LLAMA_RING later steps were submitted; the logits of any step
  * but the newest need keep_logits. */
 loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, float *logits);

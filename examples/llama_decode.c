@@ -38,7 +38,7 @@ typedef struct opts {
     loom_llama_args shape;
     uint32_t steps, token, in_flight, disable, enable;   /* LOOM_DISABLE_*, LOOM_ENABLE_* */
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
-    bool check, json, bench, dry_run, quiet, steps_set, token_set, late_log;
+    bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log;
     loom_rt_profile_level profile;
     const char *device, *model, *trace;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
@@ -69,8 +69,8 @@ static void usage(FILE *f)
             "                        no limit unless given): larger weights are split into row blocks\n"
             "  --no-fuse --no-stage --no-gather --no-reorder --barrier-every --no-cache\n"
             "                        ablations\n"
-            "  --late-log            log each step's token at the end of the step, behind one\n"
-            "                        more barrier, not at the start of the next (collect waits less)\n"
+            "  --early-log           log each step's token at the start of the next step, in\n"
+            "                        its first level (one barrier less; collect waits a step longer)\n"
             "  --half-shares         f16 weights: the attention's shares that the o-projection\n"
             "                        combines are stored as f16 (LOOM_ENABLE_HALF_SHARES)\n"
             "  --half-stage          f16 weights: the staged norm input the q/k/v, gated FFN and\n"
@@ -178,8 +178,8 @@ static int parse(int argc, char **argv, opts *o)
             o->bench = true;
         } else if (!strcmp(a, "--dry-run")) {
             o->dry_run = true;
-        } else if (!strcmp(a, "--late-log")) {
-            o->late_log = true;
+        } else if (!strcmp(a, "--early-log")) {
+            o->early_log = true;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
@@ -260,7 +260,7 @@ static void print_header(const opts *o, const char *device)
            c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
-           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->late_log ? ", late log" : "",
+           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
            o->enable & LOOM_ENABLE_HALF_SHARES ? ", half shares" : "",
            o->enable & LOOM_ENABLE_HALF_STAGE ? ", half stage" : "",
            o->enable & LOOM_ENABLE_HALF_ACT ? ", half FFN output" : "");
@@ -308,8 +308,8 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
-    loom_str_printf(&s, ",\"late_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"split_nodes\":%u",
-                    o->late_log ? "true" : "false", o->enable & LOOM_ENABLE_HALF_SHARES ? "true" : "false",
+    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"split_nodes\":%u",
+                    o->early_log ? "true" : "false", o->enable & LOOM_ENABLE_HALF_SHARES ? "true" : "false",
                     o->enable & LOOM_ENABLE_HALF_STAGE ? "true" : "false",
                     o->enable & LOOM_ENABLE_HALF_ACT ? "true" : "false", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
@@ -463,7 +463,7 @@ static int dry_run(const opts *o)
     loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = o->enable };
     if (!dry_binding_limit(o, &co.max_binding_range))
         return 2;
-    loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, o->late_log, &f);
+    loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, o->early_log, &f);
     if (rc) {
         fprintf(stderr, "llama-decode: dry run: %s: %s\n", loom_result_str(rc), loom_last_error());
         return 1;
@@ -506,7 +506,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     }
     if (!rc)
         rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check,
-                                                         .late_log = o->late_log },
+                                                         .early_log = o->early_log },
                                &m);
     if (rc)
         goto out;

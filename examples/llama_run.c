@@ -195,13 +195,13 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
     return LOOM_OK;
 }
 
-loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool late_log,
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool early_log,
                                    loom_llama_figures *out)
 {
     loom_llama *m = NULL;
     loom_graph *g = NULL;
     loom_plan *p = NULL;
-    loom_llama_desc d = { .chain = true, .compile = opts, .late_log = late_log };
+    loom_llama_desc d = { .chain = true, .compile = opts, .early_log = early_log };
     loom_result rc = loom_llama_create_dry(cfg, &d, &m);
     if (!rc)
         rc = loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &g);

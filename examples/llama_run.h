@@ -56,8 +56,8 @@ typedef struct loom_llama_figures {
 loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom_llama_figures *out);
 
 /* Device-free: capture the step graph of a dry model and compile it
- * (late_log: the step logs last, as loom_llama_desc.late_log). */
-loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool late_log,
+ * (early_log: the step logs first, as loom_llama_desc.early_log). */
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool early_log,
                                    loom_llama_figures *out);
 
 /* ---- copy bandwidth ------------------------------------------------------- */

@@ -23,11 +23,10 @@ if(TARGET llama-decode)
     decode_test(decode_check_${flag} ${check} --${flag})
     decode_test(decode_check_${flag}_f16 ${check} --${flag} --f16 --in-flight 1)
   endforeach()
-  # The step log at the end of the step (the default logs it at the start
-  # of the next, and reads an older step once the step after it is done):
-  # every step read from its slot as soon as it is done.
-  decode_test(decode_check_late-log ${check} --late-log)
-  decode_test(decode_check_late-log_f16 ${check} --late-log --f16 --in-flight 2)
+  # The step log at the start of the next step: older steps read from
+  # their slot once the step after them is done, the newest from the outputs.
+  decode_test(decode_check_early-log ${check} --early-log)
+  decode_test(decode_check_early-log_f16 ${check} --early-log --f16 --in-flight 2)
   # A cache of 1024 and 768 rows: ATTENTION in 4 and 3 shares, which the
   # gather pass hands to the o-projection to combine; and the same without.
   decode_test(decode_check_gather ${check} --max-seq 1024)
@@ -36,7 +35,7 @@ if(TARGET llama-decode)
   # The shares in f16 (LOOM_ENABLE_HALF_SHARES): 3 and 2 shares, f16 weights
   # (f32 weights keep f32 shares).
   decode_test(decode_check_half-shares_f16 ${check} --max-seq 768 --f16 --half-shares)
-  decode_test(decode_check_half-shares_2_f16 ${check} --max-seq 512 --f16 --half-shares --in-flight 1)
+  decode_test(decode_check_half-shares_2_f16 ${check} --max-seq 512 --f16 --half-shares --early-log --in-flight 1)
   # The staged norm input in f16 (LOOM_ENABLE_HALF_STAGE), the FFN output in
   # f16 (LOOM_ENABLE_HALF_ACT), all the halves, and with the LM head and FFN
   # split at a forced binding limit.
@@ -47,7 +46,7 @@ if(TARGET llama-decode)
   set(wide --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --f16 --half-act)
   decode_test(decode_check_half-act_wide_f16 ${check} ${wide})
   decode_test(decode_check_half-act_wide1_f16 ${check} ${wide} --max-seq 8 --steps 8)
-  decode_test(decode_check_halves_f16 ${check} --max-seq 512 --f16 --half-stage --half-shares --half-act)
+  decode_test(decode_check_halves_f16 ${check} --max-seq 512 --f16 --half-stage --half-shares --half-act --early-log)
   decode_test(decode_check_half-stage_split_f16 ${check} --f16 --half-stage --half-shares --half-act --in-flight 1)
   set_tests_properties(decode_check_half-stage_split_f16 PROPERTIES ENVIRONMENT
                        "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
@@ -64,7 +63,7 @@ if(TARGET llama-decode)
   decode_test(decode_check_prompt_f32 ${check} ${prompt} --in-flight 1)
   decode_test(decode_check_prompt_f16 ${check} ${prompt} --f16)
   decode_test(decode_check_prompt_no-fuse ${check} ${prompt} --no-fuse --in-flight 2)
-  decode_test(decode_check_prompt_late-log ${check} ${prompt} --late-log --in-flight 3)
+  decode_test(decode_check_prompt_early-log ${check} ${prompt} --early-log --in-flight 3)
   decode_test(decode_check_prompt_gguf ${check} ${prompt} --model ${CMAKE_CURRENT_BINARY_DIR}/tiny-f16.gguf)
   set_tests_properties(decode_check_prompt_gguf PROPERTIES FIXTURES_REQUIRED gguf_models)
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
@@ -89,7 +88,7 @@ if(TARGET llama-decode)
   if(TARGET loom)
     decode_test(bench_decode_quick $<TARGET_FILE:loom> bench decode --config tiny --steps 4 --quick)
     decode_test(bench_decode_rounds $<TARGET_FILE:loom> bench decode --config tiny --steps 2 --quick --rounds 2
-                --variants late-log,optimized,no-gather)
+                --variants early-log,optimized,no-gather)
   endif()
 endif()
 find_program(LOOM_PYTHON3 python3)

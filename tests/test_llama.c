@@ -205,7 +205,7 @@ static void in_flight_matches_sync(bool early_log)
         ck_assert_int_eq(loom_llama_step(m, tok, s, lsync + (size_t)s * v, &sync[s]), LOOM_OK);
     loom_llama_destroy(m);
     ck_assert_int_eq(loom_llama_create(rt, weights,
-                                       &(loom_llama_desc){ .chain = true, .keep_logits = true, .late_log = !early_log },
+                                       &(loom_llama_desc){ .chain = true, .keep_logits = true, .early_log = early_log },
                                        &m),
                      LOOM_OK);
     uint32_t k = loom_rt_in_flight(rt);
@@ -263,24 +263,24 @@ START_TEST(dry_figures_of_1b)
     loom_llama_config c;
     ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
     loom_llama_figures f, off;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, true, &f), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_OK);
     uint64_t layer = (2048ull * 2048 * 2 + 512ull * 2048 * 2 + 3ull * 8192 * 2048) * 2 + 2 * 2048 * 4;
     uint64_t expect = 16 * layer + 32000ull * 2048 * 2 + 2048 * 2 + 2048 * 4;
     ck_assert_uint_eq(f.weight_bytes, expect);
     ck_assert_uint_ge(f.barriers, f.barrier_lower_bound);
     ck_assert(f.levels_per_layer >= 1.0 && f.levels_per_layer < 20.0);
-    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, true, &off), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, false, &off), LOOM_OK);
     ck_assert_uint_gt(off.barriers, f.barriers);
     ck_assert_uint_eq(off.barriers, off.dispatches - 1);   /* a barrier between every pair */
     /* The step log at the start of the next step joins the first level:
      * the same dispatches, one barrier fewer, and still at the bound. */
     loom_llama_figures early;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &early), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, true, &early), LOOM_OK);
     ck_assert_uint_eq(early.dispatches, f.dispatches);
     ck_assert_uint_eq(early.barriers + 1, f.barriers);
     ck_assert_uint_eq(early.barriers, early.barrier_lower_bound);
     c.n_kv_heads = 5;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, true, &f), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_INVALID_ARGUMENT);
     ck_assert_int_eq(loom_llama_preset("13b", &c), LOOM_NOT_FOUND);
 }
 END_TEST

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
+#include <unistd.h>
 #include "llama.h"
 #include "loom_ref.h"
 
@@ -56,9 +58,14 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
 
 /* ---- weights ------------------------------------------------------------ */
 
+/* One stream of splitmix64 draws, in a fixed order over the matrices and
+ * norms, makes the weights: the state advances by SPLITMIX_STEP a draw, so
+ * draw i after state s comes from state s + (i + 1) * SPLITMIX_STEP and a
+ * matrix can be filled from many places in the stream at once. */
+#define SPLITMIX_STEP 0x9e3779b97f4a7c15ull
 static uint64_t splitmix(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (*s += SPLITMIX_STEP);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -66,6 +73,37 @@ static uint64_t splitmix(uint64_t *s)
 
 /* Uniform in [-1, 1), from the top 24 bits so every value is exact in f32. */
 static float uniform(uint64_t *s) { return (float)(splitmix(s) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+
+/* Elements [begin, end) of a matrix whose first draw follows state seed. */
+typedef struct fill_range {
+    loom_llama_matrix *mx;
+    size_t begin, end;
+    uint64_t seed;
+    float scale;
+} fill_range;
+
+static int fill(void *arg)
+{
+    const fill_range *r = arg;
+    uint64_t s = r->seed + (uint64_t)r->begin * SPLITMIX_STEP;
+    float *f32 = r->mx->f32;
+    uint16_t *f16 = r->mx->f16;
+    for (size_t i = r->begin; i < r->end; i++) {
+        float v = uniform(&s) * r->scale;
+        if (f16) {
+            f16[i] = loom_f32_to_f16(v);
+            v = loom_f16_to_f32(f16[i]);
+        }
+        f32[i] = v;
+    }
+    return 0;
+}
+
+/* At least this many elements a thread: a 1b model's 2 GB of weights take
+ * about 25 s on one core, which every benchmark process on the GPU machine
+ * paid before its first step. */
+#define FILL_MIN_PER_THREAD (1u << 16)
+#define FILL_MAX_THREADS 64
 
 static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t cols, float scale, loom_dtype t,
                                uint64_t *seed)
@@ -77,14 +115,31 @@ static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t co
     mx->f16 = t == LOOM_F16 ? malloc(n * sizeof(uint16_t)) : NULL;
     if (!mx->f32 || (t == LOOM_F16 && !mx->f16))
         return loom_fail(LOOM_OUT_OF_MEMORY, "llama weights: %ux%u matrix", rows, cols);
-    for (size_t i = 0; i < n; i++) {
-        float v = uniform(seed) * scale;
-        if (mx->f16) {
-            mx->f16[i] = loom_f32_to_f16(v);
-            v = loom_f16_to_f32(mx->f16[i]);
-        }
-        mx->f32[i] = v;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t k = n / FILL_MIN_PER_THREAD;
+    if (k > (size_t)(cores > 0 ? cores : 1))
+        k = (size_t)(cores > 0 ? cores : 1);
+    if (k > FILL_MAX_THREADS)
+        k = FILL_MAX_THREADS;
+    if (k == 0)
+        k = 1;
+    fill_range r[FILL_MAX_THREADS];
+    thrd_t th[FILL_MAX_THREADS];
+    bool started[FILL_MAX_THREADS] = { false };
+    for (size_t i = 0; i < k; i++)
+        r[i] = (fill_range){ mx, n * i / k, n * (i + 1) / k, *seed, scale };
+    /* Range 0 runs here; a thread that cannot start has its range run here
+     * too, so the values never depend on how many threads ran. */
+    for (size_t i = 1; i < k; i++)
+        started[i] = thrd_create(&th[i], fill, &r[i]) == thrd_success;
+    fill(&r[0]);
+    for (size_t i = 1; i < k; i++) {
+        if (started[i])
+            thrd_join(th[i], NULL);
+        else
+            fill(&r[i]);
     }
+    *seed += (uint64_t)n * SPLITMIX_STEP;
     return LOOM_OK;
 }
 

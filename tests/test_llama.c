@@ -4,9 +4,11 @@
  * fused) with fewer barriers, chaining tokens on the GPU must decode the
  * same sequence, and the validation layer must stay silent throughout. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "llama_run.h"
+#include "loom_ref.h"
 #include "runner.h"
 
 #define ALL_OFF (LOOM_DISABLE_FUSE | LOOM_DISABLE_REORDER | LOOM_DISABLE_BARRIERS | LOOM_DISABLE_LIFETIMES)
@@ -299,6 +301,92 @@ START_TEST(bad_input_is_rejected)
 END_TEST
 
 /* Config checks need no device. */
+/* The weights are one stream of splitmix64 draws taken in a fixed order
+ * (embedding; per layer the two norms, then q, k, v, o, gate, up, down;
+ * the final norm; the LM head), each uniform in [-1, 1) from its top 24
+ * bits, times 1/sqrt(fan-in) (norms: 1 + v/4), rounded through f16 for
+ * f16 weights. Generation splits large matrices over threads that start
+ * mid-stream; every value must be the one a single pass draws. */
+static uint64_t draw_state;
+
+static float draw(void)
+{
+    uint64_t z = (draw_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static void expect_matrix(const loom_llama_matrix *mx, uint32_t rows, uint32_t cols, float scale, const char *name)
+{
+    ck_assert_uint_eq(mx->rows, rows);
+    ck_assert_uint_eq(mx->cols, cols);
+    /* One check a matrix: a check point per element would cost a pipe
+     * write each. */
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        float v = draw() * scale;
+        uint16_t h = loom_f32_to_f16(v);
+        if (mx->f16)
+            v = loom_f16_to_f32(h);
+        if ((mx->f16 && mx->f16[i] != h) || mx->f32[i] != v)
+            ck_abort_msg("%s[%zu]: %.9g (f16 %#x), one pass draws %.9g (%#x)", name, i, mx->f32[i],
+                         mx->f16 ? mx->f16[i] : 0, v, h);
+    }
+}
+
+static void expect_norm(const float *g, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float v = 1.0f + 0.25f * draw();
+        if (g[i] != v)
+            ck_abort_msg("%s[%u]: %.9g, one pass draws %.9g", name, i, g[i], v);
+    }
+}
+
+static void weights_are_one_stream(loom_dtype t)
+{
+    /* Matrices of 0.2M-1.6M elements: split over every core there is (at
+     * least 64K elements a thread), at bounds that are not row bounds. */
+    loom_llama_config c;
+    loom_llama_default_config(&c);
+    c.dim = 520;
+    c.n_layers = 2;
+    c.n_heads = 8;
+    c.n_kv_heads = 2;
+    c.head_dim = 64;
+    c.ffn = 3000;
+    c.vocab = 1001;
+    c.wtype = t;
+    loom_llama_weights *w = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
+    draw_state = c.seed;
+    uint32_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+    float sd = 1.0f / sqrtf((float)c.dim), sq = 1.0f / sqrtf((float)qd), sf = 1.0f / sqrtf((float)c.ffn);
+    expect_matrix(&w->embed, c.vocab, c.dim, 1.0f, "embed");
+    for (uint32_t l = 0; l < c.n_layers; l++) {
+        const loom_llama_layer *L = &w->layers[l];
+        expect_norm(L->attn_norm, c.dim, "attn_norm");
+        expect_norm(L->ffn_norm, c.dim, "ffn_norm");
+        expect_matrix(&L->wq, qd, c.dim, sd, "wq");
+        expect_matrix(&L->wk, kvd, c.dim, sd, "wk");
+        expect_matrix(&L->wv, kvd, c.dim, sd, "wv");
+        expect_matrix(&L->wo, c.dim, qd, sq, "wo");
+        expect_matrix(&L->wg, c.ffn, c.dim, sd, "wg");
+        expect_matrix(&L->wu, c.ffn, c.dim, sd, "wu");
+        expect_matrix(&L->wd, c.dim, c.ffn, sf, "wd");
+    }
+    expect_norm(w->final_norm, c.dim, "final_norm");
+    expect_matrix(&w->out, c.vocab, c.dim, sd, "out");
+    loom_llama_weights_destroy(w);
+}
+
+START_TEST(weights_are_one_stream_f32) { weights_are_one_stream(LOOM_F32); }
+END_TEST
+
+START_TEST(weights_are_one_stream_f16) { weights_are_one_stream(LOOM_F16); }
+END_TEST
+
 START_TEST(config_is_checked)
 {
     loom_llama_config c;
@@ -347,6 +435,8 @@ static Suite *llama_suite(void)
     tc = tcase_create("config");
     tcase_add_test(tc, config_is_checked);
     tcase_add_test(tc, dry_figures_of_1b);
+    tcase_add_test(tc, weights_are_one_stream_f32);
+    tcase_add_test(tc, weights_are_one_stream_f16);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /* `loom bench decode`: the example decoder's step, timed in one process
  * under each plan variant — optimized, the step log at the start of the
  * next step, the attention's shares in f16, the staged norm input in f16,
- * the gated FFN's output in f16, the three halves, all four, no fuse, no
+ * the gated FFN's output in f16, the three halves, all four, two chunks
+ * a trip for long rows, no fuse, no
  * stage, no gather, no reorder, a barrier after every dispatch, no plan
  * cache — on one upload of the weights (a second one for the early-log
  * model). Each variant warms the GPU clock with 1.5 s of back-to-back
@@ -36,6 +37,7 @@ static const variant variants[] = {
     { "half-act", "half FFN output", 0, LOOM_ENABLE_HALF_ACT, false },
     { "halves", "all three halves", 0, LOOM_ENABLE_HALF_ALL, false },
     { "early+halves", "early log, all halves", 0, LOOM_ENABLE_HALF_ALL, true },
+    { "long-rows", "long rows", 0, LOOM_ENABLE_LONG_ROWS, false },
     { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, 0, false },
     { "no-stage", "no stage", LOOM_DISABLE_STAGE, 0, false },
     { "no-gather", "no gather", LOOM_DISABLE_GATHER, 0, false },
@@ -63,7 +65,7 @@ static void usage(void)
             "usage: loom bench decode [--steps N] [--rounds R] [--variants LIST] [--in-flight K] [--device NAME]\n"
             "                         [--quick] [shape flags]\n"
             "  --variants LIST   comma-separated, in the order to run and compare (the first is the base):\n"
-            "                    optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,\n"
+            "                    optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,long-rows,\n"
             "                    no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache (default: all,\n"
             "                    in that order)\n"
             "  --rounds R        the variants take turns R times (1..64, default 1); median of the rounds\n%s",
@@ -241,7 +243,7 @@ int loom_bench_decode(int argc, char **argv)
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
             if (!pick_variants(argv[++i], &o)) {
                 fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
-                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,no-fuse,no-stage,"
+                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,long-rows,no-fuse,no-stage,"
                         "no-gather,no-reorder,barrier-every,no-cache\n");
                 return 2;
             }

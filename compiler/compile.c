@@ -47,6 +47,7 @@ static uint32_t enable_bit(const char *name, size_t len)
         { "half_shares", LOOM_ENABLE_HALF_SHARES },
         { "half_stage", LOOM_ENABLE_HALF_STAGE },
         { "half_act", LOOM_ENABLE_HALF_ACT },
+        { "long_rows", LOOM_ENABLE_LONG_ROWS },
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0)
@@ -113,7 +114,8 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     const char *on = getenv("LOOM_ENABLE");
     if (on && on[0]) {
         uint32_t bits;
-        loom_result rc = names_parse("LOOM_ENABLE", on, enable_bit, "half_shares, half_stage, half_act", &bits);
+        loom_result rc =
+            names_parse("LOOM_ENABLE", on, enable_bit, "half_shares, half_stage, half_act, long_rows", &bits);
         if (rc)
             return rc;
         out->enable |= bits;

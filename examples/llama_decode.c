@@ -77,6 +77,8 @@ static void usage(FILE *f)
             "                        LM head read is stored as f16 (LOOM_ENABLE_HALF_STAGE)\n"
             "  --half-act            f16 weights: the gated FFN's output, read by the down\n"
             "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
+            "  --long-rows           f16 weights: residual-add projections whose rows span two\n"
+            "                        or more chunks an invocation load two a trip (LOOM_ENABLE_LONG_ROWS)\n"
             "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
@@ -157,7 +159,7 @@ static int parse(int argc, char **argv, opts *o)
     };
     static const struct { const char *name; uint32_t bit; } forms[] = {
         { "--half-shares", LOOM_ENABLE_HALF_SHARES }, { "--half-stage", LOOM_ENABLE_HALF_STAGE },
-        { "--half-act", LOOM_ENABLE_HALF_ACT },
+        { "--half-act", LOOM_ENABLE_HALF_ACT }, { "--long-rows", LOOM_ENABLE_LONG_ROWS },
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -255,7 +257,7 @@ static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights; %u steps in flight%s%s%s%s%s%s%s%s\n",
+           "%s weights; %u steps in flight%s%s%s%s%s%s%s%s%s\n",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
            c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
@@ -263,7 +265,8 @@ static void print_header(const opts *o, const char *device)
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
            o->enable & LOOM_ENABLE_HALF_SHARES ? ", half shares" : "",
            o->enable & LOOM_ENABLE_HALF_STAGE ? ", half stage" : "",
-           o->enable & LOOM_ENABLE_HALF_ACT ? ", half FFN output" : "");
+           o->enable & LOOM_ENABLE_HALF_ACT ? ", half FFN output" : "",
+           o->enable & LOOM_ENABLE_LONG_ROWS ? ", long rows" : "");
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -308,10 +311,11 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
-    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"split_nodes\":%u",
+    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"long_rows\":%s,\"split_nodes\":%u",
                     o->early_log ? "true" : "false", o->enable & LOOM_ENABLE_HALF_SHARES ? "true" : "false",
                     o->enable & LOOM_ENABLE_HALF_STAGE ? "true" : "false",
-                    o->enable & LOOM_ENABLE_HALF_ACT ? "true" : "false", f->split_nodes);
+                    o->enable & LOOM_ENABLE_HALF_ACT ? "true" : "false",
+                    o->enable & LOOM_ENABLE_LONG_ROWS ? "true" : "false", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,

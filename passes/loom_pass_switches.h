@@ -32,6 +32,10 @@ enum {
      * stored as f16 where both have f16 weights (half the x loads of the
      * projection's invocations). */
     LOOM_ENABLE_HALF_ACT    = 1u << 2,
+    /* stage: a staged residual-add projection with f16 weights whose rows
+     * are at least two chunks an invocation long loads two chunks a trip
+     * (matvec_add_stage_long_f16, MV_LONG). */
+    LOOM_ENABLE_LONG_ROWS   = 1u << 3,
     /* the forms whose kernels pair neighbouring invocations by subgroup
      * shuffles (a device with subgroups of one cannot run them) */
     LOOM_ENABLE_HALF_ALL    = LOOM_ENABLE_HALF_SHARES | LOOM_ENABLE_HALF_STAGE | LOOM_ENABLE_HALF_ACT,

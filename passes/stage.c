@@ -34,7 +34,12 @@
  * exactly one other node touches — a MATVEC_ADD or MATVEC_ADD_STAGE form
  * with f16 weights, not a row block, reading it whole as x — writes it as
  * f16 pairs (*_y16_f16, MV_Y16; attention_wide_o16, ATT_O16) and that
- * reader reads it so (*_x16_f16, MV_X16). The buffer keeps its f32 size. */
+ * reader reads it so (*_x16_f16, MV_X16). The buffer keeps its f32 size.
+ *
+ * With LOOM_ENABLE_LONG_ROWS, after that: a producer on the plain f16
+ * kernel (STAGE_KERNEL) whose rows are at least LONG_MIN_CHUNKS 16-byte
+ * chunks (two per invocation) takes its two-chunks-a-trip form
+ * (matvec_add_stage_long_f16, MV_LONG). */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -134,6 +139,9 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
     return pass_add_like(g, id, kernel, b, nb, r, nr, nw, push, nd->push_size, out);
 }
 
+/* The producer's plain f16 form (ops.def's matvec_add_stage, f16 variant). */
+#define STAGE_KERNEL "matvec_add_stage_f16"
+
 /* What half_act renames: writers of a vector (the op, the output slot, the
  * kernel and its f16-output form) and readers of it as x (the kernel and
  * its f16-x form). */
@@ -153,7 +161,7 @@ static const struct {
     const char *kernel, *half;
 } ACT_READERS[] = {
     { "matvec_add_f16", "matvec_add_x16_f16" },
-    { "matvec_add_stage_f16", "matvec_add_stage_x16_f16" },
+    { STAGE_KERNEL, "matvec_add_stage_x16_f16" },
     { STAGE_T16_KERNEL, "matvec_add_stage_t16_x16_f16" },
 };
 #define N_ACT_WRITERS (sizeof ACT_WRITERS / sizeof ACT_WRITERS[0])
@@ -199,6 +207,41 @@ static size_t act_writer_form(const loom_graph *g, const loom_node *f)
     while (k && i < N_ACT_WRITERS && (ACT_WRITERS[i].op != f->op || strcmp(k, ACT_WRITERS[i].kernel)))
         i++;
     return k ? i : N_ACT_WRITERS;
+}
+
+/* The two-chunks-a-trip producers (LOOM_ENABLE_LONG_ROWS; see the top).
+ * Rows whose length is not a multiple of the vector width run the scalar
+ * path, which MV_LONG leaves as it is: those keep the plain form. */
+#define LONG_MIN_CHUNKS 512u   /* 2 x matvec.glsl's WG: a second chunk for every invocation */
+
+static loom_result long_rows(loom_graph *g)
+{
+    const loom_allocator *a = loom_graph_allocator(g);
+    uint32_t n = loom_graph_node_count(g), count = 0;
+    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    if (!repl)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        repl[i] = i;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        const loom_node *nd = loom_graph_node(g, i);
+        loom_pc_matvec pc;
+        if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc ||
+            strcmp(loom_graph_kernel_name(g, nd->kernel), STAGE_KERNEL))
+            continue;
+        memcpy(&pc, loom_node_push(g, nd), sizeof pc);
+        if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
+            continue;
+        if (!(rc = retarget(g, i, "matvec_add_stage_long_f16", &repl[i])))
+            count++;
+    }
+    if (!rc && count) {
+        loom_graph_clear_schedule(g);
+        rc = loom_graph_permute(g, repl, n);
+    }
+    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
+    return rc;
 }
 
 /* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top). */
@@ -395,6 +438,8 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         ctx->staged_gains += norms;
     if (!rc && ctx && (ctx->enable & LOOM_ENABLE_HALF_ACT))
         rc = half_act(g);
+    if (!rc && ctx && (ctx->enable & LOOM_ENABLE_LONG_ROWS))
+        rc = long_rows(g);
     pass_free(s.a, s.repl, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.prod, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.st, (size_t)s.n * sizeof(staged));

@@ -40,6 +40,11 @@
 //             table of the weights' dtype (zeros for a token past vocab),
 //             and workgroup 0 also writes it out as f32 for later readers
 //             (EMBED fused in front of the first layer's q/k/v);
+//   MV_LONG   two chunks a trip (2 * MV_ROWS * NMAT weight loads in flight),
+//             for rows of several chunks an invocation (a down projection);
+//             a form of its own, so its registers cost no other shape.
+//             Not with a norm the kernel computes itself (MV_NORM without
+//             MV_PRE);
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
@@ -50,6 +55,9 @@
 
 #if defined(MV_T16) || defined(MV_Y16)
 #include "half.glsl"
+#endif
+#if defined(MV_LONG) && defined(MV_NORM) && !defined(MV_PRE)
+#error "MV_LONG does not sum x^2 for a norm"
 #endif
 
 #define WG 256u
@@ -577,7 +585,31 @@ void block()
         uint n = cols / VW;
         for (uint k = 0u; k < MV_ROWS; k++)
             base[k] = local_row(k) * n;
+#ifdef MV_LONG
+        // Chunks c and c + WG a trip: twice the weight loads in flight in
+        // an invocation whose row spans several chunks; the loop below
+        // takes a last odd chunk.
+        uint c = t;
+        for (; c + WG < n; c += 2u * WG) {
+            WVEC w2[2u * MV_ROWS * NMAT];
+            for (uint h = 0u; h < 2u; h++)
+                for (uint k = 0u; k < MV_ROWS; k++)
+                    for (uint j = 0u; j < NMAT; j++)
+                        if (live[k])
+                            w2[(h * MV_ROWS + k) * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c + h * WG);
+            vec4 xa0, xb0, xa1, xb1;
+            x_chunk(c, xa0, xb0);
+            x_chunk(c + WG, xa1, xb1);
+            for (uint k = 0u; k < MV_ROWS; k++)
+                for (uint j = 0u; j < NMAT; j++)
+                    if (live[k])
+                        acc[k * NMAT + j] += vdot(w2[k * NMAT + j], xa0, xb0) +
+                                             vdot(w2[(MV_ROWS + k) * NMAT + j], xa1, xb1);
+        }
+        for (; c < n; c += WG) {
+#else
         for (uint c = t; c < n; c += WG) {
+#endif
             // All loads first, weights leading, then the arithmetic:
             // MV_ROWS * NMAT independent 16-byte weight loads in flight per
             // invocation, none of them waiting for x (or g) to arrive.

@@ -55,6 +55,12 @@ if(TARGET llama-decode)
   decode_test(decode_check_half-stage_split-head_f16 ${check} --vocab 4096 --f16 --half-stage --half-act)
   set_tests_properties(decode_check_half-stage_split-head_f16 PROPERTIES ENVIRONMENT
                        "${decode_env};LOOM_MAX_BINDING_RANGE=1048576")
+  # Two chunks a trip for long rows (LOOM_ENABLE_LONG_ROWS): the down
+  # projection's rows of 513 chunks (one pair a trip for every invocation,
+  # then one odd chunk for the first) and of 768 (a pair, then a chunk for
+  # every invocation).
+  decode_test(decode_check_long-rows_f16 ${check} --f16 --ffn 4104 --long-rows)
+  decode_test(decode_check_long-rows_768_f16 ${check} --f16 --ffn 6144 --long-rows --in-flight 1)
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

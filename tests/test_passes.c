@@ -1298,6 +1298,54 @@ START_TEST(test_stage_half_act)
 }
 END_TEST
 
+/* Long rows (LOOM_ENABLE_LONG_ROWS): a staged producer with f16 weights
+ * whose rows are 512 chunks or more (two per invocation) takes the
+ * two-chunks-a-trip kernel, bindings and push constants kept. Not at 511
+ * chunks, with f32 weights, with rows of a partial chunk (the scalar path),
+ * or when not asked. */
+START_TEST(test_stage_long_rows)
+{
+    static const struct { uint32_t cols; loom_dtype wt; uint32_t enable; const char *kernel; } cases[] = {
+        { 4096, LOOM_F16, LOOM_ENABLE_LONG_ROWS, "matvec_add_stage_long_f16" },
+        { 8192 + 256 * 8, LOOM_F16, LOOM_ENABLE_LONG_ROWS, "matvec_add_stage_long_f16" },
+        { 4088, LOOM_F16, LOOM_ENABLE_LONG_ROWS, "matvec_add_stage_f16" },
+        { 4096, LOOM_F32, LOOM_ENABLE_LONG_ROWS, "matvec_add_stage_f32" },
+        { 4100, LOOM_F16, LOOM_ENABLE_LONG_ROWS, "matvec_add_stage_f16" },
+        { 4096, LOOM_F16, 0, "matvec_add_stage_f16" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = 256, cols = cases[c].cols;
+        uint32_t wp = buf((uint64_t)dim * cols * 4, LOOM_USAGE_WEIGHT), w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT);
+        uint32_t a = buf(cols * 4, LOOM_USAGE_INPUT), x = buf(dim * 4, LOOM_USAGE_STATE);
+        uint32_t g = buf(dim * 4, LOOM_USAGE_WEIGHT), y = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        loom_tensor xv = loom_vec(x, dim);
+        ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(wp, cases[c].wt, dim, cols), loom_vec(a, cols), xv, xv, NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, loom_mat(w, LOOM_F16, dim, dim), xv, loom_vec(g, dim),
+                                                 loom_vec(y, dim), 1e-5f, NULL),
+                         LOOM_OK);
+        loom_pass_ctx ctx = { .enable = cases[c].enable };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(ctx.staged_gains, 1);
+        ck_assert_uint_eq(loom_graph_node_count(G), 3);
+        const loom_node *p = loom_graph_node(G, 1);
+        ck_assert_uint_eq(p->op, LOOM_OP_MATVEC_ADD_STAGE);
+        ck_assert_msg(!strcmp(loom_graph_kernel_name(G, p->kernel), cases[c].kernel), "case %zu: %s, not %s", c,
+                      loom_graph_kernel_name(G, p->kernel), cases[c].kernel);
+        loom_pc_matvec pc;
+        memcpy(&pc, loom_node_push(G, p), sizeof pc);
+        ck_assert_uint_eq(pc.rows, dim);
+        ck_assert_uint_eq(pc.cols, cols);
+        ck_assert_uint_eq(slot_of(1, 0)->buffer, wp);
+        ck_assert_uint_eq(slot_of(1, 1)->buffer, a);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 2)->kernel), "rms_norm_matvec_pre_f16");
+    }
+}
+END_TEST
+
 /* ---- gather --------------------------------------------------------------- */
 
 /* An attention block as a frontend captures it: ATTENTION into a scratch
@@ -1513,7 +1561,7 @@ static Suite *passes_suite(void)
                     test_fuse_matvec_add } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
-        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act } },
+        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows } },
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },

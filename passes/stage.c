@@ -209,6 +209,26 @@ static size_t act_writer_form(const loom_graph *g, const loom_node *f)
     return k ? i : N_ACT_WRITERS;
 }
 
+/* The last steps rename kernels in place: node i's copy under another
+ * kernel goes to repl[i], and the plan lists it where node i was. */
+static uint32_t *renames_begin(loom_graph *g, uint32_t n)
+{
+    uint32_t *repl = pass_alloc(loom_graph_allocator(g), ((size_t)n + 1) * sizeof(uint32_t));
+    for (uint32_t i = 0; repl && i < n; i++)
+        repl[i] = i;
+    return repl;
+}
+
+static loom_result renames_end(loom_graph *g, uint32_t *repl, uint32_t n, uint32_t count, loom_result rc)
+{
+    if (!rc && count) {
+        loom_graph_clear_schedule(g);
+        rc = loom_graph_permute(g, repl, n);
+    }
+    pass_free(loom_graph_allocator(g), repl, ((size_t)n + 1) * sizeof(uint32_t));
+    return rc;
+}
+
 /* The two-chunks-a-trip producers (LOOM_ENABLE_LONG_ROWS; see the top).
  * Rows whose length is not a multiple of the vector width run the scalar
  * path, which MV_LONG leaves as it is: those keep the plain form. */
@@ -216,13 +236,10 @@ static size_t act_writer_form(const loom_graph *g, const loom_node *f)
 
 static loom_result long_rows(loom_graph *g)
 {
-    const loom_allocator *a = loom_graph_allocator(g);
     uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    uint32_t *repl = renames_begin(g, n);
     if (!repl)
         return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
-    for (uint32_t i = 0; i < n; i++)
-        repl[i] = i;
     loom_result rc = LOOM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) {
         const loom_node *nd = loom_graph_node(g, i);
@@ -236,24 +253,16 @@ static loom_result long_rows(loom_graph *g)
         if (!(rc = retarget(g, i, "matvec_add_stage_long_f16", &repl[i])))
             count++;
     }
-    if (!rc && count) {
-        loom_graph_clear_schedule(g);
-        rc = loom_graph_permute(g, repl, n);
-    }
-    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
-    return rc;
+    return renames_end(g, repl, n, count, rc);
 }
 
 /* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top). */
 static loom_result half_act(loom_graph *g)
 {
-    const loom_allocator *a = loom_graph_allocator(g);
     uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    uint32_t *repl = renames_begin(g, n);
     if (!repl)
         return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
-    for (uint32_t i = 0; i < n; i++)
-        repl[i] = i;
     loom_result rc = LOOM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) {
         const loom_node *f = loom_graph_node(g, i);
@@ -275,12 +284,7 @@ static loom_result half_act(loom_graph *g)
         if (!(rc = retarget(g, i, ACT_WRITERS[wf].half, &repl[i])) && !(rc = retarget(g, d, dk, &repl[d])))
             count++;
     }
-    if (!rc && count) {
-        loom_graph_clear_schedule(g);
-        rc = loom_graph_permute(g, repl, n);
-    }
-    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
-    return rc;
+    return renames_end(g, repl, n, count, rc);
 }
 
 /* Appends e's MATVEC_ADD_STAGE (and its t) in place of its producer. */

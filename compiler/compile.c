@@ -37,28 +37,42 @@ static uint32_t switch_bit(const char *name, size_t len)
     return 0;
 }
 
+/* The forms LOOM_ENABLE knows. */
+static const struct {
+    const char *name;
+    uint32_t bit;
+} ENABLE_NAMES[] = {
+    { "half_shares", LOOM_ENABLE_HALF_SHARES },
+    { "half_stage", LOOM_ENABLE_HALF_STAGE },
+    { "half_act", LOOM_ENABLE_HALF_ACT },
+    { "long_rows", LOOM_ENABLE_LONG_ROWS },
+};
+#define N_ENABLE_NAMES (sizeof ENABLE_NAMES / sizeof ENABLE_NAMES[0])
+
+/* "half_shares, half_stage, ...": the names of ENABLE_NAMES. */
+static const char *known_forms(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_ENABLE_NAMES && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", ENABLE_NAMES[i].name);
+    return buf;
+}
+
 /* The LOOM_ENABLE_* bit of one name; 0 when unknown. */
 static uint32_t enable_bit(const char *name, size_t len)
 {
-    static const struct {
-        const char *name;
-        uint32_t bit;
-    } names[] = {
-        { "half_shares", LOOM_ENABLE_HALF_SHARES },
-        { "half_stage", LOOM_ENABLE_HALF_STAGE },
-        { "half_act", LOOM_ENABLE_HALF_ACT },
-        { "long_rows", LOOM_ENABLE_LONG_ROWS },
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0)
-            return names[i].bit;
+    for (size_t i = 0; i < N_ENABLE_NAMES; i++)
+        if (strlen(ENABLE_NAMES[i].name) == len && memcmp(ENABLE_NAMES[i].name, name, len) == 0)
+            return ENABLE_NAMES[i].bit;
     return 0;
 }
 
 /* The bits a list of names (separated by commas or spaces) stands for,
- * bit_of naming one; an unknown name fails, naming var and the known. */
-static loom_result names_parse(const char *var, const char *list, uint32_t (*bit_of)(const char *, size_t),
-                               const char *known, uint32_t *out)
+ * bit_of naming one; an unknown name fails, naming var, what a name is
+ * (noun) and the known. */
+static loom_result names_parse(const char *var, const char *noun, const char *list,
+                               uint32_t (*bit_of)(const char *, size_t), const char *known, uint32_t *out)
 {
     *out = 0;
     for (const char *p = list ? list : ""; *p;) {
@@ -71,8 +85,8 @@ static loom_result names_parse(const char *var, const char *list, uint32_t (*bit
             break;
         uint32_t bit = bit_of(p, (size_t)(e - p));
         if (!bit)
-            return loom_fail(LOOM_INVALID_ARGUMENT, "%s: unknown %s '%.*s' (known: %s)", var,
-                             bit_of == enable_bit ? "form" : "switch", (int)(e - p), p, known);
+            return loom_fail(LOOM_INVALID_ARGUMENT, "%s: unknown %s '%.*s' (known: %s)", var, noun, (int)(e - p),
+                             p, known);
         *out |= bit;
         p = e;
     }
@@ -82,7 +96,7 @@ static loom_result names_parse(const char *var, const char *list, uint32_t (*bit
 static loom_result disable_parse(const char *list, uint32_t *out)
 {
     char known[160];
-    return names_parse("LOOM_DISABLE", list, switch_bit, known_switches(known, sizeof known), out);
+    return names_parse("LOOM_DISABLE", "switch", list, switch_bit, known_switches(known, sizeof known), out);
 }
 
 /* The environment is read on every call, so a process can change it
@@ -114,8 +128,9 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     const char *on = getenv("LOOM_ENABLE");
     if (on && on[0]) {
         uint32_t bits;
+        char known[96];
         loom_result rc =
-            names_parse("LOOM_ENABLE", on, enable_bit, "half_shares, half_stage, half_act, long_rows", &bits);
+            names_parse("LOOM_ENABLE", "form", on, enable_bit, known_forms(known, sizeof known), &bits);
         if (rc)
             return rc;
         out->enable |= bits;

@@ -209,23 +209,31 @@ static size_t act_writer_form(const loom_graph *g, const loom_node *f)
     return k ? i : N_ACT_WRITERS;
 }
 
-/* The last steps rename kernels in place: node i's copy under another
- * kernel goes to repl[i], and the plan lists it where node i was. */
-static uint32_t *renames_begin(loom_graph *g, uint32_t n)
-{
-    uint32_t *repl = pass_alloc(loom_graph_allocator(g), ((size_t)n + 1) * sizeof(uint32_t));
-    for (uint32_t i = 0; repl && i < n; i++)
-        repl[i] = i;
-    return repl;
-}
+/* The last steps rename kernels in place: rename(g, i, repl, &count) is
+ * called for every node i not renamed yet and may append copies of nodes
+ * under other kernels, node j's copy going to repl[j] (repl[j] == j: none
+ * yet), counting in count; the plan then lists each copy where its node
+ * was. */
+typedef loom_result (*rename_fn)(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count);
 
-static loom_result renames_end(loom_graph *g, uint32_t *repl, uint32_t n, uint32_t count, loom_result rc)
+static loom_result rename_nodes(loom_graph *g, rename_fn rename)
 {
+    const loom_allocator *a = loom_graph_allocator(g);
+    uint32_t n = loom_graph_node_count(g), count = 0;
+    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    if (!repl)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        repl[i] = i;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if (repl[i] == i)
+            rc = rename(g, i, repl, &count);
     if (!rc && count) {
         loom_graph_clear_schedule(g);
         rc = loom_graph_permute(g, repl, n);
     }
-    pass_free(loom_graph_allocator(g), repl, ((size_t)n + 1) * sizeof(uint32_t));
+    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
     return rc;
 }
 
@@ -233,58 +241,46 @@ static loom_result renames_end(loom_graph *g, uint32_t *repl, uint32_t n, uint32
  * Rows whose length is not a multiple of the vector width run the scalar
  * path, which MV_LONG leaves as it is: those keep the plain form. */
 #define LONG_MIN_CHUNKS 512u   /* 2 x matvec.glsl's WG: a second chunk for every invocation */
-
-static loom_result long_rows(loom_graph *g)
+static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count)
 {
-    uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = renames_begin(g, n);
-    if (!repl)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
-    loom_result rc = LOOM_OK;
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        const loom_node *nd = loom_graph_node(g, i);
-        loom_pc_matvec pc;
-        if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc ||
-            strcmp(loom_graph_kernel_name(g, nd->kernel), STAGE_KERNEL))
-            continue;
-        memcpy(&pc, loom_node_push(g, nd), sizeof pc);
-        if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
-            continue;
-        if (!(rc = retarget(g, i, "matvec_add_stage_long_f16", &repl[i])))
-            count++;
-    }
-    return renames_end(g, repl, n, count, rc);
+    const loom_node *nd = loom_graph_node(g, i);
+    loom_pc_matvec pc;
+    if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc ||
+        strcmp(loom_graph_kernel_name(g, nd->kernel), STAGE_KERNEL))
+        return LOOM_OK;
+    memcpy(&pc, loom_node_push(g, nd), sizeof pc);
+    if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
+        return LOOM_OK;
+    loom_result rc = retarget(g, i, "matvec_add_stage_long_f16", &repl[i]);
+    *count += !rc;
+    return rc;
 }
 
-/* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top). */
-static loom_result half_act(loom_graph *g)
+/* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top): writer i and
+ * its one reader. */
+static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count)
 {
-    uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = renames_begin(g, n);
-    if (!repl)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
-    loom_result rc = LOOM_OK;
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        const loom_node *f = loom_graph_node(g, i);
-        size_t wf = act_writer_form(g, f);
-        if (wf == N_ACT_WRITERS || repl[i] != i || (f->flags & LOOM_NODE_SPLIT))
-            continue;
-        const loom_binding *yb = pass_named(g, f, ACT_WRITERS[wf].slot);
-        if (!yb || !pass_plan_buffer(g, yb->buffer) || (yb->size / 4) % 2 || yb->size % 4)
-            continue;
-        const loom_binding y = *yb;
-        const loom_range *w = loom_node_writes(g, f);
-        bool whole = true;
-        for (uint32_t k = 0; k < f->n_writes; k++)
-            whole &= !pass_meets(&w[k], &y) || pass_same_range(&w[k], &y);
-        uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
-        if (d == LOOM_NONE || repl[d] != d)
-            continue;
-        const char *dk = ACT_READERS[act_reader_form(g, loom_graph_node(g, d))].half;
-        if (!(rc = retarget(g, i, ACT_WRITERS[wf].half, &repl[i])) && !(rc = retarget(g, d, dk, &repl[d])))
-            count++;
-    }
-    return renames_end(g, repl, n, count, rc);
+    const loom_node *f = loom_graph_node(g, i);
+    size_t wf = act_writer_form(g, f);
+    if (wf == N_ACT_WRITERS || (f->flags & LOOM_NODE_SPLIT))
+        return LOOM_OK;
+    const loom_binding *yb = pass_named(g, f, ACT_WRITERS[wf].slot);
+    if (!yb || !pass_plan_buffer(g, yb->buffer) || (yb->size / 4) % 2 || yb->size % 4)
+        return LOOM_OK;
+    const loom_binding y = *yb;
+    const loom_range *w = loom_node_writes(g, f);
+    bool whole = true;
+    for (uint32_t k = 0; k < f->n_writes; k++)
+        whole &= !pass_meets(&w[k], &y) || pass_same_range(&w[k], &y);
+    uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
+    if (d == LOOM_NONE || repl[d] != d)
+        return LOOM_OK;
+    const char *dk = ACT_READERS[act_reader_form(g, loom_graph_node(g, d))].half;
+    loom_result rc = retarget(g, i, ACT_WRITERS[wf].half, &repl[i]);
+    if (!rc)
+        rc = retarget(g, d, dk, &repl[d]);
+    *count += !rc;
+    return rc;
 }
 
 /* Appends e's MATVEC_ADD_STAGE (and its t) in place of its producer. */
@@ -441,9 +437,9 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
     if (!rc && ctx)
         ctx->staged_gains += norms;
     if (!rc && ctx && (ctx->enable & LOOM_ENABLE_HALF_ACT))
-        rc = half_act(g);
+        rc = rename_nodes(g, half_act);
     if (!rc && ctx && (ctx->enable & LOOM_ENABLE_LONG_ROWS))
-        rc = long_rows(g);
+        rc = rename_nodes(g, long_row);
     pass_free(s.a, s.repl, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.prod, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.st, (size_t)s.n * sizeof(staged));

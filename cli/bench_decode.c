@@ -2,9 +2,8 @@
  * under each plan variant — optimized, the step log at the start of the
  * next step, the attention's shares in f16, the staged norm input in f16,
  * the gated FFN's output in f16, the three halves, all four, two chunks
- * a trip for long rows, no fuse, no
- * stage, no gather, no reorder, a barrier after every dispatch, no plan
- * cache — on one upload of the weights (a second one for the early-log
+ * a trip for long rows, no fuse, no stage, no gather, no reorder, a
+ * barrier after every dispatch, no plan cache — on one upload of the weights (a second one for the early-log
  * model). Each variant warms the GPU clock with 1.5 s of back-to-back
  * steps, then times the steps (GPU time from a timestamp pair around each
  * step, wall time from the host clock), steps in flight and tokens read
@@ -203,17 +202,12 @@ static bool pick_variants(const char *list, bench_opts *o)
 {
     bool seen[N_VARIANTS] = { false };
     o->n_pick = 0;
-    const char *p = list;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        size_t v = 0;
-        while (v < N_VARIANTS && (strlen(variants[v].key) != n || strncmp(p, variants[v].key, n)))
-            v++;
+    for (const char *p = list; *p;) {
+        size_t v = loom_cli_list_next(&p, variants, N_VARIANTS, sizeof *variants, offsetof(variant, key));
         if (v == N_VARIANTS || seen[v])
             return false;
         seen[v] = true;
         o->pick[o->n_pick++] = (uint32_t)v;
-        p += n + (p[n] == ',');
     }
     return o->n_pick > 0;
 }
@@ -242,9 +236,10 @@ int loom_bench_decode(int argc, char **argv)
             o.rounds = (uint32_t)strtoul(argv[++i], NULL, 10);
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--variants")) {
             if (!pick_variants(argv[++i], &o)) {
-                fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from "
-                        "optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,long-rows,no-fuse,no-stage,"
-                        "no-gather,no-reorder,barrier-every,no-cache\n");
+                fprintf(stderr, "loom bench decode: --variants takes a list of distinct names from ");
+                for (size_t v = 0; v < N_VARIANTS; v++)
+                    fprintf(stderr, "%s%s", v ? "," : "", variants[v].key);
+                fprintf(stderr, "\n");
                 return 2;
             }
         } else if (s == 0 && i + 1 < argc && !strcmp(argv[i], "--in-flight")) {

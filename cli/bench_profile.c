@@ -206,16 +206,11 @@ static bool pick_variants(const char *list, bool *on)
 {
     for (size_t v = 0; v < N_VARIANTS; v++)
         on[v] = false;
-    const char *p = list;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        size_t v = 0;
-        while (v < N_VARIANTS && (strlen(variants[v].key) != n || strncmp(p, variants[v].key, n)))
-            v++;
+    for (const char *p = list; *p;) {
+        size_t v = loom_cli_list_next(&p, variants, N_VARIANTS, sizeof *variants, offsetof(variant, key));
         if (v == N_VARIANTS)
             return false;
         on[v] = true;
-        p += n + (p[n] == ',');
     }
     return true;
 }

@@ -1,6 +1,7 @@
 /* Shared by the cli/ subcommands: exit codes and error printing. */
 #ifndef LOOM_CLI_H
 #define LOOM_CLI_H
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,24 @@ static inline double loom_cli_median(const double *v, uint32_t n, double *lo, do
     *lo = s[0];
     *hi = s[n - 1];
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* The next name of a comma-separated list at *p, looked up in a table of
+ * count entries stride bytes apart whose name is the const char * at
+ * key_offset (offsetof); *p moves past the name and its comma. Returns the
+ * entry's index, count when no entry has that name. */
+static inline size_t loom_cli_list_next(const char **p, const void *table, size_t count, size_t stride,
+                                        size_t key_offset)
+{
+    size_t n = strcspn(*p, ",");
+    size_t i = 0;
+    for (; i < count; i++) {
+        const char *key = *(const char *const *)((const char *)table + i * stride + key_offset);
+        if (strlen(key) == n && !strncmp(*p, key, n))
+            break;
+    }
+    *p += n + ((*p)[n] == ',');
+    return i;
 }
 
 /* Monotonic host time in microseconds, for the benchmarks' tables. */

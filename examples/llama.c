@@ -115,10 +115,10 @@ static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t co
     mx->f16 = t == LOOM_F16 ? malloc(n * sizeof(uint16_t)) : NULL;
     if (!mx->f32 || (t == LOOM_F16 && !mx->f16))
         return loom_fail(LOOM_OUT_OF_MEMORY, "llama weights: %ux%u matrix", rows, cols);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t k = n / FILL_MIN_PER_THREAD;
-    if (k > (size_t)(cores > 0 ? cores : 1))
-        k = (size_t)(cores > 0 ? cores : 1);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t cores = online > 0 ? (size_t)online : 1, k = n / FILL_MIN_PER_THREAD;
+    if (k > cores)
+        k = cores;
     if (k > FILL_MAX_THREADS)
         k = FILL_MAX_THREADS;
     if (k == 0)

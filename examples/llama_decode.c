@@ -49,6 +49,19 @@ typedef struct opts {
 static uint32_t prompt_len(const opts *o) { return o->n_prompt ? o->n_prompt : 1; }
 static uint32_t total_steps(const opts *o) { return prompt_len(o) + o->steps - 1; }
 
+/* The forms that are not the default: flag, bit, header label, JSON key. */
+static const struct {
+    const char *flag;
+    uint32_t bit;
+    const char *label, *key;
+} FORMS[] = {
+    { "--half-shares", LOOM_ENABLE_HALF_SHARES, "half shares", "half_shares" },
+    { "--half-stage", LOOM_ENABLE_HALF_STAGE, "half stage", "half_stage" },
+    { "--half-act", LOOM_ENABLE_HALF_ACT, "half FFN output", "half_act" },
+    { "--long-rows", LOOM_ENABLE_LONG_ROWS, "long rows", "long_rows" },
+};
+#define N_FORMS (sizeof FORMS / sizeof FORMS[0])
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -157,10 +170,6 @@ static int parse(int argc, char **argv, opts *o)
         { "--no-reorder", LOOM_DISABLE_REORDER },
         { "--barrier-every", LOOM_DISABLE_BARRIERS }, { "--no-cache", LOOM_DISABLE_CACHE },
     };
-    static const struct { const char *name; uint32_t bit; } forms[] = {
-        { "--half-shares", LOOM_ENABLE_HALF_SHARES }, { "--half-stage", LOOM_ENABLE_HALF_STAGE },
-        { "--half-act", LOOM_ENABLE_HALF_ACT }, { "--long-rows", LOOM_ENABLE_LONG_ROWS },
-    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int s = loom_llama_args_shape(argc, argv, &i, &o->shape);
@@ -195,9 +204,9 @@ static int parse(int argc, char **argv, opts *o)
                     o->disable |= ablations[k].bit;
                     flag = true;
                 }
-            for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++)
-                if (!strcmp(a, forms[k].name)) {
-                    o->enable |= forms[k].bit;
+            for (size_t k = 0; k < N_FORMS; k++)
+                if (!strcmp(a, FORMS[k].flag)) {
+                    o->enable |= FORMS[k].bit;
                     flag = true;
                 }
         }
@@ -257,16 +266,16 @@ static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights; %u steps in flight%s%s%s%s%s%s%s%s%s\n",
+           "%s weights; %u steps in flight%s%s%s%s%s",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
            c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
-           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "",
-           o->enable & LOOM_ENABLE_HALF_SHARES ? ", half shares" : "",
-           o->enable & LOOM_ENABLE_HALF_STAGE ? ", half stage" : "",
-           o->enable & LOOM_ENABLE_HALF_ACT ? ", half FFN output" : "",
-           o->enable & LOOM_ENABLE_LONG_ROWS ? ", long rows" : "");
+           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "");
+    for (size_t k = 0; k < N_FORMS; k++)
+        if (o->enable & FORMS[k].bit)
+            printf(", %s", FORMS[k].label);
+    printf("\n");
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -311,11 +320,10 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
                     o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
-    loom_str_printf(&s, ",\"early_log\":%s,\"half_shares\":%s,\"half_stage\":%s,\"half_act\":%s,\"long_rows\":%s,\"split_nodes\":%u",
-                    o->early_log ? "true" : "false", o->enable & LOOM_ENABLE_HALF_SHARES ? "true" : "false",
-                    o->enable & LOOM_ENABLE_HALF_STAGE ? "true" : "false",
-                    o->enable & LOOM_ENABLE_HALF_ACT ? "true" : "false",
-                    o->enable & LOOM_ENABLE_LONG_ROWS ? "true" : "false", f->split_nodes);
+    loom_str_printf(&s, ",\"early_log\":%s", o->early_log ? "true" : "false");
+    for (size_t k = 0; k < N_FORMS; k++)
+        loom_str_printf(&s, ",\"%s\":%s", FORMS[k].key, o->enable & FORMS[k].bit ? "true" : "false");
+    loom_str_printf(&s, ",\"split_nodes\":%u", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
                     "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
                     f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,

@@ -417,6 +417,44 @@ START_TEST(test_missing_barrier_caught)
 }
 END_TEST
 
+/* LOOM_PROBE_SKIP_BARRIER drops the barrier in front of the named kernel
+ * only: the plan's one barrier goes, the validation layer sees the RAW
+ * hazard it leaves, and a name that matches nothing changes nothing. */
+START_TEST(test_probe_skip_barrier)
+{
+    static const struct { const char *name; uint64_t barriers; bool hazard; } cases[] = {
+        { NULL, 1, false }, { "t_addk", 0, true }, { "addk", 0, true }, { "t_fill", 1, false }, { "", 1, false },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].name)
+            setenv("LOOM_PROBE_SKIP_BARRIER", cases[k].name, 1);
+        else
+            unsetenv("LOOM_PROBE_SKIP_BARRIER");
+        loom_rt *rt = rt_make(0, true, NULL);
+        loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_STATE, N * 4), *b = rbuf(rt, "b", LOOM_USAGE_OUTPUT, N * 4);
+        loom_graph *g = graph_new();
+        uint32_t ga = gext(g, a, "a"), gb = gext(g, b, "b");
+        fill(g, ga, 1);
+        addk(g, ga, gb, 1);
+        schedule(g, (uint32_t[]){ 0, 1 }, (bool[]){ false, true });
+        loom_rt_counters c0, c1;
+        loom_rt_get_counters(rt, &c0);
+        OK(loom_rt_run_graph(rt, g, NULL));
+        loom_rt_get_counters(rt, &c1);
+        ck_assert_msg(c1.barriers - c0.barriers == cases[k].barriers, "'%s': %llu barriers",
+                      cases[k].name ? cases[k].name : "(unset)", (unsigned long long)(c1.barriers - c0.barriers));
+        ck_assert_msg((loom_rt_validation_messages(rt) > 0) == cases[k].hazard, "'%s': %llu validation messages",
+                      cases[k].name ? cases[k].name : "(unset)",
+                      (unsigned long long)loom_rt_validation_messages(rt));
+        loom_rt_buffer_release(a);
+        loom_rt_buffer_release(b);
+        loom_graph_destroy(g);
+        loom_rt_destroy(rt);
+    }
+    unsetenv("LOOM_PROBE_SKIP_BARRIER");
+}
+END_TEST
+
 /* ---- retention ---------------------------------------------------------- */
 
 START_TEST(test_retention)
@@ -1077,6 +1115,7 @@ static Suite *runtime_suite(void)
         { "waw", test_waw },
         { "differential", test_differential },
         { "oracle", test_missing_barrier_caught },
+        { "probe_skip_barrier", test_probe_skip_barrier },
         { "retention", test_retention },
         { "step_timestamps", test_step_timestamps },
         { "read_behind", test_read_behind },

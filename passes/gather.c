@@ -180,44 +180,36 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     return LOOM_OK;
 }
 
+/* Node i, if it is an ATTENTION to gather and its consumer is not renamed
+ * yet: both replaced (*half: the shares as f16). */
+static loom_result gather_at(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *half)
+{
+    const loom_node *a = loom_graph_node(g, i);
+    bool wide;
+    if (a->type != LOOM_NODE_DISPATCH || a->op != LOOM_OP_ATTENTION || !pass_builder_made(g, a, &wide))
+        return LOOM_OK;
+    loom_pc_attn pc;
+    memcpy(&pc, loom_node_push(g, a), sizeof pc);
+    const loom_binding *out = pass_named(g, a, "out");
+    if (wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES || pc.head_dim % GATHER_CHUNK || !out ||
+        !pass_plan_buffer(g, out->buffer))
+        return LOOM_OK;
+    uint32_t c = consumer_of(g, i, out);
+    if (c == LOOM_NONE || repl[c] != c)
+        return LOOM_OK;
+    loom_result rc = gather_one(g, i, c, *(const bool *)half, repl);
+    *count += !rc;
+    return rc;
+}
+
 loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_gather: graph is NULL");
-    const loom_allocator *al = loom_graph_allocator(g);
-    uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = pass_alloc(al, ((size_t)n + 1) * sizeof(uint32_t));
-    if (!repl)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "gather: out of memory");
-    for (uint32_t i = 0; i < n; i++)
-        repl[i] = LOOM_NONE;
-    loom_result rc = LOOM_OK;
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        const loom_node *a = loom_graph_node(g, i);
-        bool wide;
-        if (a->type != LOOM_NODE_DISPATCH || a->op != LOOM_OP_ATTENTION || repl[i] != LOOM_NONE ||
-            !pass_builder_made(g, a, &wide))
-            continue;
-        loom_pc_attn pc;
-        memcpy(&pc, loom_node_push(g, a), sizeof pc);
-        const loom_binding *out = pass_named(g, a, "out");
-        if (wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES || pc.head_dim % GATHER_CHUNK || !out ||
-            !pass_plan_buffer(g, out->buffer))
-            continue;
-        uint32_t c = consumer_of(g, i, out);
-        if (c == LOOM_NONE || repl[c] != LOOM_NONE)
-            continue;
-        rc = gather_one(g, i, c, ctx && (ctx->enable & LOOM_ENABLE_HALF_SHARES), repl);
-        count += !rc;
-    }
-    if (!rc && count) {
-        for (uint32_t i = 0; i < n; i++)
-            repl[i] = repl[i] != LOOM_NONE ? repl[i] : i;
-        loom_graph_clear_schedule(g);
-        rc = loom_graph_permute(g, repl, n);
-    }
+    bool half = ctx && (ctx->enable & LOOM_ENABLE_HALF_SHARES);
+    uint32_t count;
+    loom_result rc = pass_rename_nodes(g, "gather", gather_at, &half, &count);
     if (!rc && ctx)
         ctx->gathered += count;
-    pass_free(al, repl, ((size_t)n + 1) * sizeof(uint32_t));
     return rc;
 }

@@ -93,5 +93,13 @@ loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id);
 loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const loom_binding *b, uint32_t nb,
                           const loom_range *r, uint32_t nr, uint32_t nw, const void *push, uint32_t push_size,
                           uint32_t *id);
+/* Passes that put copies of nodes, under other kernels, where the nodes
+ * were: fn(g, i, repl, count, arg) is called for every node i not renamed
+ * yet and may append copies of nodes, node j's copy going to repl[j]
+ * (repl[j] == j: none yet), adding the renamings it made to *count; then
+ * the plan lists each copy where its node was (the schedule is cleared).
+ * *count: the renamings of all calls; pass names the pass in errors. */
+typedef loom_result (*pass_rename_fn)(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg);
+loom_result pass_rename_nodes(loom_graph *g, const char *pass, pass_rename_fn fn, const void *arg, uint32_t *count);
 
 #endif

@@ -94,6 +94,28 @@ loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const
     return rc ? rc : pass_same_members(g, loom_graph_node(g, pos), *id);
 }
 
+loom_result pass_rename_nodes(loom_graph *g, const char *pass, pass_rename_fn fn, const void *arg, uint32_t *count)
+{
+    const loom_allocator *a = loom_graph_allocator(g);
+    uint32_t n = loom_graph_node_count(g);
+    *count = 0;
+    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
+    if (!repl)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "%s: out of memory", pass);
+    for (uint32_t i = 0; i < n; i++)
+        repl[i] = i;
+    loom_result rc = LOOM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if (repl[i] == i)
+            rc = fn(g, i, repl, count, arg);
+    if (!rc && *count) {
+        loom_graph_clear_schedule(g);
+        rc = loom_graph_permute(g, repl, n);
+    }
+    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
+    return rc;
+}
+
 bool pass_same_range(const loom_range *r, const loom_binding *b)
 {
     return r->buffer == b->buffer && r->offset == b->offset && r->size == b->size;

@@ -209,40 +209,13 @@ static size_t act_writer_form(const loom_graph *g, const loom_node *f)
     return k ? i : N_ACT_WRITERS;
 }
 
-/* The last steps rename kernels in place: rename(g, i, repl, &count) is
- * called for every node i not renamed yet and may append copies of nodes
- * under other kernels, node j's copy going to repl[j] (repl[j] == j: none
- * yet), counting in count; the plan then lists each copy where its node
- * was. */
-typedef loom_result (*rename_fn)(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count);
-
-static loom_result rename_nodes(loom_graph *g, rename_fn rename)
-{
-    const loom_allocator *a = loom_graph_allocator(g);
-    uint32_t n = loom_graph_node_count(g), count = 0;
-    uint32_t *repl = pass_alloc(a, ((size_t)n + 1) * sizeof(uint32_t));
-    if (!repl)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "stage: out of memory");
-    for (uint32_t i = 0; i < n; i++)
-        repl[i] = i;
-    loom_result rc = LOOM_OK;
-    for (uint32_t i = 0; !rc && i < n; i++)
-        if (repl[i] == i)
-            rc = rename(g, i, repl, &count);
-    if (!rc && count) {
-        loom_graph_clear_schedule(g);
-        rc = loom_graph_permute(g, repl, n);
-    }
-    pass_free(a, repl, ((size_t)n + 1) * sizeof(uint32_t));
-    return rc;
-}
-
 /* The two-chunks-a-trip producers (LOOM_ENABLE_LONG_ROWS; see the top).
  * Rows whose length is not a multiple of the vector width run the scalar
  * path, which MV_LONG leaves as it is: those keep the plain form. */
 #define LONG_MIN_CHUNKS 512u   /* 2 x matvec.glsl's WG: a second chunk for every invocation */
-static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count)
+static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
 {
+    (void)arg;
     const loom_node *nd = loom_graph_node(g, i);
     loom_pc_matvec pc;
     if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc ||
@@ -258,8 +231,9 @@ static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
 
 /* The f16 activations (LOOM_ENABLE_HALF_ACT; see the top): writer i and
  * its one reader. */
-static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count)
+static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
 {
+    (void)arg;
     const loom_node *f = loom_graph_node(g, i);
     size_t wf = act_writer_form(g, f);
     if (wf == N_ACT_WRITERS || (f->flags & LOOM_NODE_SPLIT))
@@ -436,10 +410,12 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
     }
     if (!rc && ctx)
         ctx->staged_gains += norms;
+    /* The last steps rename kernels in place (pass_rename_nodes). */
+    uint32_t renamed;
     if (!rc && ctx && (ctx->enable & LOOM_ENABLE_HALF_ACT))
-        rc = rename_nodes(g, half_act);
+        rc = pass_rename_nodes(g, "stage", half_act, NULL, &renamed);
     if (!rc && ctx && (ctx->enable & LOOM_ENABLE_LONG_ROWS))
-        rc = rename_nodes(g, long_row);
+        rc = pass_rename_nodes(g, "stage", long_row, NULL, &renamed);
     pass_free(s.a, s.repl, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.prod, (size_t)s.n * sizeof(uint32_t));
     pass_free(s.a, s.st, (size_t)s.n * sizeof(staged));

@@ -322,21 +322,22 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
                "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
- * row, 8 rows each, so 256 rows a pass: two shares of a 512-row cache). On
- * the H200 the 1b step was 5 us faster with four shares (128 rows) than
- * with eight, 21 us slower with sixteen; with the gather pass, whose
- * consumer loads every share beside each chunk, two shares were 1.3 us
- * faster than four (four stay 3 us faster where nothing gathers);
- * attention_wide.comp the rest up to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a
- * pass). */
+ * row, 8 rows each, so 256 rows a pass), attention_wide.comp the rest up
+ * to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a pass). A share of the narrow
+ * kernel is two passes, 512 rows: the 1b step (512-row cache, so one
+ * share: the output written whole, nothing for the gather pass) took
+ * 1096.8-1097.0 us a token on the H100 against 1102.6-1102.7 with two
+ * shares of 256 rows combined by the o-projection (docs/perf.md). Before
+ * the gather pass, on the H200, four shares of 128 rows were 5 us faster
+ * than eight and sixteen 21 us slower. */
 #define ATTN_NARROW_HEAD_DIM 64u
-static uint32_t attn_rows_per_pass(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 256u : 8u; }
+static uint32_t attn_rows_per_share(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 512u : 8u; }
 
-/* Shares of the cache an ATTENTION dispatch splits into: one pass each at
- * the full cache, at most 16 (attention.glsl: MAX_SPLITS). */
+/* Shares of the cache an ATTENTION dispatch splits into, at most 16
+ * (attention.glsl: MAX_SPLITS). */
 static uint32_t attn_splits(uint32_t max_seq, uint32_t head_dim)
 {
-    uint32_t s = max_seq / attn_rows_per_pass(head_dim);
+    uint32_t s = max_seq / attn_rows_per_share(head_dim);
     return s < 1u ? 1u : s > 16u ? 16u : s;
 }
 

@@ -473,11 +473,13 @@ START_TEST(attention)
     static const uint32_t cases[][5] = { { 1, 1, 1, 4, 1 },   { 4, 2, 16, 8, 5 },       { 8, 8, 64, 32, 32 },
                                          { 6, 2, 96, 40, 33 }, { 2, 1, 128, 2100, 2050 }, { 2, 2, 8, 4, 9 },
                                          { 3, 1, 4, 4, 0 },   { 4, 4, 256, 3, 3 },
-                                         /* split over the cache (the narrow kernel: a share per 256
-                                          * rows): 4 shares; 2 shares, one row; 2 full shares; 16
-                                          * shares longer than a pass; 3 and 5 shares */
-                                         { 8, 2, 64, 1024, 700 }, { 4, 1, 32, 512, 1 }, { 2, 2, 16, 512, 512 },
-                                         { 1, 1, 32, 9000, 8999 }, { 4, 2, 64, 768, 600 }, { 2, 1, 12, 1280, 1200 },
+                                         /* split over the cache (the narrow kernel: a share per 512
+                                          * rows, two passes): 4 shares; 2 shares, one row; 2 full
+                                          * shares; 16 shares longer than a share; 3 and 5 shares;
+                                          * one share of two passes */
+                                         { 8, 2, 64, 2048, 1400 }, { 4, 1, 32, 1024, 1 }, { 2, 2, 16, 1024, 1024 },
+                                         { 1, 1, 32, 9000, 8999 }, { 4, 2, 64, 1536, 1200 }, { 2, 1, 12, 2560, 2400 },
+                                         { 8, 2, 64, 512, 400 },
                                          /* scores far past exp's range: only a kernel that
                                           * subtracts the running maximum stays finite */
                                          { 4, 2, 64, 128, 100 }, { 2, 1, 128, 64, 40 } };

@@ -1378,8 +1378,8 @@ static uint32_t run_gather(void)
 
 START_TEST(test_gather_block)
 {
-    /* 1024 rows: four shares of 256 */
-    uint32_t att = gather_block(64, 1024, LOOM_USAGE_SCRATCH, false);
+    /* 2048 rows: four shares of 512 */
+    uint32_t att = gather_block(64, 2048, LOOM_USAGE_SCRATCH, false);
     ck_assert_uint_eq(run_gather(), 1);
     ck_assert_uint_eq(loom_graph_node_count(G), 2);
     const loom_node *a = loom_graph_node(G, 0), *c = loom_graph_node(G, 1);
@@ -1428,7 +1428,7 @@ START_TEST(test_gather_half_shares)
     for (int c = 0; c < 3; c++) {
         loom_graph_destroy(G);
         ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
-        uint32_t nh = 8, hd = 64, qd = nh * hd, dim = 256, rows = 512;
+        uint32_t nh = 8, hd = 64, qd = nh * hd, dim = 256, rows = 1024;
         uint32_t q = buf(qd * 4ull, LOOM_USAGE_SCRATCH), kc = buf((uint64_t)rows * 2 * hd * 4, LOOM_USAGE_KV_CACHE);
         uint32_t vc = buf((uint64_t)rows * 2 * hd * 4, LOOM_USAGE_KV_CACHE), att = buf(qd * 4ull, LOOM_USAGE_SCRATCH);
         loom_dtype wt = c == 1 ? LOOM_F32 : LOOM_F16;
@@ -1484,7 +1484,7 @@ START_TEST(test_gather_after_half_stage)
     for (int half = 0; half < 2; half++) {
         loom_graph_destroy(G);
         ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
-        uint32_t att = gather_block(64, 512, LOOM_USAGE_SCRATCH, false);
+        uint32_t att = gather_block(64, 1024, LOOM_USAGE_SCRATCH, false);
         (void)att;
         uint32_t dim = 256, x = 5;   /* gather_block's residual: its sixth buffer */
         uint32_t w = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT), g = buf(dim * 4, LOOM_USAGE_WEIGHT);
@@ -1513,7 +1513,7 @@ START_TEST(test_gather_after_half_stage)
 }
 END_TEST
 
-/* What gather must leave alone: one share (256 rows), eight shares (2048),
+/* What gather must leave alone: one share (512 rows), eight shares (4096),
  * the wide kernel (head_dim 128), head_dim 12 (a chunk across two heads),
  * an output the host reads, a plain MATVEC consumer, a second projection,
  * a reader before the ATTENTION. */
@@ -1523,7 +1523,7 @@ START_TEST(test_gather_illegal)
         loom_graph_destroy(G);
         ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
         static const uint32_t hd[] = { 64, 64, 128, 12, 64, 64, 64, 64 };
-        static const uint32_t rows[] = { 256, 2048, 32, 1024, 1024, 1024, 1024, 1024 };
+        static const uint32_t rows[] = { 512, 4096, 32, 1024, 1024, 1024, 1024, 1024 };
         uint32_t att = gather_block(hd[c], rows[c], c == 4 ? LOOM_USAGE_OUTPUT : LOOM_USAGE_SCRATCH, c == 5);
         if (c == 7) {   /* a copy of att before the ATTENTION: it reads the step before's output */
             uint32_t y = buf(8 * 64 * 4, LOOM_USAGE_OUTPUT);

@@ -367,35 +367,6 @@ static loom_result upload(loom_llama *m)
 
 /* ---- the step rings ----------------------------------------------------- */
 
-/* Copies n words of src into slot (params.step - back) % slots of dst: a
- * step's token (and, with keep_logits, its logits) kept where a later step
- * does not overwrite them, so the host can read them behind the GPU. back
- * 0 logs the step's own output at its end; back 1 logs the step before's at
- * the start (step 0 has none before it and copies nothing). */
-static const char LOG_KERNEL[] =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step; uint user[12]; } p;\n"
-    "layout(set = 0, binding = 1) readonly buffer S { uint s[]; };\n"
-    "layout(set = 0, binding = 2) writeonly buffer D { uint d[]; };\n"
-    "layout(push_constant) uniform Pc { uint n; uint slots; uint back; } pc;\n"
-    "void main() {\n"
-    "  uint i = gl_GlobalInvocationID.x;\n"
-    "  if (i < pc.n && p.step >= pc.back) d[((p.step - pc.back) % pc.slots) * pc.n + i] = s[i];\n"
-    "}\n";
-#define LOG_KERNEL_NAME "llama_step_log"
-
-static loom_result register_log_kernel(loom_rt *rt)
-{
-    loom_result rc = loom_rt_kernel_glsl(rt, LOG_KERNEL_NAME, LOG_KERNEL);
-    /* Busy: another model on this runtime registered it (same source). */
-    if (rc == LOOM_BUSY) {
-        loom_clear_error();
-        rc = LOOM_OK;
-    }
-    return rc;
-}
-
 /* The graph buffer capture declared for runtime buffer b (LOOM_NONE if
  * none): the log must name the same graph buffer, or the passes would not
  * see its hazard against the producer. */
@@ -408,40 +379,36 @@ static uint32_t graph_buffer_of(const loom_llama *m, const loom_graph *g, const 
     return LOOM_NONE;
 }
 
+/* Copies n words of src into slot (params.step - back) % LOOM_LLAMA_RING of
+ * dst (STEP_LOG): a step's token (and, with keep_logits, its logits) kept
+ * where a later step does not overwrite them, so the host can read them
+ * behind the GPU. back 0 logs the step's own output at its end (the fuse
+ * pass folds the token's log into the LM head); back 1 logs the step
+ * before's at the start (step 0 has none before it and copies nothing). */
 static loom_result add_log(loom_llama *m, loom_graph *g, loom_rt_buffer *src, loom_rt_buffer *dst,
-                           const char *name, uint32_t n_words, uint32_t back)
+                           const char *name, loom_dtype dtype, uint32_t n_words, uint32_t back)
 {
-    uint32_t params, s = graph_buffer_of(m, g, src), d;
+    uint32_t s = graph_buffer_of(m, g, src), d;
     if (s == LOOM_NONE)
         return loom_fail(LOOM_NOT_FOUND, "llama step log: the step graph does not use buffer '%s'", name);
-    loom_result rc = loom_graph_params(g, &params);
-    if (!rc) {
-        char dname[48];
-        snprintf(dname, sizeof dname, "%s_log", name);
-        rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = dname, .size = buf_size(m, dst),
-                                                           .usage = LOOM_USAGE_OUTPUT, .external = buf_id(m, dst) },
-                                   &d);
-    }
+    char dname[48];
+    snprintf(dname, sizeof dname, "%s_log", name);
+    loom_result rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = dname, .size = buf_size(m, dst),
+                                                                    .usage = LOOM_USAGE_OUTPUT,
+                                                                    .external = buf_id(m, dst) },
+                                           &d);
     if (rc)
         return rc;
-    /* The write range is the whole ring: the slot is a per-step value. */
-    loom_binding b[3] = {
-        { .buffer = params, .slot = 0, .size = sizeof(loom_step_params), .access = LOOM_ACCESS_READ },
-        { .buffer = s, .slot = 1, .size = (uint64_t)n_words * 4, .access = LOOM_ACCESS_READ },
-        { .buffer = d, .slot = 2, .size = buf_size(m, dst), .access = LOOM_ACCESS_WRITE },
-    };
-    uint32_t pc[3] = { n_words, LOOM_LLAMA_RING, back };
-    loom_dispatch_desc dd = { .kernel = LOG_KERNEL_NAME, .op = LOOM_OP_OTHER, .groups = { (n_words + 63) / 64, 1, 1 },
-                              .bindings = b, .n_bindings = 3, .push = pc, .push_size = sizeof pc };
-    return loom_graph_add_dispatch(g, &dd, NULL);
+    return loom_op_step_log(g, (loom_tensor){ s, dtype, 0, 1, n_words },
+                            (loom_tensor){ d, dtype, 0, LOOM_LLAMA_RING, n_words }, back, NULL);
 }
 
 /* The step's logs, back 0 (after the step's ops) or 1 (before them). */
 static loom_result add_logs(loom_llama *m, loom_graph *g, uint32_t back)
 {
-    loom_result rc = add_log(m, g, m->gbuf[GB_ARGMAX], m->gbuf[GB_TOKENS], "tokens", 1, back);
+    loom_result rc = add_log(m, g, m->gbuf[GB_ARGMAX], m->gbuf[GB_TOKENS], "tokens", LOOM_U32, 1, back);
     if (!rc && m->keep_logits)
-        rc = add_log(m, g, m->gbuf[GB_LOGITS], m->gbuf[GB_LOGITS_LOG], "logits", m->cfg.vocab, back);
+        rc = add_log(m, g, m->gbuf[GB_LOGITS], m->gbuf[GB_LOGITS_LOG], "logits", LOOM_F32, m->cfg.vocab, back);
     return rc;
 }
 
@@ -591,7 +558,7 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
                        loom_rt_in_flight(rt), LOOM_LLAMA_RING);
         goto fail;
     }
-    if ((rc = model_init(m, desc)) || (rc = register_log_kernel(rt)) || (rc = upload(m)))
+    if ((rc = model_init(m, desc)) || (rc = upload(m)))
         goto fail;
     *out = m;
     return LOOM_OK;

@@ -75,6 +75,10 @@ typedef struct loom_pc_kv       { uint32_t dim, max_seq; } loom_pc_kv;  /* dim =
 typedef struct loom_pc_attn     { uint32_t n_heads, n_kv_heads, head_dim, max_seq; float scale; uint32_t splits; } loom_pc_attn;
 /* RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL, RMS_NORM_MATVEC_ARGMAX. */
 typedef struct loom_pc_norm_matvec { uint32_t rows, cols; float eps; } loom_pc_norm_matvec;
+/* RMS_NORM_MATVEC_ARGMAX_LOG: the ring's slots after the norm form's. */
+typedef struct loom_pc_norm_matvec_log { uint32_t rows, cols; float eps; uint32_t slots; } loom_pc_norm_matvec_log;
+/* STEP_LOG: n words a row, slots rows, from step back on. */
+typedef struct loom_pc_step_log { uint32_t n, slots, back; } loom_pc_step_log;
 /* RMS_NORM_QKV_ROPE_KV: q_rows = n_heads * head_dim, kv_rows = n_kv_heads * head_dim. */
 typedef struct loom_pc_qkv {
     uint32_t q_rows, kv_rows, cols;
@@ -97,6 +101,12 @@ typedef struct loom_pc_embed_qkv {
 
 /* dst = src; both same byte size, a multiple of 4. */
 loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t *out_node);
+/* dst row (params.step - back) % dst.rows = src, once params.step >= back:
+ * src's n words (any 32-bit dtype) into a dst of n words a row, of src's
+ * dtype. A step's output is kept there until the ring comes round, so the
+ * host can read it steps behind the GPU; back 1 copies the step before's
+ * output, before this step writes it. */
+loom_result loom_op_step_log(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t back, uint32_t *out_node);
 /* out = table[token_buf[token_index]]; table vocab x dim (f32|f16); out 1 x dim. */
 loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, uint32_t token_index,
                           loom_tensor out, uint32_t *out_node);
@@ -177,6 +187,12 @@ loom_result loom_op_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, l
 /* The same over x / rms(x) * g. */
 loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
                                            loom_tensor y, loom_tensor out, float eps, uint32_t *out_node);
+/* The same, and the index also into row params.step % ring.rows of ring (u32,
+ * one column): STEP_LOG of out with back 0, by the workgroup that finds
+ * the index, so the log needs no level of its own. */
+loom_result loom_op_rms_norm_matvec_argmax_log(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
+                                               loom_tensor y, loom_tensor out, loom_tensor ring, float eps,
+                                               uint32_t *out_node);
 /* n = x / rms(x) * g; q = rope(Wq n); kcache[pos] = rope(Wk n); vcache[pos]
  * = Wv n, at params.pos (nothing written to the caches past max_seq). Wq is
  * (n_heads * head_dim) x cols, Wk and Wv (n_kv_heads * head_dim) x cols;

@@ -318,7 +318,9 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
                    PUSH_ROPE == sizeof(loom_pc_rope) &&
                    PUSH_KV_APPEND == sizeof(loom_pc_kv) && PUSH_ATTENTION == sizeof(loom_pc_attn) &&
                    PUSH_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_qkv) &&
-                   PUSH_EMBED_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_embed_qkv),
+                   PUSH_EMBED_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_embed_qkv) &&
+                   PUSH_STEP_LOG == sizeof(loom_pc_step_log) &&
+                   PUSH_RMS_NORM_MATVEC_ARGMAX_LOG == sizeof(loom_pc_norm_matvec_log),
                "ops.def: push-constant sizes");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
@@ -372,6 +374,31 @@ loom_result loom_op_copy(loom_graph *g, loom_tensor src, loom_tensor dst, uint32
     op_call c = { .op = LOOM_OP_COPY, .n = 2, .push = &pc,
                   .groups = groups < COPY_MAX_GROUPS ? groups : COPY_MAX_GROUPS,
                   .v = { { src, true }, { dst, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_step_log(loom_graph *g, loom_tensor src, loom_tensor dst, uint32_t back, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_step_log: graph is NULL");
+    const loom_op op = LOOM_OP_STEP_LOG;
+    uint64_t n = (uint64_t)src.rows * src.cols;
+    if (loom_dtype_size((loom_dtype)src.dtype) != 4)
+        return bad(g, op, "src", "element bytes", loom_dtype_size((loom_dtype)src.dtype), 4);
+    if (n == 0 || n > UINT32_MAX)
+        return bad(g, op, "src", "elements", n, n ? UINT32_MAX : 1);
+    if (dst.dtype != src.dtype)
+        return need_dtype(g, op, "dst", &dst, (loom_dtype)src.dtype);
+    if (dst.cols != n)
+        return bad(g, op, "dst", ".cols (src's elements)", dst.cols, n);
+    if (dst.rows == 0)
+        return bad(g, op, "dst", ".rows", 0, 1);
+    if (views_overlap(&src, &dst))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): src overlaps dst in buffer %u",
+                         loom_graph_node_count(g), loom_op_name(op), dst.buffer);
+    loom_pc_step_log pc = { (uint32_t)n, dst.rows, back };
+    op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, n),
+                  .v = { { src, false }, { dst, false } } };
     return emit(g, &c, out_node);
 }
 
@@ -826,7 +853,7 @@ loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32
  * every workgroup reads all of x. */
 static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
                                       const loom_tensor *x, const loom_tensor *gw, const loom_tensor *y,
-                                      const loom_tensor *out, float eps, uint32_t *out_node)
+                                      const loom_tensor *out, const loom_tensor *ring, float eps, uint32_t *out_node)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
@@ -846,6 +873,15 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
         rc = need_dtype(g, op, "out", out, LOOM_U32);
     if (!rc && out && (uint64_t)out->rows * out->cols != 1)
         rc = bad(g, op, "out", "elements", (uint64_t)out->rows * out->cols, 1);
+    if (!rc && ring)
+        rc = need_dtype(g, op, "ring", ring, LOOM_U32);
+    if (!rc && ring && ring->cols != 1)
+        rc = bad(g, op, "ring", ".cols", ring->cols, 1);
+    if (!rc && ring && ring->rows == 0)
+        rc = bad(g, op, "ring", ".rows", 0, 1);
+    if (!rc && ring && (views_overlap(ring, out) || views_overlap(ring, y)))
+        rc = loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): ring overlaps out or y in buffer %u",
+                       loom_graph_node_count(g), loom_op_name(op), ring->buffer);
     if (rc)
         return rc;
     uint64_t groups = groups_for(op, W->rows);
@@ -854,7 +890,9 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
     if (out && groups > ARGMAX_MAX_GROUPS)
         groups = ARGMAX_MAX_GROUPS;
     loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
-    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = &pc, .groups = groups };
+    loom_pc_norm_matvec_log pcl = { W->rows, W->cols, eps, ring ? ring->rows : 0 };
+    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = ring ? (const void *)&pcl : &pc,
+                  .groups = groups };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
         c.v[c.n++] = (op_view){ *U, false };
@@ -870,31 +908,41 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
         c.v[c.n++] = (op_view){ part, false };
         c.v[c.n++] = (op_view){ count, false };
     }
+    if (ring)
+        c.v[c.n++] = (op_view){ *ring, false };
     return emit(g, &c, out_node);
 }
 
 loom_result loom_op_rms_norm_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw, loom_tensor y,
                                     float eps, uint32_t *out_node)
 {
-    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC, &W, NULL, &x, &gw, &y, NULL, eps, out_node);
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC, &W, NULL, &x, &gw, &y, NULL, NULL, eps, out_node);
 }
 
 loom_result loom_op_rms_norm_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x,
                                              loom_tensor gw, loom_tensor y, float eps, uint32_t *out_node)
 {
-    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, &Wg, &Wu, &x, &gw, &y, NULL, eps, out_node);
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, &Wg, &Wu, &x, &gw, &y, NULL, NULL, eps, out_node);
 }
 
 loom_result loom_op_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, loom_tensor out,
                                   uint32_t *out_node)
 {
-    return norm_matvec_common(g, LOOM_OP_MATVEC_ARGMAX, &W, NULL, &x, NULL, &y, &out, 0.0f, out_node);
+    return norm_matvec_common(g, LOOM_OP_MATVEC_ARGMAX, &W, NULL, &x, NULL, &y, &out, NULL, 0.0f, out_node);
 }
 
 loom_result loom_op_rms_norm_matvec_argmax(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
                                            loom_tensor y, loom_tensor out, float eps, uint32_t *out_node)
 {
-    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &W, NULL, &x, &gw, &y, &out, eps, out_node);
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &W, NULL, &x, &gw, &y, &out, NULL, eps, out_node);
+}
+
+loom_result loom_op_rms_norm_matvec_argmax_log(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw,
+                                               loom_tensor y, loom_tensor out, loom_tensor ring, float eps,
+                                               uint32_t *out_node)
+{
+    return norm_matvec_common(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG, &W, NULL, &x, &gw, &y, &out, &ring, eps,
+                              out_node);
 }
 
 /* The checks of the q/k/v form and its EMBED-fed form (x is then the

@@ -72,6 +72,7 @@ typedef struct op_view {
     float theta;
     uint32_t q_rows, kv_rows;            /* RMS_NORM_QKV_ROPE_KV (and cols) */
     uint32_t vocab, token_index;         /* EMBED */
+    uint32_t back;                       /* STEP_LOG (rows: its slots) */
 } op_view;
 
 static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
@@ -137,6 +138,19 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
         v->n = p.dim;
         v->vocab = p.vocab;
         v->token_index = p.token_index;
+    } else if (op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX) {
+        loom_pc_norm_matvec p;
+        memcpy(&p, pc, sizeof p);
+        v->rows = p.rows;
+        v->cols = p.cols;
+        v->eps = p.eps;
+        v->n = p.rows;
+    } else if (op == LOOM_OP_STEP_LOG) {
+        loom_pc_step_log p;
+        memcpy(&p, pc, sizeof p);
+        v->n = p.n;
+        v->rows = p.slots;
+        v->back = p.back;
     } else if (op == LOOM_OP_KV_APPEND) {
         loom_pc_kv p;
         memcpy(&p, pc, sizeof p);
@@ -701,6 +715,31 @@ static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t 
                                               m->head_dim, m->theta, m->eps, out);
 }
 
+/* RMS_NORM_MATVEC_ARGMAX -> the STEP_LOG of its index at the step's end
+ * (back 0, one word): the workgroup that finds the index also writes it
+ * into the ring, so the log's level goes. The ring keeps its rows. */
+static bool match_argmax_log(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view lv, av;
+    if (!view(fs, anchor, LOOM_OP_STEP_LOG, &lv) || lv.back != 0 || lv.n != 1)
+        return false;
+    uint32_t id = producer(fs, anchor, lv.b[1]);
+    if (!view(fs, id, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &av) || !same_view(av.b[4], lv.b[1]) ||
+        lv.b[2]->size != (uint64_t)lv.rows * 4)
+        return false;
+    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 3, .n_out = 3, .eps = av.eps };
+    m->out[2] = (loom_tensor){ lv.b[2]->buffer, LOOM_U32, lv.b[2]->offset, lv.rows, 1 };
+    return mat_of(av.b[0], av.rows, av.cols, &m->in[0]) && vec_of(av.b[1], av.cols, &m->in[1]) &&
+           vec_of(av.b[2], av.cols, &m->in[2]) && vec_of(av.b[3], av.rows, &m->out[0]) &&
+           u32_of(av.b[4], &m->out[1]) && legal(fs, m);
+}
+
+static loom_result build_argmax_log(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_rms_norm_matvec_argmax_log(g, m->in[0], m->in[1], m->in[2], m->out[0], m->out[1], m->out[2],
+                                              m->eps, out);
+}
+
 /* Longer chains first: an anchor takes the first rule that matches. */
 static const fuse_rule rules[] = {
     { "add_rms_norm_mul", { LOOM_OP_ADD, LOOM_OP_RMS_NORM, LOOM_OP_MUL }, 3, LOOM_OP_ADD_RMS_NORM_MUL,
@@ -727,6 +766,8 @@ static const fuse_rule rules[] = {
       match_norm_matvec_argmax, build_norm_matvec_argmax },
     { "embed_qkv", { LOOM_OP_EMBED, LOOM_OP_RMS_NORM_QKV_ROPE_KV }, 2, LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV,
       match_embed_qkv, build_embed_qkv },
+    { "argmax_log", { LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_STEP_LOG }, 2, LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG,
+      match_argmax_log, build_argmax_log },
 };
 
 /* ---- driver ------------------------------------------------------------- */

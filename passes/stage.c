@@ -12,10 +12,11 @@
  * the accumulators each step; reorder puts it in the first level.
  *
  * A norm node N (RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL,
- * RMS_NORM_MATVEC_ARGMAX, RMS_NORM_QKV_ROPE_KV as their builders lay them
- * out) is staged when the last node before it that writes any byte of its
- * x is a builder-made MATVEC_ADD whose y is exactly x, g has as many f32
- * elements as y, and no node between the two writes g. A producer stages
+ * RMS_NORM_MATVEC_ARGMAX and its _LOG form, RMS_NORM_QKV_ROPE_KV as their
+ * builders lay them out) is staged when the last node before it that
+ * writes any byte of its x is a builder-made MATVEC_ADD whose y is exactly
+ * x, g has as many f32 elements as y, and no node between the two writes
+ * g. A producer stages
  * one gain: a second norm of the same x with the same g binding shares t
  * and the accumulator (the row blocks of a split LM head), one with another
  * g keeps reading x and g. Runs after split (a row block of a producer
@@ -51,7 +52,8 @@
 static bool is_norm(uint32_t op)
 {
     return op == LOOM_OP_RMS_NORM_MATVEC || op == LOOM_OP_RMS_NORM_MATVEC_SILU_MUL ||
-           op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+           op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_QKV_ROPE_KV ||
+           op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG;
 }
 
 /* A staged producer: where it is, the gain it applies, its t and its

@@ -45,6 +45,9 @@
 //             a form of its own, so its registers cost no other shape.
 //             Not with a norm the kernel computes itself (MV_NORM without
 //             MV_PRE);
+//   MV_LOG    (with MV_ARGMAX) the last workgroup also writes the index
+//             into slot step % slots of a ring (STEP_LOG fused): the step
+//             parameters take binding 0, the others move up one;
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
@@ -115,19 +118,26 @@ layout(push_constant) uniform Pc {
 #define B_VC 8
 #endif
 #else
-#ifdef MV_NORM
+#ifdef MV_LOG
+#include "params.glsl"
+layout(push_constant) uniform Pc { uint rows; uint cols; float eps; uint slots; } pc;
+#define B_BASE 1
+#elif defined(MV_NORM)
 layout(push_constant) uniform Pc { uint rows; uint cols; float eps; } pc;
 #elif defined(MV_COMB)
 layout(push_constant) uniform Pc { uint rows; uint cols; uint head_dim; uint splits; } pc;
 #else
 layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
 #endif
-#define B_W0 0
+#ifndef B_BASE
+#define B_BASE 0
+#endif
+#define B_W0 B_BASE
 #ifdef MV_SILU
-#define B_W1 1
-#define B_X 2
+#define B_W1 (B_BASE + 1)
+#define B_X (B_BASE + 2)
 #else
-#define B_X 1
+#define B_X (B_BASE + 1)
 #endif
 #ifdef MV_NORM
 #define B_G (B_X + 1)
@@ -152,6 +162,7 @@ layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
 #define B_OUT (B_Y + 1)
 #define B_PART (B_Y + 2)
 #define B_COUNT (B_Y + 3)
+#define B_RING (B_Y + 4)
 #endif
 #endif
 
@@ -216,6 +227,9 @@ layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
 layout(set = 0, binding = B_OUT) writeonly buffer Out { uint result[]; };
 layout(set = 0, binding = B_PART) coherent buffer Part { uvec2 part[]; };
 layout(set = 0, binding = B_COUNT) coherent buffer Count { uint counter[]; };
+#ifdef MV_LOG
+layout(set = 0, binding = B_RING) writeonly buffer Ring { uint ring[]; };
+#endif
 #endif
 
 #if defined(MV_NORM) || defined(MV_QKV)
@@ -850,6 +864,9 @@ void main()
         uint fi = wg_best(cv, ci, fv);
         if (t == 0u) {
             result[0] = fi;
+#ifdef MV_LOG
+            ring[step_params.step % pc.slots] = fi;
+#endif
             counter[0] = 0u;   // ready for the next replay
         }
     }

@@ -163,6 +163,63 @@ START_TEST(copy)
 }
 END_TEST
 
+/* STEP_LOG replayed at steps 0..6 into a ring of 3 rows: back 0 puts each
+ * step's src in row step % 3, back 1 the step before's (nothing at step
+ * 0); n 1 and 70 words (a second workgroup). Rows not yet written keep
+ * their poison. */
+START_TEST(step_log)
+{
+    static const uint32_t words[] = { 1, 70 };
+    for (size_t s = 0; s < 2; s++)
+        for (uint32_t back = 0; back < 2; back++) {
+            uint32_t n = words[s];
+            harness h = begin();
+            uint32_t a = input(&h, "src", NULL, n * 4), d = output(&h, "ring", 3ull * n * 4);
+            ck_assert_int_eq(loom_op_step_log(h.g, (loom_tensor){ a, LOOM_U32, 0, 1, n },
+                                              (loom_tensor){ d, LOOM_U32, 0, 3, n }, back, NULL),
+                             LOOM_OK);
+            uint32_t *want = malloc(3ull * n * 4), *got = malloc(3ull * n * 4), *src = malloc(n * 4ull);
+            ck_assert(want && got && src);
+            memset(want, 0xee, 3ull * n * 4);
+            ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[d], 0, want, 3ull * n * 4), LOOM_OK);
+            loom_rt_program *p;
+            ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
+            uint32_t prev = 0;
+            for (uint32_t step = 0; step < 7; step++) {
+                for (uint32_t i = 0; i < n; i++)
+                    src[i] = step * 1000u + i;
+                if (back && step > 0)
+                    for (uint32_t i = 0; i < n; i++)
+                        want[((step - 1) % 3) * n + i] = prev * 1000u + i;
+                /* back 1 reads src before this step writes it: the host
+                 * writes the step's src after the replay, as a producer
+                 * later in the step would */
+                if (!back) {
+                    ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[a], 0, src, n * 4ull), LOOM_OK);
+                    for (uint32_t i = 0; i < n; i++)
+                        want[(step % 3) * n + i] = src[i];
+                }
+                uint64_t id;
+                ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ .step = step }, &id), LOOM_OK);
+                ck_assert_int_eq(loom_rt_wait(rt, id), LOOM_OK);
+                if (back)
+                    ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[a], 0, src, n * 4ull), LOOM_OK);
+                prev = step;
+                fetch(&h, d, got, 3ull * n * 4);
+                for (uint32_t i = 0; i < 3 * n; i++)
+                    ck_assert_msg(got[i] == want[i], "n %u back %u step %u: word %u is %08x, want %08x", n, back,
+                                  step, i, got[i], want[i]);
+            }
+            ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+            loom_rt_program_release(p);
+            end(&h);
+            free(want);
+            free(got);
+            free(src);
+        }
+}
+END_TEST
+
 static void binary_case(loom_op op, int variant)
 {
     for (size_t s = 0; s < sizeof shapes2 / sizeof shapes2[0]; s++) {
@@ -579,17 +636,20 @@ END_TEST
 /* 9000 rows: more blocks of four than the argmax forms have workgroups. */
 static const uint32_t fmv_shapes[][2] = { { 1, 2 }, { 7, 6 }, { 61, 100 }, { 130, 512 }, { 3, 2056 }, { 600, 64 }, { 9000, 24 } };
 
-/* _i: bit 0 = f16; bits 1-2: 0 norm+matvec, 1 norm+matvec+silu*mul,
- * 2 matvec+argmax, 3 norm+matvec+argmax. Each program is replayed twice with
- * different inputs: the argmax's completion counter must be back at zero. */
+/* _i: bit 0 = f16; bits 1-3: 0 norm+matvec, 1 norm+matvec+silu*mul,
+ * 2 matvec+argmax, 3 norm+matvec+argmax, 4 the same with the index logged
+ * into a ring of 3 slots (at steps 4 and 5: slots 1 and 2; slot 0 keeps
+ * its poison). Each program is replayed twice with different inputs: the
+ * argmax's completion counter must be back at zero. */
 START_TEST(fused_matvec)
 {
     loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
     int form = _i >> 1;
     static const loom_op ops[] = { LOOM_OP_RMS_NORM_MATVEC, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL,
-                                   LOOM_OP_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC_ARGMAX };
+                                   LOOM_OP_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
+                                   LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG };
     loom_op op = ops[form];
-    bool norm = form != 2, argmax = form >= 2;
+    bool norm = form != 2, argmax = form >= 2, log = form == 4;
     uint32_t es = loom_dtype_size(dt);
     const float eps = 1e-5f;
     for (size_t s = 0; s < sizeof fmv_shapes / sizeof fmv_shapes[0]; s++) {
@@ -607,17 +667,22 @@ START_TEST(fused_matvec)
         harness h = begin();
         uint32_t bw = input(&h, "W", W, nw * es), bu = input(&h, "U", U, nw * es);
         uint32_t bx = input(&h, "x", NULL, cols * 4), bg = input(&h, "g", gw, cols * 4);
-        uint32_t by = output(&h, "y", rows * 4), bo = output(&h, "out", 4);
+        uint32_t by = output(&h, "y", rows * 4), bo = output(&h, "out", 4), br = output(&h, "ring", 12);
         loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
         loom_tensor tx = loom_vec(bx, cols), tg = loom_vec(bg, cols), ty = loom_vec(by, rows);
         loom_tensor to = { bo, LOOM_U32, 0, 1, 1 };
         loom_result rc = form == 0   ? loom_op_rms_norm_matvec(h.g, tw, tx, tg, ty, eps, NULL)
                          : form == 1 ? loom_op_rms_norm_matvec_silu_mul(h.g, tw, tu, tx, tg, ty, eps, NULL)
                          : form == 2 ? loom_op_matvec_argmax(h.g, tw, tx, ty, to, NULL)
-                                     : loom_op_rms_norm_matvec_argmax(h.g, tw, tx, tg, ty, to, eps, NULL);
+                         : form == 3 ? loom_op_rms_norm_matvec_argmax(h.g, tw, tx, tg, ty, to, eps, NULL)
+                                     : loom_op_rms_norm_matvec_argmax_log(h.g, tw, tx, tg, ty, to,
+                                                                          (loom_tensor){ br, LOOM_U32, 0, 3, 1 }, eps,
+                                                                          NULL);
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
         loom_rt_program *p;
         ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
+        uint32_t ring_poison[3] = { 0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu };
+        ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[br], 0, ring_poison, sizeof ring_poison), LOOM_OK);
         for (int rep = 0; rep < 2; rep++) {
             float *x = rand_f32(cols, 3), *want = alloc_f32(rows), *poison = alloc_f32(rows);
             memset(poison, 0xff, rows * 4);
@@ -630,7 +695,7 @@ START_TEST(fused_matvec)
             else
                 loom_ref_matvec(dt, W, x, NULL, want, rows, cols);
             uint64_t step;
-            ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ 0 }, &step), LOOM_OK);
+            ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ .step = 4 + (uint32_t)rep }, &step), LOOM_OK);
             ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
             ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
             char what[48];
@@ -645,6 +710,14 @@ START_TEST(fused_matvec)
                 ck_assert_uint_eq(idx, loom_ref_argmax(got, rows));
                 if (rows > 8 && loom_ref_argmax(want, rows) == rows / 3)
                     ck_assert_uint_eq(idx, rows / 3);
+                if (log) {
+                    uint32_t ring[3];
+                    fetch(&h, br, ring, sizeof ring);
+                    ck_assert_uint_eq(ring[1 + rep], idx);
+                    ck_assert_uint_eq(ring[0], 0xdeadbeefu);
+                    if (rep == 0)
+                        ck_assert_uint_eq(ring[2], 0xdeadbeefu);
+                }
                 free(got);
             }
             free(x);
@@ -900,9 +973,9 @@ static Suite *ops_suite(void)
         { "silu_mul", silu_mul, 2 }, { "norms", norms, 4 },     { "matvec", matvec, 6 },
         { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
         { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
-        { "fused_matvec", fused_matvec, 8 }, { "qkv_rope_kv", qkv_rope_kv, 4 },
+        { "fused_matvec", fused_matvec, 10 }, { "qkv_rope_kv", qkv_rope_kv, 4 },
         { "attention_replays", attention_replays, 1 }, { "matvec_add_stage", matvec_add_stage, 2 },
-        { "zero", zero, 1 },
+        { "zero", zero, 1 },         { "step_log", step_log, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

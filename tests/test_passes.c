@@ -632,6 +632,40 @@ START_TEST(test_fuse_matvec_add)
 }
 END_TEST
 
+/* The LM head's argmax and the log of its token at the step's end: one
+ * RMS_NORM_MATVEC_ARGMAX_LOG writing the ring. Left apart: a log at the
+ * next step's start (back 1), a log of more than the one word, a log of
+ * another token. */
+START_TEST(test_fuse_argmax_log)
+{
+    for (int c = 0; c < 4; c++) {
+        loom_graph_reset(G);
+        uint32_t W = buf((uint64_t)N * N * 4, LOOM_USAGE_WEIGHT), g = vbuf(LOOM_USAGE_WEIGHT);
+        uint32_t x = vbuf(LOOM_USAGE_STATE), y = vbuf(LOOM_USAGE_OUTPUT), tok = buf(512, LOOM_USAGE_STATE);
+        uint32_t ring = buf(3 * 8, LOOM_USAGE_OUTPUT);
+        loom_tensor out = { tok, LOOM_U32, 0, 1, 1 }, other = { tok, LOOM_U32, 256, 1, 1 };
+        ck_assert_int_eq(loom_op_rms_norm_matvec_argmax(G, loom_mat(W, LOOM_F32, N, N), loom_vec(x, N),
+                                                        loom_vec(g, N), loom_vec(y, N), out, 1e-5f, NULL),
+                         LOOM_OK);
+        loom_tensor src = c == 2 ? (loom_tensor){ tok, LOOM_U32, 0, 1, 2 } : c == 3 ? other : out;
+        loom_result rc = loom_op_step_log(G, src, (loom_tensor){ ring, LOOM_U32, 0, 3, src.cols }, c == 1, NULL);
+        ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        ck_assert_uint_eq(run_fuse(), c == 0 ? 1 : 0);
+        ck_assert_uint_eq(loom_graph_node_count(G), c == 0 ? 1 : 2);
+        const loom_node *n = loom_graph_node(G, 0);
+        ck_assert_uint_eq(n->op, c == 0 ? LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG : LOOM_OP_RMS_NORM_MATVEC_ARGMAX);
+        if (c == 0) {
+            /* params W x g y out part count ring: the ring is the log's */
+            ck_assert_uint_eq(n->n_bindings, 9);
+            const loom_binding *b = loom_node_bindings(G, n);
+            ck_assert_uint_eq(b[8].buffer, ring);
+            ck_assert_uint_eq(b[8].size, 12);
+            ck_assert_uint_eq(n->fused, 2);
+        }
+    }
+}
+END_TEST
+
 /* Bug: a consumer reading the intermediate in several slots, MUL(t, t) after
  * RMS_NORM(x → t), was fused; the fused node then read t, no longer written.
  * Same for the three-node chain. */
@@ -1558,7 +1592,7 @@ static Suite *passes_suite(void)
                          test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
-                    test_fuse_matvec_add } },
+                    test_fuse_matvec_add, test_fuse_argmax_log } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows } },

@@ -355,6 +355,13 @@ static void single(gen *G)
             if (G->b[i].kind == K_VEC && G->b[i].usage == LOOM_USAGE_INPUT) {
                 loom_tensor out = { G->b[tok].id, LOOM_U32, 256u * rnd(&G->r, 4), 1, 1 };
                 ok(loom_op_argmax(G->g, loom_vec(G->b[i].id, N), out, NULL));
+                /* the token logged into a ring of 3 beside it, as a frontend
+                 * keeps it for the host: at the step's end or the next's start */
+                if (chance(&G->r, 50))
+                    ck_assert_int_eq(loom_op_step_log(G->g, out,
+                                                      (loom_tensor){ out.buffer, LOOM_U32, out.offset + 1024, 3, 1 },
+                                                      rnd(&G->r, 2), NULL),
+                                     LOOM_OK);
                 break;
             }
         break;
@@ -398,7 +405,8 @@ static void make_buffers(gen *G)
     loom_dtype td = chance(&G->r, 50) ? LOOM_F16 : LOOM_F32;
     uint32_t k = add_buf(G, K_TABLE, (uint64_t)VOCAB * N * loom_dtype_size(td), LOOM_USAGE_WEIGHT, 0);
     G->b[k].dtype = td;
-    k = add_buf(G, K_TOKEN, 1024, chance(&G->r, 50) ? LOOM_USAGE_STATE : LOOM_USAGE_NONE, 0);
+    /* tokens at 256-byte slots of the first KB; rings of logged tokens in the second */
+    k = add_buf(G, K_TOKEN, 2048, chance(&G->r, 50) ? LOOM_USAGE_STATE : LOOM_USAGE_NONE, 0);
     G->b[k].exact = true;
     add_buf(G, K_KV, 2ull * SEQ * VB, chance(&G->r, 50) ? LOOM_USAGE_KV_CACHE : LOOM_USAGE_NONE,
             chance(&G->r, 30) ? ext++ : 0);
@@ -538,6 +546,12 @@ static void run_node(const machine *m, const loom_node *nd)
     case LOOM_OP_ARGMAX:
         *(uint32_t *)S(m, nd, 1) = loom_ref_argmax(S(m, nd, 0), P(m, nd, 0));
         break;
+    case LOOM_OP_STEP_LOG: {   /* params, src, dst */
+        uint32_t n = P(m, nd, 0), slots = P(m, nd, 1), back = P(m, nd, 2), step = params(m, nd)->step;
+        if (step >= back)
+            memcpy((uint32_t *)S(m, nd, 2) + (uint64_t)((step - back) % slots) * n, S(m, nd, 1), (size_t)n * 4);
+        break;
+    }
     case LOOM_OP_RMS_NORM_MATVEC: {
         uint32_t rows = P(m, nd, 0), cols = P(m, nd, 1);
         loom_ref_rms_norm_matvec(mat_dtype(m, nd, 0, (uint64_t)rows * cols), S(m, nd, 0), S(m, nd, 1), S(m, nd, 2),
@@ -562,6 +576,15 @@ static void run_node(const machine *m, const loom_node *nd)
         loom_ref_rms_norm_matvec(mat_dtype(m, nd, 0, (uint64_t)rows * cols), S(m, nd, 0), S(m, nd, 1), S(m, nd, 2),
                                  S(m, nd, 3), rows, cols, PF(m, nd, 2));
         *(uint32_t *)S(m, nd, 4) = loom_ref_argmax(S(m, nd, 3), rows);
+        break;
+    }
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG: {   /* params, W, x, g, y, out, workspace, ring */
+        uint32_t rows = P(m, nd, 0), cols = P(m, nd, 1), slots = P(m, nd, 3);
+        loom_ref_rms_norm_matvec(mat_dtype(m, nd, 1, (uint64_t)rows * cols), S(m, nd, 1), S(m, nd, 2), S(m, nd, 3),
+                                 S(m, nd, 4), rows, cols, PF(m, nd, 2));
+        uint32_t idx = loom_ref_argmax(S(m, nd, 4), rows);
+        *(uint32_t *)S(m, nd, 5) = idx;
+        ((uint32_t *)S(m, nd, 8))[params(m, nd)->step % slots] = idx;
         break;
     }
     case LOOM_OP_RMS_NORM_QKV_ROPE_KV: {   /* params, x, g, Wq, Wk, Wv, q, kcache, vcache */

@@ -1,0 +1,13 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// RMS_NORM_MATVEC_ARGMAX_LOG (fused: the token also logged, MV_LOG), f16
+// weights, reading a staged input stored as f16 (MV_PRE, MV_X16): see
+// matvec.glsl.
+#define MV_F16
+#define MV_NORM
+#define MV_ARGMAX
+#define MV_LOG
+#define MV_ROWS 4u   // ir/ops.def: per_group
+#define MV_PRE
+#define MV_X16
+#include "matvec.glsl"

@@ -285,6 +285,19 @@ START_TEST(rejects_bad_shapes)
         loom_op_softmax(g, v100, loom_vec(f.b, 50), NULL),
         loom_op_argmax(g, v100, loom_vec(f.out, 1), NULL),                             /* out not u32 */
         loom_op_argmax(g, v100, (loom_tensor){ f.b, LOOM_U32, 0, 1, 2 }, NULL),
+        loom_op_step_log(g, (loom_tensor){ f.a, LOOM_F16, 0, 1, 2 }, (loom_tensor){ f.b, LOOM_F16, 0, 3, 2 }, 0,
+                         NULL),                                                        /* 16-bit words */
+        loom_op_step_log(g, loom_vec(f.a, 4), loom_mat(f.b, LOOM_F32, 3, 5), 0, NULL), /* row length */
+        loom_op_step_log(g, loom_vec(f.a, 4), loom_mat(f.b, LOOM_F32, 0, 4), 0, NULL), /* no rows */
+        loom_op_step_log(g, loom_vec(f.a, 4), (loom_tensor){ f.b, LOOM_U32, 0, 3, 4 }, 1, NULL), /* dtype */
+        loom_op_step_log(g, loom_vec(f.a, 4), loom_mat(f.a, LOOM_F32, 3, 4), 0, NULL), /* dst over src */
+        loom_op_step_log(g, loom_vec(f.a, 0), loom_mat(f.b, LOOM_F32, 3, 0), 0, NULL), /* empty */
+        loom_op_rms_norm_matvec_argmax_log(g, m16, v100, loom_vec(f.c, 100), loom_vec(f.b, 64), out,
+                                           loom_mat(f.d, LOOM_F32, 3, 1), 1e-5f, NULL), /* ring not u32 */
+        loom_op_rms_norm_matvec_argmax_log(g, m16, v100, loom_vec(f.c, 100), loom_vec(f.b, 64), out,
+                                           (loom_tensor){ f.d, LOOM_U32, 0, 3, 2 }, 1e-5f, NULL), /* ring cols */
+        loom_op_rms_norm_matvec_argmax_log(g, m16, v100, loom_vec(f.c, 100), loom_vec(f.b, 64), out,
+                                           (loom_tensor){ f.out, LOOM_U32, 0, 1, 1 }, 1e-5f, NULL), /* ring is out */
     };
     for (size_t i = 0; i < sizeof rcs / sizeof rcs[0]; i++) {
         ck_assert_msg(rcs[i] == LOOM_INVALID_ARGUMENT, "case %zu gave %s", i, loom_result_str(rcs[i]));

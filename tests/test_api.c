@@ -204,6 +204,8 @@ START_TEST(test_null_ir)
     RC(loom_op_attention(NULL, v, v, v, v, 1, 1, N, NULL), LOOM_INVALID_ARGUMENT);
     RC(loom_op_softmax(NULL, v, v, NULL), LOOM_INVALID_ARGUMENT);
     RC(loom_op_argmax(NULL, v, v, NULL), LOOM_INVALID_ARGUMENT);
+    RC(loom_op_step_log(NULL, v, v, 0, NULL), LOOM_INVALID_ARGUMENT);
+    RC(loom_op_rms_norm_matvec_argmax_log(NULL, v, v, v, v, v, v, 1e-5f, NULL), LOOM_INVALID_ARGUMENT);
     loom_graph_destroy(g);
 }
 END_TEST

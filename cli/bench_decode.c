@@ -1,19 +1,19 @@
-/* `loom bench decode`: the example decoder's step, timed in one process
- * under each plan variant — optimized, the step log at the start of the
- * next step, the attention's shares in f16, the staged norm input in f16,
- * the gated FFN's output in f16, the three halves, all four, two chunks
- * a trip for long rows, no fuse, no stage, no gather, no reorder, a
- * barrier after every dispatch, no plan cache — on one upload of the weights (a second one for the early-log
- * model). Each variant warms the GPU clock with 1.5 s of back-to-back
- * steps, then times the steps (GPU time from a timestamp pair around each
- * step, wall time from the host clock), steps in flight and tokens read
- * behind the GPU as llama-decode runs them. With --rounds R the variants
- * take turns R times (each round starting one variant later, a 0.2 s
- * re-warm before each later run), so that drift falls on all of them
- * alike; the table gives the median of the rounds, their spread, and the
- * ratio to the first variant listed. The weight-read floor uses the copy
- * bandwidth measured in the same run. --quick skips the warm-up and shrinks
- * the copy, for CI. */
+/* `loom bench decode`: the example decoder's step, timed in one process under
+ * each plan variant — optimized, the step log at the start of the next step,
+ * the attention's shares in f16, the staged norm input in f16, the gated
+ * FFN's output in f16, the three halves, all four, two chunks a trip for long
+ * rows, no fuse, no stage, no gather, no reorder, a barrier after every
+ * dispatch, no plan cache — on one upload of the weights (a second one for
+ * the early-log model). Each variant warms the GPU clock with 1.5 s of
+ * back-to-back steps, then times the steps (GPU time from a timestamp pair
+ * around each step, wall time from the host clock), steps in flight and
+ * tokens read behind the GPU as llama-decode runs them. With --rounds R the
+ * variants take turns R times (each round starting one variant later, a 0.2 s
+ * re-warm before each later run), so that drift falls on all of them alike;
+ * the table gives the median of the rounds, their spread, and the ratio to
+ * the first variant listed. The weight-read floor uses the copy bandwidth
+ * measured in the same run. --quick skips the warm-up and shrinks the copy,
+ * for CI. */
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"

@@ -13,16 +13,15 @@
  *
  * A norm node N (RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL,
  * RMS_NORM_MATVEC_ARGMAX and its _LOG form, RMS_NORM_QKV_ROPE_KV as their
- * builders lay them out) is staged when the last node before it that
- * writes any byte of its x is a builder-made MATVEC_ADD whose y is exactly
- * x, g has as many f32 elements as y, and no node between the two writes
- * g. A producer stages
- * one gain: a second norm of the same x with the same g binding shares t
- * and the accumulator (the row blocks of a split LM head), one with another
- * g keeps reading x and g. Runs after split (a row block of a producer
- * writes part of x only, so it is never the producer here) and before
- * reorder; clears any schedule. The kernels need float atomic adds:
- * loom_rt_compile sets LOOM_DISABLE_STAGE on devices without them.
+ * builders lay them out) is staged when the last node before it that writes
+ * any byte of its x is a builder-made MATVEC_ADD whose y is exactly x, g has
+ * as many f32 elements as y, and no node between the two writes g. A producer
+ * stages one gain: a second norm of the same x with the same g binding shares
+ * t and the accumulator (the row blocks of a split LM head), one with another
+ * g keeps reading x and g. Runs after split (a row block of a producer writes
+ * part of x only, so it is never the producer here) and before reorder;
+ * clears any schedule. The kernels need float atomic adds: loom_rt_compile
+ * sets LOOM_DISABLE_STAGE on devices without them.
  *
  * With LOOM_ENABLE_HALF_STAGE, a producer whose weights are f16, whose y
  * has an even number of rows and whose every staged norm has f16 weights

@@ -43,6 +43,8 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: head_dim %u is odd", c->head_dim);
     if (c->wtype != LOOM_F32 && c->wtype != LOOM_F16)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is neither f32 nor f16", c->wtype);
+    if (c->kvtype != LOOM_F32 && c->kvtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: kvtype %u is neither f32 nor f16", c->kvtype);
     if (!(c->eps > 0.0f) || !(c->rope_theta > 0.0f))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: eps and rope_theta must be positive");
     /* Each matrix is one buffer of at most 4 GiB (allocations beyond are not
@@ -325,7 +327,7 @@ static loom_result upload(loom_llama *m)
 {
     const loom_llama_weights *w = m->w;
     const loom_llama_config *c = &m->cfg;
-    uint64_t kv_bytes = (uint64_t)c->max_seq * c->n_kv_heads * c->head_dim * 4;
+    uint64_t kv_bytes = (uint64_t)c->max_seq * c->n_kv_heads * c->head_dim * loom_dtype_size(c->kvtype);
     char name[64];
     loom_result rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
@@ -513,7 +515,8 @@ loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama
         [LB_ATTN_NORM] = c->dim * 4ull, [LB_WQ] = qd * c->dim * ws, [LB_WK] = kvd * c->dim * ws,
         [LB_WV] = kvd * c->dim * ws, [LB_WO] = c->dim * qd * ws, [LB_FFN_NORM] = c->dim * 4ull,
         [LB_WG] = (uint64_t)c->ffn * c->dim * ws, [LB_WU] = (uint64_t)c->ffn * c->dim * ws,
-        [LB_WD] = (uint64_t)c->dim * c->ffn * ws, [LB_KC] = c->max_seq * kvd * 4, [LB_VC] = c->max_seq * kvd * 4,
+        [LB_WD] = (uint64_t)c->dim * c->ffn * ws, [LB_KC] = c->max_seq * kvd * loom_dtype_size(c->kvtype),
+        [LB_VC] = c->max_seq * kvd * loom_dtype_size(c->kvtype),
     };
     uint64_t global_bytes[GB_COUNT] = {
         [GB_EMBED] = (uint64_t)c->vocab * c->dim * ws, [GB_FINAL_NORM] = c->dim * 4ull,
@@ -652,8 +655,9 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     loom_tensor qr = scratch(c, "l%u.q_rope", l, qd), kr = scratch(c, "l%u.k_rope", l, kvd);
     OP(c, loom_op_rope(c->g, q, qr, cfg->n_heads, cfg->head_dim, cfg->rope_theta, NULL));
     OP(c, loom_op_rope(c->g, k, kr, cfg->n_kv_heads, cfg->head_dim, cfg->rope_theta, NULL));
-    loom_tensor kc = loom_mat(ext(c, b[LB_KC], nm[LB_KC], LOOM_USAGE_KV_CACHE), LOOM_F32, cfg->max_seq, kvd);
-    loom_tensor vc = loom_mat(ext(c, b[LB_VC], nm[LB_VC], LOOM_USAGE_KV_CACHE), LOOM_F32, cfg->max_seq, kvd);
+    loom_dtype kt = (loom_dtype)cfg->kvtype;
+    loom_tensor kc = loom_mat(ext(c, b[LB_KC], nm[LB_KC], LOOM_USAGE_KV_CACHE), kt, cfg->max_seq, kvd);
+    loom_tensor vc = loom_mat(ext(c, b[LB_VC], nm[LB_VC], LOOM_USAGE_KV_CACHE), kt, cfg->max_seq, kvd);
     OP(c, loom_op_kv_append(c->g, kr, v, kc, vc, NULL));
     loom_tensor att = scratch(c, "l%u.attn", l, qd);
     OP(c, loom_op_attention(c->g, qr, kc, vc, att, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, NULL));

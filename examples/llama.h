@@ -33,6 +33,9 @@ typedef struct loom_llama_config {
     float eps;             /* RMS-norm epsilon */
     float rope_theta;
     loom_dtype wtype;      /* LOOM_F32 or LOOM_F16 for matrices and the embedding */
+    loom_dtype kvtype;     /* KV caches: LOOM_F32 (0), or LOOM_F16 (k and v rounded to f16 as they
+                              are appended, as the reference does; half the bytes the attention
+                              loads) */
     uint64_t seed;
 } loom_llama_config;
 

@@ -262,14 +262,15 @@ static int parse(int argc, char **argv, opts *o)
 }
 
 static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
+static const char *kvtype_name(const loom_llama_config *c) { return c->kvtype == LOOM_F16 ? "f16" : "f32"; }
 
 static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights; %u steps in flight%s%s%s%s%s",
+           "%s weights, %s KV cache; %u steps in flight%s%s%s%s%s",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, wtype_name(c), o->in_flight ? o->in_flight : 3,
+           c->vocab, c->max_seq, wtype_name(c), kvtype_name(c), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "");
@@ -312,10 +313,10 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
         if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
             loom_str_append(&s, p, 1);
     loom_str_printf(&s, "\",\"mode\":\"%s\",\"dim\":%u,\"layers\":%u,\"heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
-                    "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\"",
+                    "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\",\"kvtype\":\"%s\"",
                     o->dry_run ? "dry-run" : o->bench ? "bench" : o->check ? "check" : "decode", c->dim,
                     c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq,
-                    wtype_name(c));
+                    wtype_name(c), kvtype_name(c));
     loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s",
                     o->disable & LOOM_DISABLE_FUSE ? "true" : "false",
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
@@ -489,12 +490,15 @@ static int dry_run(const opts *o)
 }
 
 /* --model: the shape comes from the file (the shape flags only set the
- * weight type and cap the context). */
+ * weight and KV-cache types and cap the context). */
 static loom_result load_weights(const opts *o, loom_llama_weights **w)
 {
-    if (o->model)
-        return loom_llama_weights_from_gguf(o->model, o->shape.cfg.wtype, o->shape.cfg.max_seq, w);
-    return loom_llama_weights_create(&o->shape.cfg, w);
+    if (!o->model)
+        return loom_llama_weights_create(&o->shape.cfg, w);
+    loom_result rc = loom_llama_weights_from_gguf(o->model, o->shape.cfg.wtype, o->shape.cfg.max_seq, w);
+    if (!rc)
+        (*w)->cfg.kvtype = o->shape.cfg.kvtype;
+    return rc;
 }
 
 static int run(opts *o, loom_rt *rt, const char *device)

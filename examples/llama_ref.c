@@ -86,6 +86,11 @@ static void ref_layer(loom_llama_ref *r, uint32_t l, uint32_t pos)
     matvec(&L->wv, r->xn, r->v);
     loom_ref_rope(r->q, r->q, c->n_heads, c->head_dim, c->rope_theta, pos);
     loom_ref_rope(r->k, r->k, c->n_kv_heads, c->head_dim, c->rope_theta, pos);
+    if (c->kvtype == LOOM_F16)   /* what an f16 cache keeps */
+        for (size_t i = 0; i < kvd; i++) {
+            r->k[i] = loom_f16_to_f32(loom_f32_to_f16(r->k[i]));
+            r->v[i] = loom_f16_to_f32(loom_f32_to_f16(r->v[i]));
+        }
     loom_ref_kv_append(r->k, r->v, kc, vc, (uint32_t)kvd, c->max_seq, pos);
     loom_ref_attention(r->q, kc, vc, r->att, c->n_heads, c->n_kv_heads, c->head_dim, c->max_seq, pos + 1,
                        1.0f / sqrtf((float)c->head_dim));

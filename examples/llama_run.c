@@ -22,10 +22,11 @@ loom_result loom_llama_preset(const char *name, loom_llama_config *out)
     if (!name || !strcmp(name, "tiny"))
         return LOOM_OK;
     /* The 1b and 7b shapes of issue #9: Llama-3.2-1B-like and Llama-2-7B-
-     * like widths with grouped-query attention, f16, context 512. */
+     * like widths with grouped-query attention, f16 weights and KV caches,
+     * context 512. */
     loom_llama_config big = { .dim = 2048, .n_layers = 16, .n_heads = 32, .n_kv_heads = 8, .head_dim = 64,
                               .ffn = 8192, .vocab = 32000, .max_seq = 512, .eps = 1e-5f, .rope_theta = 10000.0f,
-                              .wtype = LOOM_F16, .seed = out->seed };
+                              .wtype = LOOM_F16, .kvtype = LOOM_F16, .seed = out->seed };
     if (!strcmp(name, "1b")) {
         *out = big;
         return LOOM_OK;
@@ -45,6 +46,7 @@ const char loom_llama_args_help[] =
     "  --config tiny|1b|7b   model shape (default tiny); the flags below override it\n"
     "  --dim D --layers L --heads H --kv-heads K --head-dim E --ffn F --vocab V --max-seq S\n"
     "  --f16 | --f32         weight type\n"
+    "  --kv-f16 | --kv-f32   KV-cache type (tiny: f32; 1b, 7b: f16)\n"
     "  --seed N              weight seed\n";
 
 loom_result loom_llama_args_begin(int argc, char **argv, loom_llama_args *a)
@@ -73,6 +75,10 @@ int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a)
     const char *f = argv[*i];
     if (!strcmp(f, "--f16") || !strcmp(f, "--f32")) {
         a->cfg.wtype = f[3] == '1' ? LOOM_F16 : LOOM_F32;
+        return 1;
+    }
+    if (!strcmp(f, "--kv-f16") || !strcmp(f, "--kv-f32")) {
+        a->cfg.kvtype = f[6] == '1' ? LOOM_F16 : LOOM_F32;
         return 1;
     }
     static const char *const names[] = { "--dim", "--layers", "--heads", "--kv-heads", "--head-dim",

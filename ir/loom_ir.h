@@ -165,9 +165,10 @@ typedef struct loom_op_info {
     loom_op op;
     const char *name, *meaning;
     bool reorderable;
-    const char *kernel[2];    /* by weight dtype, [0] f32 and [1] f16 (ATTENTION: [1] for head_dim
+    const char *kernel[4];    /* by weight dtype, [0] f32 and [1] f16 (ATTENTION: [1] for head_dim
                                  > 64); the same name twice when the kernel has no variants; NULL
-                                 for an op with no built-in kernel */
+                                 for an op with no built-in kernel. [2] and [3]: the same for f16
+                                 KV caches, where the op has caches (else NULL) */
     bool params;              /* slot 0 is the step-parameter buffer */
     uint32_t n_slots;
     loom_op_slot slot[LOOM_MAX_BINDINGS];

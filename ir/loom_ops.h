@@ -157,8 +157,11 @@ loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor W
  * x, y are 1 x n_heads*head_dim. */
 loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
                          float theta, uint32_t *out_node);
-/* kcache[pos] = k, vcache[pos] = v; caches are max_seq x dim f32. The
- * write ranges cover the whole caches: the position is a per-step value. */
+/* kcache[pos] = k, vcache[pos] = v; caches are max_seq x dim, both f32 or
+ * both f16 (k and v then rounded to f16, to nearest even; the kernels need
+ * the device's storageBuffer16BitAccess). The write ranges cover the whole
+ * caches: the position is a per-step value. Every op with KV caches takes
+ * either dtype. */
 loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
                               loom_tensor vcache, uint32_t *out_node);
 /* One query, grouped-query heads, over cache rows [0, params.kv_len), split

@@ -7,15 +7,19 @@
 #include <string.h>
 #include "loom_ir.h"
 
-#define K0 { NULL, NULL }
-#define K1(k) { #k, #k }
-#define KF(k) { #k "_f32", #k "_f16" }
-#define K2(a, b) { #a, #b }
+#define K0 { NULL, NULL, NULL, NULL }
+#define K1(k) { #k, #k, NULL, NULL }
+#define KF(k) { #k "_f32", #k "_f16", NULL, NULL }
+#define K2(a, b) { #a, #b, NULL, NULL }
+/* The same, with the forms for f16 KV caches ("_kh" before the dtype). */
+#define K1C(k) { #k, #k, #k "_kh", #k "_kh" }
+#define KFC(k) { #k "_f32", #k "_f16", #k "_kh_f32", #k "_kh_f16" }
+#define K2C(a, b) { #a, #b, #a "_kh", #b "_kh" }
 
 typedef struct op_row {
     const char *name, *meaning;
     bool reorderable;
-    const char *kernel[2];
+    const char *kernel[4];
     const char *slots;
     uint32_t push, local, per_group;
     const char *colour;
@@ -66,7 +70,7 @@ static void fill(void)
         const op_row *r = &rows[op];
         loom_op_info *in = &table[op].info;
         *in = (loom_op_info){ .op = (loom_op)op, .name = r->name, .meaning = r->meaning,
-                              .reorderable = r->reorderable, .kernel = { r->kernel[0], r->kernel[1] },
+                              .reorderable = r->reorderable, .kernel = { r->kernel[0], r->kernel[1], r->kernel[2], r->kernel[3] },
                               .push_size = r->push, .local_size = r->local, .per_group = r->per_group,
                               .colour = r->colour, .tol_abs = r->tol_abs, .tol_rel = r->tol_rel };
         for (const char *p = r->slots; *p;) {

@@ -54,7 +54,8 @@ typedef struct op_view {
  * workgroup count. */
 typedef struct op_call {
     loom_op op;
-    bool variant;             /* the row's second kernel: f16 weights, or ATTENTION's wide form */
+    uint8_t variant;          /* the row's kernel: 1 and 3 f16 weights or ATTENTION's wide form,
+                                 2 and 3 f16 KV caches */
     bool distinct_reads;      /* one read range per distinct view, not per binding */
     op_view v[LOOM_MAX_BINDINGS];
     uint32_t n;
@@ -260,6 +261,16 @@ static loom_result need_vec(loom_graph *g, loom_op op, const char *name, const l
         return bad(g, op, name, ".cols", t->cols, n);
     if (t->cols == 0)
         return bad(g, op, name, ".cols", 0, 1);
+    return LOOM_OK;
+}
+
+/* A KV cache: f32, or f16 (the kernels' "_kh" forms; values are rounded to
+ * f16 where they are appended). */
+static loom_result need_cache(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
+{
+    if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
+                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype));
     return LOOM_OK;
 }
 
@@ -760,7 +771,7 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (!rc)
         rc = need_vec(g, op, "v", &v, k.cols);
     if (!rc)
-        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+        rc = need_cache(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != k.cols)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
     if (!rc)
@@ -768,7 +779,8 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (rc)
         return rc;
     loom_pc_kv pc = { k.cols, kcache.rows };
-    op_call c = { .op = op, .n = 4, .push = &pc, .groups = groups_for(op, k.cols),
+    op_call c = { .op = op, .variant = kcache.dtype == LOOM_F16 ? 2 : 0, .n = 4, .push = &pc,
+                  .groups = groups_for(op, k.cols),
                   .v = { { k, false }, { v, false }, { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
 }
@@ -791,7 +803,7 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
         return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
     loom_result rc = need_vec(g, op, "q", &q, (uint32_t)nq);
     if (!rc)
-        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+        rc = need_cache(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != nkv)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
     if (!rc)
@@ -809,7 +821,8 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * head_block * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .variant = head_dim > ATTN_NARROW_HEAD_DIM, .n = 6, .push = &pc,
+    op_call c = { .op = op, .variant = (head_dim > ATTN_NARROW_HEAD_DIM) + (kcache.dtype == LOOM_F16 ? 2 : 0),
+                  .n = 6, .push = &pc,
                   .groups = (uint64_t)n_heads * splits,
                   .v = { { q, true }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
                          { count, false } } };
@@ -983,7 +996,7 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
     if (!rc)
         rc = need_vec(g, op, "q", &q, Wq.rows);
     if (!rc)
-        rc = need_dtype(g, op, "kcache", &kcache, LOOM_F32);
+        rc = need_cache(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != Wk.rows)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, Wk.rows);
     if (!rc)
@@ -1010,7 +1023,8 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     loom_result rc = qkv_check(g, op, x, gw, Wq, Wk, Wv, q, kcache, vcache, head_dim, theta, eps, &pc);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 8, .push = &pc, .groups = qkv_groups(op, &pc),
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + (kcache.dtype == LOOM_F16 ? 2 : 0), .n = 8,
+                  .push = &pc, .groups = qkv_groups(op, &pc),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
@@ -1038,7 +1052,8 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = Wq.dtype == LOOM_F16, .n = 10, .push = &pc, .groups = qkv_groups(op, &pc.qkv),
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + (kcache.dtype == LOOM_F16 ? 2 : 0), .n = 10,
+                  .push = &pc, .groups = qkv_groups(op, &pc.qkv),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };
     return emit(g, &c, out_node);

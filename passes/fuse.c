@@ -675,8 +675,7 @@ static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
            mat_of(mq.b[0], mq.rows, mq.cols, &m->in[2]) && mat_of(mk.b[0], mk.rows, mk.cols, &m->in[3]) &&
            mat_of(mvv.b[0], mvv.rows, mvv.cols, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
            vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.max_seq, kv.n, &m->out[1]) &&
-           m->out[1].dtype == LOOM_F32 && mat_of(kv.b[4], kv.max_seq, kv.n, &m->out[2]) &&
-           m->out[2].dtype == LOOM_F32 && legal(fs, m);
+           mat_of(kv.b[4], kv.max_seq, kv.n, &m->out[2]) && m->out[2].dtype == m->out[1].dtype && legal(fs, m);
 }
 
 static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_t *out)

@@ -146,7 +146,11 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     node_copy ac;
     copy_without(g, an, 1u << slot_of(g, an, "out") | 1u << slot_of(g, an, "count"), &ac);
     uint32_t id;
-    loom_result rc = add_node(g, a, half ? "attention_part_h" : "attention_part", &ac, &apc, sizeof apc, &id);
+    /* The shares are f32 (or f16 with half) whatever the caches hold: only
+     * the attention's own kernel has a form for f16 caches. */
+    bool kh = pass_builder_form(g, an) >= 2;
+    const char *ak = half ? (kh ? "attention_part_h_kh" : "attention_part_h") : kh ? "attention_part_kh" : "attention_part";
+    loom_result rc = add_node(g, a, ak, &ac, &apc, sizeof apc, &id);
     if (rc)
         return rc;
     repl[a] = id;

@@ -71,6 +71,9 @@ const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const c
 /* nd is laid out as its op's builder lays it out; *second: its op's second
  * kernel (f16 weights, or ATTENTION's wide form). */
 bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second);
+/* The same, as the index of nd's kernel in its op's row (2 and 3: f16 KV
+ * caches), or -1. */
+int pass_builder_form(const loom_graph *g, const loom_node *nd);
 /* The stage pass's MATVEC_ADD_STAGE form that stores t as f16 (f16
  * weights); gather recognises it as a consumer. */
 #define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"

@@ -18,22 +18,32 @@ const loom_binding *pass_named(const loom_graph *g, const loom_node *nd, const c
 }
 
 /* nd is laid out as its op's builder lays it out: every slot bound once,
- * the push bytes, one of the op's kernels. *second: its second kernel (f16
- * weights, or ATTENTION's wide form). */
-bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second)
+ * the push bytes, one of the op's kernels. Returns which (its index in
+ * the op's row: 1 and 3 f16 weights or ATTENTION's wide form, 2 and 3 f16
+ * KV caches), or -1. */
+int pass_builder_form(const loom_graph *g, const loom_node *nd)
 {
     const loom_op_info *in = loom_op_info_get((loom_op)nd->op);
     const char *kernel = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
     if (!in || !in->kernel[0] || !kernel || nd->n_bindings != in->n_slots || nd->push_size != in->push_size)
-        return false;
-    *second = !strcmp(kernel, in->kernel[1]);
-    if (!*second && strcmp(kernel, in->kernel[0]))
-        return false;
+        return -1;
+    int form = -1;
+    for (int v = 0; v < 4 && form < 0; v++)
+        if (in->kernel[v] && !strcmp(kernel, in->kernel[v]))
+            form = v;
     const loom_binding *b = loom_node_bindings(g, nd);
-    for (uint32_t i = 0; i < nd->n_bindings; i++)
+    for (uint32_t i = 0; form >= 0 && i < nd->n_bindings; i++)
         if (b[i].slot != i)
-            return false;
-    return true;
+            return -1;
+    return form;
+}
+
+/* The same as a test; *second: f16 weights, or ATTENTION's wide form. */
+bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second)
+{
+    int form = pass_builder_form(g, nd);
+    *second = form >= 0 && (form & 1);
+    return form >= 0;
 }
 
 bool pass_plan_buffer(const loom_graph *g, uint32_t id)

@@ -157,6 +157,7 @@ static const struct {
       "rms_norm_matvec_silu_mul_pre_t16_y16_f16" },
     /* The wide kernel only: gather (after this pass) takes the narrow one. */
     { LOOM_OP_ATTENTION, "out", "attention_wide", "attention_wide_o16" },
+    { LOOM_OP_ATTENTION, "out", "attention_wide_kh", "attention_wide_o16_kh" },
 };
 static const struct {
     const char *kernel, *half;

@@ -194,11 +194,16 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family)
     if (n > 16)
         n = 16;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
-    /* A compute-only family avoids sharing with graphics work; else any. */
+    /* A compute-only family avoids sharing with graphics work; else any.
+     * LOOM_QUEUE=graphics prefers a family with graphics as well (on some
+     * drivers the families run on different hardware channels, whose
+     * per-dispatch costs differ; docs/perf.md). */
+    const char *want = getenv("LOOM_QUEUE");
+    bool graphics = want && !strcmp(want, "graphics");
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < n; i++)
             if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
-                (pass == 1 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))) {
+                (pass == 1 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) == !graphics)) {
                 *family = i;
                 return true;
             }
@@ -293,6 +298,8 @@ static void device_fetch(loom_rt *rt)
     rt->subgroup_size = sg.subgroupSize;
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
     compute_queue(rt->phys, &rt->queue_family);
+    if (getenv("LOOM_QUEUE"))
+        fprintf(stderr, "loom: LOOM_QUEUE=%s: queue family %u\n", getenv("LOOM_QUEUE"), rt->queue_family);
 }
 
 /* The features chain of vkCreateDevice; filled in place, as it points into
@@ -315,9 +322,12 @@ static void features_fill(loom_rt *rt, device_features *f)
     VkPhysicalDeviceVulkan11Features have11 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES };
     VkPhysicalDeviceFeatures2 have_b = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &have11 };
     vkGetPhysicalDeviceFeatures2(rt->phys, &have_b);
+    /* LOOM_STORAGE16=0: run as on a device without it (tests). */
+    const char *s16 = getenv("LOOM_STORAGE16");
+    rt->storage16 = have11.storageBuffer16BitAccess && !(s16 && !strcmp(s16, "0"));
     f->want11 = (VkPhysicalDeviceVulkan11Features){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-        .storageBuffer16BitAccess = have11.storageBuffer16BitAccess,
+        .storageBuffer16BitAccess = rt->storage16,
     };
     f->want12 = (VkPhysicalDeviceVulkan12Features){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,

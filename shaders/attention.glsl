@@ -36,6 +36,12 @@
 // matvec.glsl; attention_wide_o16.comp). With ATT_PART_H as well
 // (attention_part_h.comp) each share's output is divided by its own sum and
 // stored as f16 pairs, head_dim / 2 words a share after the same header.
+// With ATT_KH the caches are f16: an invocation keeps its DPT (8) values of
+// a row packed, one uvec4 for K and one for V, and unpacks them where they
+// are used, so a row in flight costs half the registers of an f32 row
+// (attention_kh.comp has twice the rows in flight). Where head_dim is a
+// multiple of 8 (ATT_CONTIG) the packed values are one 16-byte load; else
+// they are gathered from 16-bit loads.
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
 // TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
@@ -50,13 +56,23 @@ layout(local_size_x = 256) in;
 #if defined(ATT_PART_H) || defined(ATT_O16)
 #include "half.glsl"
 #endif
+#ifdef ATT_KH
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer Q4 { vec4 q4[]; };
+#ifdef ATT_KH
+layout(set = 0, binding = 2) readonly buffer KC { float16_t kcache[]; };
+layout(set = 0, binding = 2) readonly buffer KC8 { uvec4 kcache8[]; };
+layout(set = 0, binding = 3) readonly buffer VC { float16_t vcache[]; };
+layout(set = 0, binding = 3) readonly buffer VC8 { uvec4 vcache8[]; };
+#else
 layout(set = 0, binding = 2) readonly buffer KC { float kcache[]; };
 layout(set = 0, binding = 2) readonly buffer KC4 { vec4 kcache4[]; };
 layout(set = 0, binding = 3) readonly buffer VC { float vcache[]; };
 layout(set = 0, binding = 3) readonly buffer VC4 { vec4 vcache4[]; };
+#endif
 #ifndef ATT_PART
 #ifdef ATT_O16
 layout(set = 0, binding = 4) writeonly buffer O { uint o16[]; };
@@ -83,6 +99,15 @@ shared float sacc[(DPT + 1u) * WG_SIZE];  // final partial outputs and sums
 shared bool is_last;
 shared float smax[2][WG_SIZE / 4u];     // per-subgroup pass maxima (subgroups of 4 or more)
 
+#ifdef ATT_KH
+// The k-th of the 8 f16 values packed in w.
+float kh_at(uvec4 w, uint k)
+{
+    vec2 p = unpackHalf2x16(w[k >> 1u]);
+    return (k & 1u) != 0u ? p.y : p.x;
+}
+#endif
+
 // The dimension invocation c of a row takes as its k-th.
 uint dim_of(uint c, uint k)
 {
@@ -105,10 +130,19 @@ void main()
     uint r = t / TPR, c = t % TPR;   // row slot r takes rows r, r + RPP, ...
 #ifdef ATT_CONTIG
     // Vector loads need every row and head to start on 16 bytes.
+#ifdef ATT_KH
+    bool vec = (hd & 7u) == 0u && c * DPT < hd;
+#else
     bool vec = (hd & 3u) == 0u && c * DPT < hd;
 #endif
+#endif
 
+#ifdef ATT_KH
+    float qv[DPT], acc[DPT];
+    uvec4 kp[RPT], vp[RPT];
+#else
     float qv[DPT], kv[RPT][DPT], vv[RPT][DPT], acc[DPT];
+#endif
 #ifdef ATT_CONTIG
     if (vec) {
         uint at = (h * hd + c * DPT) / 4u;
@@ -131,6 +165,27 @@ void main()
             uint row = base + r + i * RPP;
             bool live = row < last;
             uint at = row * dim + koff;
+#ifdef ATT_KH
+#ifdef ATT_CONTIG
+            if (vec) {
+                uint at8 = (at + c * DPT) / 8u;
+                kp[i] = live ? kcache8[at8] : uvec4(0u);
+                vp[i] = live ? vcache8[at8] : uvec4(0u);
+                continue;
+            }
+#endif
+            float ka[DPT], va[DPT];
+            for (uint k = 0u; k < DPT; k++) {
+                uint d = dim_of(c, k);
+                bool ok = live && d < hd;
+                ka[k] = ok ? float(kcache[at + d]) : 0.0;
+                va[k] = ok ? float(vcache[at + d]) : 0.0;
+            }
+            for (uint j = 0u; j < 4u; j++) {
+                kp[i][j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
+                vp[i][j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
+            }
+#else
 #ifdef ATT_CONTIG
             if (vec) {
                 uint at4 = (at + c * DPT) / 4u;
@@ -149,12 +204,17 @@ void main()
                 kv[i][k] = ok ? kcache[at + d] : 0.0;
                 vv[i][k] = ok ? vcache[at + d] : 0.0;
             }
+#endif
         }
         float s[RPT];
         for (uint i = 0u; i < RPT; i++) {
             s[i] = 0.0;
             for (uint k = 0u; k < DPT; k++)
+#ifdef ATT_KH
+                s[i] += qv[k] * kh_at(kp[i], k);
+#else
                 s[i] += qv[k] * kv[i][k];
+#endif
         }
         float mx = m;
         if (gl_SubgroupSize >= TPR) {
@@ -210,7 +270,11 @@ void main()
             bool live = base + r + i * RPP < last;
             float p = live ? exp(s[i] - mx) : 0.0;
             for (uint k = 0u; k < DPT; k++)
+#ifdef ATT_KH
+                acc[k] += p * kh_at(vp[i], k);
+#else
                 acc[k] += p * vv[i][k];
+#endif
             l += c == 0u ? p : 0.0;
         }
         m = mx;

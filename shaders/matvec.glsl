@@ -36,6 +36,8 @@
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
 //             k and writes k and v straight into the caches at the step's
 //             position (RoPE + KV_APPEND fused);
+//   MV_KH     (with MV_QKV) the KV caches are f16: k and v are rounded to
+//             f16 as they are stored (16-bit storage);
 //   MV_EMBED  (with MV_QKV) x is row token_buf[token_index] of an embedding
 //             table of the weights' dtype (zeros for a token past vocab),
 //             and workgroup 0 also writes it out as f32 for later readers
@@ -55,6 +57,9 @@
 //             next block's weights in flight while a block's sums meet.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef MV_KH
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 
 #if defined(MV_T16) || defined(MV_Y16)
 #include "half.glsl"
@@ -220,8 +225,15 @@ layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
 layout(set = 0, binding = B_ACC) buffer Acc { float sum_sq[]; };
 #endif
 #ifdef MV_QKV
+#ifdef MV_KH
+layout(set = 0, binding = B_KC) writeonly buffer KC { float16_t kcache[]; };
+layout(set = 0, binding = B_VC) writeonly buffer VC { float16_t vcache[]; };
+#define CACHED(v) float16_t(v)
+#else
 layout(set = 0, binding = B_KC) writeonly buffer KC { float kcache[]; };
 layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
+#define CACHED(v) (v)
+#endif
 #endif
 #ifdef MV_ARGMAX
 layout(set = 0, binding = B_OUT) writeonly buffer Out { uint result[]; };
@@ -699,11 +711,11 @@ void block()
         } else if (pos < pc.max_seq) {
             uint off = pos * pc.kv_rows;
             if (m == 1u) {
-                kcache[off + la] = va;
-                kcache[off + lb] = vb;
+                kcache[off + la] = CACHED(va);
+                kcache[off + lb] = CACHED(vb);
             } else {
-                vcache[off + la] = va;
-                vcache[off + lb] = vb;
+                vcache[off + la] = CACHED(va);
+                vcache[off + lb] = CACHED(vb);
             }
         }
     }

@@ -133,6 +133,49 @@ static void expect_buffer(harness *h, loom_op op, const char *what, uint32_t id,
     free(got);
 }
 
+/* ---- KV caches: f32, or f16 (kh) ------------------------------------------ */
+
+/* A cache of n values, declared as the device holds it: where kh, f16
+ * copies, and vals rounded in place to what the kernel will read (NaN
+ * stays NaN). */
+static uint32_t cache_input(harness *h, const char *name, float *vals, uint64_t n, bool kh)
+{
+    if (!kh)
+        return input(h, name, vals, n * 4);
+    uint16_t *p = malloc(n * 2 + 4);
+    ck_assert_ptr_nonnull(p);
+    for (uint64_t i = 0; i < n; i++) {
+        p[i] = loom_f32_to_f16(vals[i]);
+        vals[i] = loom_f16_to_f32(p[i]);
+    }
+    uint32_t id = input(h, name, p, n * 2);
+    free(p);
+    return id;
+}
+
+/* A cache against want; an f16 one against want rounded to f16, within the
+ * op's tolerance plus one unit in f16's last place (a kernel value a hair
+ * from the reference's may round to the neighbouring f16). */
+static void expect_cache(harness *h, loom_op op, const char *what, uint32_t id, const float *want, uint64_t n,
+                         bool kh)
+{
+    if (!kh) {
+        expect_buffer(h, op, what, id, want, n);
+        return;
+    }
+    const loom_op_info *t = loom_op_info_get(op);
+    uint16_t *got = malloc(n * 2 + 4);
+    ck_assert_ptr_nonnull(got);
+    fetch(h, id, got, (n * 2 + 3) & ~3ull);
+    for (uint64_t i = 0; i < n; i++) {
+        float g = loom_f16_to_f32(got[i]), w = loom_f16_to_f32(loom_f32_to_f16(want[i]));
+        float lim = t->tol_abs + (t->tol_rel + 0x1p-10f) * fabsf(w) + 0x1p-24f;
+        ck_assert_msg(fabsf(g - w) <= lim, "%s %s (f16 cache): element %llu is %.9g, want %.9g (+- %g)",
+                      loom_op_name(op), what, (unsigned long long)i, g, w, lim);
+    }
+    free(got);
+}
+
 static void setup(void)
 {
     if (!rt) {
@@ -492,8 +535,11 @@ START_TEST(rope)
 }
 END_TEST
 
+/* _i 1: f16 caches. */
 START_TEST(kv_append)
 {
+    bool kh = _i == 1;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
     static const uint32_t dims[] = { 1, 64, 300 };
     static const uint32_t positions[] = { 0, 5, 7, 8 };  /* 8: past the cache, writes nothing */
     const uint32_t max_seq = 8;
@@ -504,15 +550,15 @@ START_TEST(kv_append)
             float *k = rand_f32(dim, 1), *v = rand_f32(dim, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
             harness h = begin();
             uint32_t bk = input(&h, "k", k, dim * 4), bv = input(&h, "v", v, dim * 4);
-            uint32_t bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
+            uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
             loom_step_params p = { .pos = positions[pi], .kv_len = positions[pi] + 1 };
             loom_ref_kv_append(k, v, kc, vc, dim, max_seq, p.pos);
             ck_assert_int_eq(loom_op_kv_append(h.g, loom_vec(bk, dim), loom_vec(bv, dim),
-                                               loom_mat(bkc, LOOM_F32, max_seq, dim),
-                                               loom_mat(bvc, LOOM_F32, max_seq, dim), NULL), LOOM_OK);
+                                               loom_mat(bkc, cdt, max_seq, dim), loom_mat(bvc, cdt, max_seq, dim),
+                                               NULL), LOOM_OK);
             run(&h, &p);
-            expect_buffer(&h, LOOM_OP_KV_APPEND, "kcache", bkc, kc, cn);
-            expect_buffer(&h, LOOM_OP_KV_APPEND, "vcache", bvc, vc, cn);
+            expect_cache(&h, LOOM_OP_KV_APPEND, "kcache", bkc, kc, cn, kh);
+            expect_cache(&h, LOOM_OP_KV_APPEND, "vcache", bvc, vc, cn, kh);
             end(&h);
             free(k);
             free(v);
@@ -543,9 +589,13 @@ START_TEST(attention)
     /* (The narrow kernel's vector path: head_dim 64 and 16 fill an
      * invocation's two 16-byte loads, 12 half of them; 3 and 5 shares put a
      * share with no partner in the combine's last paired load.) */
+    /* _i 1: f16 caches (the narrow kernel's vector path where head_dim is a
+     * multiple of 8, and then 16 rows in flight: a pass is a whole share). */
+    bool kh = _i == 1;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
     const size_t sharp = sizeof cases / sizeof cases[0] - 2;
     for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
-        seed(800 + s);
+        seed(800 + s + 64 * _i);
         uint32_t nh = cases[s][0], nkv = cases[s][1], hd = cases[s][2], max_seq = cases[s][3];
         loom_step_params p = { .kv_len = cases[s][4], .pos = cases[s][4] ? cases[s][4] - 1 : 0 };
         uint32_t nq = nh * hd, cn = max_seq * nkv * hd;
@@ -556,16 +606,16 @@ START_TEST(attention)
         for (uint64_t e = (uint64_t)(p.kv_len < max_seq ? p.kv_len : max_seq) * nkv * hd; e < cn; e++)
             kc[e] = vc[e] = NAN;
         float scale = 1.0f / sqrtf((float)hd);
-        loom_ref_attention(q, kc, vc, want, nh, nkv, hd, max_seq, p.kv_len, scale);
         harness h = begin();
-        uint32_t bq = input(&h, "q", q, nq * 4), bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
-        uint32_t bo = output(&h, "out", nq * 4);
-        ck_assert_int_eq(loom_op_attention(h.g, loom_vec(bq, nq), loom_mat(bkc, LOOM_F32, max_seq, nkv * hd),
-                                           loom_mat(bvc, LOOM_F32, max_seq, nkv * hd), loom_vec(bo, nq), nh, nkv,
+        uint32_t bq = input(&h, "q", q, nq * 4), bkc = cache_input(&h, "kc", kc, cn, kh);
+        uint32_t bvc = cache_input(&h, "vc", vc, cn, kh), bo = output(&h, "out", nq * 4);
+        loom_ref_attention(q, kc, vc, want, nh, nkv, hd, max_seq, p.kv_len, scale);
+        ck_assert_int_eq(loom_op_attention(h.g, loom_vec(bq, nq), loom_mat(bkc, cdt, max_seq, nkv * hd),
+                                           loom_mat(bvc, cdt, max_seq, nkv * hd), loom_vec(bo, nq), nh, nkv,
                                            hd, NULL), LOOM_OK);
         run(&h, &p);
-        char what[32];
-        snprintf(what, sizeof what, "case %zu", s);
+        char what[48];
+        snprintf(what, sizeof what, "%s case %zu", kh ? "f16 caches" : "f32 caches", s);
         expect_buffer(&h, LOOM_OP_ATTENTION, what, bo, want, nq);
         end(&h);
         free(q);
@@ -741,11 +791,13 @@ static const uint32_t qkv_cases[][6] = { { 1, 1, 4, 6, 4, 1 },     { 4, 2, 16, 1
 
 /* _i bit 0: f16 weights; bit 1: the EMBED-fed form, x the row of a 5-row
  * table picked by a token at index 1 of its buffer (token 5, past the
- * table, in one case: x is zeros), and x itself written. */
+ * table, in one case: x is zeros), and x itself written; bit 2: f16
+ * caches. */
 START_TEST(qkv_rope_kv)
 {
     loom_dtype dt = (_i & 1) ? LOOM_F16 : LOOM_F32;
-    bool embed = (_i & 2) != 0;
+    bool embed = (_i & 2) != 0, kh = (_i & 4) != 0;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
     uint32_t es = loom_dtype_size(dt);
     const float eps = 1e-5f, theta = 10000.0f;
     const uint32_t vocab = 5;
@@ -762,19 +814,19 @@ START_TEST(qkv_rope_kv)
         uint32_t tokens[2] = { 0xffffffffu, s == 3 ? vocab : (uint32_t)(s * 2 + 1) % vocab };
         float *x = rand_f32(cols, 2), *gw = rand_f32(cols, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
         float *want_q = alloc_f32(qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
+        harness h = begin();
+        uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
         memcpy(want_kc, kc, cn * 4);
         memcpy(want_vc, vc, cn * 4);
         if (embed)
             loom_ref_embed(dt, table, vocab, cols, tokens[1], x);
         loom_ref_rms_norm_qkv_rope_kv(dt, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
                                       theta, eps, pos);
-        harness h = begin();
         uint32_t bx = embed ? output(&h, "x", cols * 4) : input(&h, "x", x, cols * 4), bg = input(&h, "g", gw, cols * 4);
         uint32_t bq = input(&h, "Wq", Wq, (uint64_t)qr * cols * es), bk = input(&h, "Wk", Wk, (uint64_t)kr * cols * es);
         uint32_t bv = input(&h, "Wv", Wv, (uint64_t)kr * cols * es), by = output(&h, "q", qr * 4);
-        uint32_t bkc = input(&h, "kc", kc, cn * 4), bvc = input(&h, "vc", vc, cn * 4);
         loom_tensor tq = loom_mat(bq, dt, qr, cols), tk = loom_mat(bk, dt, kr, cols), tv = loom_mat(bv, dt, kr, cols);
-        loom_tensor tkc = loom_mat(bkc, LOOM_F32, max_seq, kr), tvc = loom_mat(bvc, LOOM_F32, max_seq, kr);
+        loom_tensor tkc = loom_mat(bkc, cdt, max_seq, kr), tvc = loom_mat(bvc, cdt, max_seq, kr);
         loom_result rc;
         if (embed) {
             uint32_t bt = input(&h, "table", table, (uint64_t)vocab * cols * es);
@@ -788,14 +840,15 @@ START_TEST(qkv_rope_kv)
         }
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
         run(&h, &(loom_step_params){ .pos = pos, .kv_len = pos + 1 });
-        char what[48];
-        snprintf(what, sizeof what, "%s%s case %zu", loom_dtype_name(dt), embed ? " embed" : "", s);
+        char what[64];
+        snprintf(what, sizeof what, "%s%s%s case %zu", loom_dtype_name(dt), embed ? " embed" : "",
+                 kh ? " f16 caches" : "", s);
         loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
         if (embed)
             expect_buffer(&h, op, what, bx, x, cols);
         expect_buffer(&h, op, what, by, want_q, qr);
-        expect_buffer(&h, op, what, bkc, want_kc, cn);
-        expect_buffer(&h, op, what, bvc, want_vc, cn);
+        expect_cache(&h, op, what, bkc, want_kc, cn, kh);
+        expect_cache(&h, op, what, bvc, want_vc, cn, kh);
         end(&h);
         free(Wq);
         free(Wk);
@@ -971,9 +1024,9 @@ static Suite *ops_suite(void)
     struct { const char *name; const TTest *test; int n; } cases[] = {
         { "copy", copy, 1 },         { "mul", mul, 2 },         { "add", add, 2 },
         { "silu_mul", silu_mul, 2 }, { "norms", norms, 4 },     { "matvec", matvec, 6 },
-        { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 1 },
-        { "attention", attention, 1 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
-        { "fused_matvec", fused_matvec, 10 }, { "qkv_rope_kv", qkv_rope_kv, 4 },
+        { "embed", embed, 2 },       { "rope", rope, 2 },       { "kv_append", kv_append, 2 },
+        { "attention", attention, 2 }, { "softmax", softmax, 1 }, { "argmax", argmax, 1 },
+        { "fused_matvec", fused_matvec, 10 }, { "qkv_rope_kv", qkv_rope_kv, 8 },
         { "attention_replays", attention_replays, 1 }, { "matvec_add_stage", matvec_add_stage, 2 },
         { "zero", zero, 1 },         { "step_log", step_log, 1 },
     };

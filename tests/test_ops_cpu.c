@@ -332,6 +332,8 @@ START_TEST(op_table_rows)
     ck_assert_msg(in->reorderable == loom_op_reorderable(in->op), "%s: reorderable", op);
     ck_assert_msg((in->kernel[0] == NULL) == (in->n_slots == 0) && (in->kernel[0] == NULL) == (in->kernel[1] == NULL),
                   "%s: a kernel and its slots go together", op);
+    ck_assert_msg((in->kernel[2] == NULL) == (in->kernel[3] == NULL) && (!in->kernel[2] || in->kernel[0]),
+                  "%s: the f16-cache forms go together, beside the f32 ones", op);
     ck_assert_msg(in->push_size % 4 == 0 && in->push_size <= LOOM_MAX_PUSH, "%s: push %u", op, in->push_size);
     ck_assert_msg(in->tol_abs >= 0 && in->tol_rel >= 0 && in->tol_abs < 1 && in->tol_rel < 1, "%s: tolerance", op);
     uint32_t writable = 0;

@@ -1103,6 +1103,47 @@ START_TEST(test_stage_needs_atomics)
 }
 END_TEST
 
+/* f16 KV caches need 16-bit storage: on a device without it (as
+ * LOOM_STORAGE16=0 makes one) a graph with them is refused with a message
+ * naming the node and the kernel, while the same graph with f32 caches
+ * runs. */
+START_TEST(test_f16_caches_need_storage16)
+{
+    setenv("LOOM_STORAGE16", "0", 1);
+    loom_rt *rt = rt_make(0, true, NULL);
+    unsetenv("LOOM_STORAGE16");
+    const uint32_t dim = 16, rows = 4;
+    for (int kh = 0; kh < 2; kh++) {
+        uint64_t cb = (uint64_t)dim * rows * (kh ? 2 : 4);
+        loom_rt_buffer *k = rbuf(rt, "k", LOOM_USAGE_INPUT, dim * 4), *v = rbuf(rt, "v", LOOM_USAGE_INPUT, dim * 4);
+        loom_rt_buffer *kc = rbuf(rt, "kc", LOOM_USAGE_KV_CACHE, cb), *vc = rbuf(rt, "vc", LOOM_USAGE_KV_CACHE, cb);
+        loom_graph *g = graph_new();
+        loom_dtype dt = kh ? LOOM_F16 : LOOM_F32;
+        OK(loom_op_kv_append(g, loom_vec(gext(g, k, "k"), dim), loom_vec(gext(g, v, "v"), dim),
+                             loom_mat(gext(g, kc, "kc"), dt, rows, dim), loom_mat(gext(g, vc, "vc"), dt, rows, dim),
+                             NULL));
+        loom_plan *plan;
+        OK(loom_rt_compile(rt, g, NULL, &plan, NULL));
+        uint64_t step;
+        loom_result rc = loom_rt_replay_plan(rt, plan, &(loom_step_params){ .pos = 1, .kv_len = 2 }, &step);
+        if (kh) {
+            ck_assert_int_eq(rc, LOOM_UNSUPPORTED);
+            ck_assert_ptr_nonnull(strstr(loom_last_error(), "node 0 (KV_APPEND): kernel kv_append_kh"));
+        } else {
+            OK(rc);
+            OK(loom_rt_wait(rt, step));
+        }
+        loom_plan_release(plan);
+        loom_graph_destroy(g);
+        loom_rt_buffer_release(k);
+        loom_rt_buffer_release(v);
+        loom_rt_buffer_release(kc);
+        loom_rt_buffer_release(vc);
+    }
+    rt_done(rt);
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *runtime_suite(void)
@@ -1128,6 +1169,7 @@ static Suite *runtime_suite(void)
         { "host_scratch_and_keep", test_host_scratch_and_keep },
         { "memory_kinds", test_memory_kinds },
         { "stage_needs_atomics", test_stage_needs_atomics },
+        { "f16_caches_need_storage16", test_f16_caches_need_storage16 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -107,14 +107,14 @@ static int check_kernel(const loom_op_info *in, const char *kernel, const entry 
     return bad;
 }
 
-/* Every kernel every op names, both variants. */
+/* Every kernel every op names, every variant. */
 static int check_ops(const entry *e, size_t n)
 {
     int bad = 0;
     for (uint32_t op = 0; op < LOOM_OP_COUNT; op++) {
         const loom_op_info *in = loom_op_info_get((loom_op)op);
-        for (int v = 0; v < 2; v++)
-            if (in->kernel[v] && (v == 0 || strcmp(in->kernel[1], in->kernel[0])))
+        for (int v = 0; v < 4; v++)
+            if (in->kernel[v] && (v % 2 == 0 || strcmp(in->kernel[v], in->kernel[v - 1])))
                 bad |= check_kernel(in, in->kernel[v], e, n);
     }
     return bad;

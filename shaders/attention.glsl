@@ -58,6 +58,12 @@ layout(local_size_x = 256) in;
 #endif
 #ifdef ATT_KH
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
+// Every loop over a pass's rows unrolled: the packed rows stay in registers
+// (an array indexed in a loop the compiler keeps goes to local memory).
+#define KH_UNROLL [[unroll]]
+#else
+#define KH_UNROLL
 #endif
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
@@ -161,7 +167,7 @@ void main()
         acc[k] = 0.0;
     float m = NEG_BIG, l = 0.0;
     for (uint base = first; base < last; base += RPT * RPP) {
-        for (uint i = 0u; i < RPT; i++) {
+        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
             uint row = base + r + i * RPP;
             bool live = row < last;
             uint at = row * dim + koff;
@@ -175,13 +181,13 @@ void main()
             }
 #endif
             float ka[DPT], va[DPT];
-            for (uint k = 0u; k < DPT; k++) {
+            KH_UNROLL for (uint k = 0u; k < DPT; k++) {
                 uint d = dim_of(c, k);
                 bool ok = live && d < hd;
                 ka[k] = ok ? float(kcache[at + d]) : 0.0;
                 va[k] = ok ? float(vcache[at + d]) : 0.0;
             }
-            for (uint j = 0u; j < 4u; j++) {
+            KH_UNROLL for (uint j = 0u; j < 4u; j++) {
                 kp[i][j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
                 vp[i][j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
             }
@@ -207,9 +213,9 @@ void main()
 #endif
         }
         float s[RPT];
-        for (uint i = 0u; i < RPT; i++) {
+        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
             s[i] = 0.0;
-            for (uint k = 0u; k < DPT; k++)
+            KH_UNROLL for (uint k = 0u; k < DPT; k++)
 #ifdef ATT_KH
                 s[i] += qv[k] * kh_at(kp[i], k);
 #else
@@ -224,7 +230,7 @@ void main()
             // subgroup in shared memory (two sets, by pass parity, so one
             // barrier a pass keeps readers and the next writers apart).
             float rmax = NEG_BIG;
-            for (uint i = 0u; i < RPT; i++) {
+            KH_UNROLL for (uint i = 0u; i < RPT; i++) {
                 for (uint o = 1u; o < TPR; o <<= 1u)
                     s[i] += subgroupShuffleXor(s[i], o);
                 if (base + r + i * RPP < last)
@@ -239,7 +245,7 @@ void main()
             for (uint j = 0u; j < gl_NumSubgroups; j++)
                 mx = max(mx, smax[set][j]);
         } else {
-            for (uint i = 0u; i < RPT; i++)
+            KH_UNROLL for (uint i = 0u; i < RPT; i++)
                 sdot[i * WG_SIZE + t] = s[i];
             memoryBarrierShared();
             barrier();
@@ -256,20 +262,20 @@ void main()
             barrier();
             for (uint j = 0u; j < RPT * RPP; j++)
                 mx = max(mx, score[j]);
-            for (uint i = 0u; i < RPT; i++)
+            KH_UNROLL for (uint i = 0u; i < RPT; i++)
                 s[i] = score[i * RPP + r];
             // the next pass writes sdot and score only after every
             // invocation has read them
             barrier();
         }
         float alpha = exp(m - mx);
-        for (uint k = 0u; k < DPT; k++)
+        KH_UNROLL for (uint k = 0u; k < DPT; k++)
             acc[k] *= alpha;
         l *= alpha;
-        for (uint i = 0u; i < RPT; i++) {
+        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
             bool live = base + r + i * RPP < last;
             float p = live ? exp(s[i] - mx) : 0.0;
-            for (uint k = 0u; k < DPT; k++)
+            KH_UNROLL for (uint k = 0u; k < DPT; k++)
 #ifdef ATT_KH
                 acc[k] += p * kh_at(vp[i], k);
 #else

@@ -106,11 +106,11 @@ shared bool is_last;
 shared float smax[2][WG_SIZE / 4u];     // per-subgroup pass maxima (subgroups of 4 or more)
 
 #ifdef ATT_KH
-// The k-th of the 8 f16 values packed in w.
-float kh_at(uvec4 w, uint k)
+// The 8 f16 values packed in w, in order.
+void kh_unpack(uvec4 w, out float f[DPT])
 {
-    vec2 p = unpackHalf2x16(w[k >> 1u]);
-    return (k & 1u) != 0u ? p.y : p.x;
+    vec2 a = unpackHalf2x16(w.x), b = unpackHalf2x16(w.y), c = unpackHalf2x16(w.z), d = unpackHalf2x16(w.w);
+    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y; f[4] = c.x; f[5] = c.y; f[6] = d.x; f[7] = d.y;
 }
 #endif
 
@@ -215,10 +215,13 @@ void main()
         float s[RPT];
         KH_UNROLL for (uint i = 0u; i < RPT; i++) {
             s[i] = 0.0;
-            KH_UNROLL for (uint k = 0u; k < DPT; k++)
 #ifdef ATT_KH
-                s[i] += qv[k] * kh_at(kp[i], k);
+            float kf[DPT];
+            kh_unpack(kp[i], kf);
+            KH_UNROLL for (uint k = 0u; k < DPT; k++)
+                s[i] += qv[k] * kf[k];
 #else
+            for (uint k = 0u; k < DPT; k++)
                 s[i] += qv[k] * kv[i][k];
 #endif
         }
@@ -275,10 +278,13 @@ void main()
         KH_UNROLL for (uint i = 0u; i < RPT; i++) {
             bool live = base + r + i * RPP < last;
             float p = live ? exp(s[i] - mx) : 0.0;
-            KH_UNROLL for (uint k = 0u; k < DPT; k++)
 #ifdef ATT_KH
-                acc[k] += p * kh_at(vp[i], k);
+            float vf[DPT];
+            kh_unpack(vp[i], vf);
+            KH_UNROLL for (uint k = 0u; k < DPT; k++)
+                acc[k] += p * vf[k];
 #else
+            for (uint k = 0u; k < DPT; k++)
                 acc[k] += p * vv[i][k];
 #endif
             l += c == 0u ? p : 0.0;

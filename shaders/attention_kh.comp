@@ -6,6 +6,7 @@
 // take. See attention.glsl.
 #define TPR 8u
 #define RPT 16u
+#define KH_ROWS 16
 #define ATT_CONTIG
 #define ATT_KH
 #include "attention.glsl"

@@ -4,6 +4,7 @@
 // attention_kh.comp). See attention.glsl.
 #define TPR 8u
 #define RPT 16u
+#define KH_ROWS 16
 #define ATT_CONTIG
 #define ATT_PART
 #define ATT_PART_H

@@ -62,8 +62,12 @@ layout(local_size_x = 256) in;
 #endif
 #ifdef ATT_KH
 #extension GL_EXT_shader_16bit_storage : require
+// KH_EACH(X) is X of every row of a pass: the first 8, then the rest behind
+// a workgroup-uniform test, so that a pass over a short cache does the
+// arithmetic of 8 rows, not of 16.
 #if KH_ROWS == 16
-#define KH_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define KH_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) \
+    if (last > base + 8u * RPP) { X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) }
 #elif KH_ROWS == 8
 #define KH_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #elif KH_ROWS == 1
@@ -254,6 +258,8 @@ void main()
 #endif
         float s[RPT];
 #ifdef ATT_KH
+        for (uint i = 0u; i < RPT; i++)
+            s[i] = 0.0;   /* rows the pass skips */
         KH_EACH(KH_ROW_SCORE)
 #else
         for (uint i = 0u; i < RPT; i++) {

@@ -139,22 +139,23 @@ void kh_unpack(uvec4 w, out float f[DPT])
 // vec, else 16-bit loads.
 void kh_load(bool vec, bool live, uint at, uint c, uint hd, out uvec4 k8, out uvec4 v8)
 {
+    // (No early return: an inlined return becomes a loop construct.)
     if (vec) {
         uint at8 = (at + c * DPT) / 8u;
         k8 = live ? kcache8[at8] : uvec4(0u);
         v8 = live ? vcache8[at8] : uvec4(0u);
-        return;
-    }
-    float ka[DPT], va[DPT];
-    for (uint k = 0u; k < DPT; k++) {
-        uint d = dim_of(c, k);
-        bool ok = live && d < hd;
-        ka[k] = ok ? float(kcache[at + d]) : 0.0;
-        va[k] = ok ? float(vcache[at + d]) : 0.0;
-    }
-    for (uint j = 0u; j < 4u; j++) {
-        k8[j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
-        v8[j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
+    } else {
+        float ka[DPT], va[DPT];
+        for (uint k = 0u; k < DPT; k++) {
+            uint d = dim_of(c, k);
+            bool ok = live && d < hd;
+            ka[k] = ok ? float(kcache[at + d]) : 0.0;
+            va[k] = ok ? float(vcache[at + d]) : 0.0;
+        }
+        for (uint j = 0u; j < 4u; j++) {
+            k8[j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
+            v8[j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
+        }
     }
 }
 

@@ -3,8 +3,7 @@
 // attention_part.comp over f16 KV caches (ATT_KH; rows in flight as in
 // attention_kh.comp). See attention.glsl.
 #define TPR 8u
-#define RPT 16u
-#define KH_ROWS 16
+#define RPT 8u
 #define ATT_CONTIG
 #define ATT_PART
 #define ATT_KH

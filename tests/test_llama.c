@@ -32,10 +32,11 @@ static void tiny(loom_llama_config *c, loom_dtype t)
     c->wtype = t;
 }
 
-static void setup_weights(loom_dtype t)
+static void setup_weights_kv(loom_dtype t, loom_dtype kv)
 {
     loom_llama_config c;
     tiny(&c, t);
+    c.kvtype = kv;
     ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
     ck_assert_int_eq(loom_llama_weights_create(&c, &weights), LOOM_OK);
 }
@@ -88,8 +89,11 @@ static void check_reference(void)
     free(rl);
 }
 
-static void setup_f32(void) { setup_weights(LOOM_F32); }
-static void setup_f16(void) { setup_weights(LOOM_F16); }
+static void setup_f32(void) { setup_weights_kv(LOOM_F32, LOOM_F32); }
+static void setup_f16(void) { setup_weights_kv(LOOM_F16, LOOM_F32); }
+/* f16 weights and f16 KV caches (the 1b and 7b presets): the reference
+ * rounds k and v to f16 as the caches do. */
+static void setup_f16_caches(void) { setup_weights_kv(LOOM_F16, LOOM_F16); }
 
 START_TEST(gpu_matches_reference_f32) { check_reference(); }
 END_TEST
@@ -97,9 +101,12 @@ END_TEST
 START_TEST(gpu_matches_reference_f16) { check_reference(); }
 END_TEST
 
+START_TEST(gpu_matches_reference_f16_caches) { check_reference(); }
+END_TEST
+
 /* Optimized against every pass off: within tolerance with fusion, bit for
  * bit without it; and the optimized plan needs fewer barriers. */
-START_TEST(optimized_matches_unoptimized)
+static void optimized_matches_unoptimized_body(void)
 {
     uint32_t v = weights->cfg.vocab, t_opt[STEPS], t_off[STEPS], t_nofuse[STEPS];
     size_t n = (size_t)v * STEPS;
@@ -119,6 +126,11 @@ START_TEST(optimized_matches_unoptimized)
     free(off);
     free(nofuse);
 }
+
+START_TEST(optimized_matches_unoptimized) { optimized_matches_unoptimized_body(); }
+END_TEST
+
+START_TEST(optimized_matches_unoptimized_f16_caches) { optimized_matches_unoptimized_body(); }
 END_TEST
 
 START_TEST(optimized_has_fewer_barriers)
@@ -410,6 +422,10 @@ START_TEST(config_is_checked)
     loom_llama_weights *w = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_INVALID_ARGUMENT);
     ck_assert_ptr_null(w);
+    tiny(&c, LOOM_F16);
+    c.kvtype = LOOM_U32;
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kvtype"));
 }
 END_TEST
 
@@ -424,6 +440,11 @@ static Suite *llama_suite(void)
     tc = tcase_create("reference_f16");
     tcase_add_checked_fixture(tc, setup_f16, teardown);
     tcase_add_test(tc, gpu_matches_reference_f16);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("f16_caches");
+    tcase_add_checked_fixture(tc, setup_f16_caches, teardown);
+    tcase_add_test(tc, gpu_matches_reference_f16_caches);
+    tcase_add_test(tc, optimized_matches_unoptimized_f16_caches);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimized");
     tcase_add_checked_fixture(tc, setup_f32, teardown);

@@ -985,14 +985,16 @@ END_TEST
 /* A decoder layer's q/k/v chain as a frontend captures it, over x (dim
  * wide): RMS_NORM, MUL by the norm weight, three f16 MATVECs, ROPE of q and
  * k, KV_APPEND into caches of seq rows. Returns the rotated q's buffer. */
-static uint32_t capture_qkv_chain(uint32_t x, uint32_t dim, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t seq)
+static uint32_t capture_qkv_chain_kv(uint32_t x, uint32_t dim, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t seq,
+                                     loom_dtype kv)
 {
+    uint32_t es = loom_dtype_size(kv);
     const uint32_t qd = nh * hd, kvd = nkv * hd;
     uint32_t gw = buf(dim * 4, LOOM_USAGE_WEIGHT), t = buf(dim * 4, 0), xn = buf(dim * 4, 0);
     uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
     uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(qd * 4, 0), k = buf(kvd * 4, 0);
     uint32_t v = buf(kvd * 4, 0), qr = buf(qd * 4, LOOM_USAGE_OUTPUT), kr = buf(kvd * 4, 0);
-    uint32_t kc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 4, LOOM_USAGE_KV_CACHE);
+    uint32_t kc = buf(seq * kvd * es, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * es, LOOM_USAGE_KV_CACHE);
     ck_assert_int_eq(loom_op_rms_norm(G, loom_vec(x, dim), loom_vec(t, dim), 1e-5f, NULL), LOOM_OK);
     ck_assert_int_eq(loom_op_mul(G, loom_vec(t, dim), loom_vec(gw, dim), loom_vec(xn, dim), NULL), LOOM_OK);
     ck_assert_int_eq(loom_op_matvec(G, loom_mat(wq, LOOM_F16, qd, dim), loom_vec(xn, dim), loom_vec(q, qd), NULL),
@@ -1003,10 +1005,41 @@ static uint32_t capture_qkv_chain(uint32_t x, uint32_t dim, uint32_t nh, uint32_
                      LOOM_OK);
     ck_assert_int_eq(loom_op_rope(G, loom_vec(q, qd), loom_vec(qr, qd), nh, hd, 10000.0f, NULL), LOOM_OK);
     ck_assert_int_eq(loom_op_rope(G, loom_vec(k, kvd), loom_vec(kr, kvd), nkv, hd, 10000.0f, NULL), LOOM_OK);
-    ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, LOOM_F32, seq, kvd),
-                                       loom_mat(vc, LOOM_F32, seq, kvd), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_kv_append(G, loom_vec(kr, kvd), loom_vec(v, kvd), loom_mat(kc, kv, seq, kvd),
+                                       loom_mat(vc, kv, seq, kvd), NULL), LOOM_OK);
     return qr;
 }
+
+static uint32_t capture_qkv_chain(uint32_t x, uint32_t dim, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t seq)
+{
+    return capture_qkv_chain_kv(x, dim, nh, nkv, hd, seq, LOOM_F32);
+}
+
+/* The chain over f16 caches fuses the same way, into the q/k/v kernel's
+ * f16-cache form; the unfused nodes run their own f16-cache forms. */
+START_TEST(test_fuse_qkv_f16_caches)
+{
+    capture_qkv_chain_kv(buf(64 * 4, LOOM_USAGE_INPUT), 64, 4, 2, 32, 4, LOOM_F16);
+    for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+        const loom_node *n = loom_graph_node(G, i);
+        if (n->op == LOOM_OP_KV_APPEND)
+            ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), "kv_append_kh");
+    }
+    loom_pass_ctx ctx = { 0 };
+    ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
+    ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+    uint32_t fused = 0;
+    for (uint32_t i = 0; i < loom_graph_node_count(G); i++) {
+        const loom_node *n = loom_graph_node(G, i);
+        ck_assert(n->op != LOOM_OP_KV_APPEND);
+        if (n->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV) {
+            fused++;
+            ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), "rms_norm_qkv_rope_kh_f16");
+        }
+    }
+    ck_assert_uint_eq(fused, 1);
+}
+END_TEST
 
 /* With a weight above the limit, the q/k/v chain is not fused into the one
  * node split could not cut; its matvecs are split instead. */
@@ -1385,14 +1418,17 @@ END_TEST
 /* An attention block as a frontend captures it: ATTENTION into a scratch
  * vector att, then the o-projection adding into the residual x (usage of
  * att and the projection's form per case). Returns att's buffer id. */
+static loom_dtype gather_kv = LOOM_F32;   /* the caches' dtype gather_block declares */
+
 static uint32_t gather_block(uint32_t head_dim, uint32_t max_seq, loom_usage att_usage, bool plain)
 {
-    uint32_t nh = 8, nkv = 2, qd = nh * head_dim, kvd = nkv * head_dim, dim = 256;
-    uint32_t q = buf(qd * 4ull, LOOM_USAGE_SCRATCH), kc = buf((uint64_t)max_seq * kvd * 4, LOOM_USAGE_KV_CACHE);
-    uint32_t vc = buf((uint64_t)max_seq * kvd * 4, LOOM_USAGE_KV_CACHE), att = buf(qd * 4ull, att_usage);
+    uint32_t nh = 8, nkv = 2, qd = nh * head_dim, kvd = nkv * head_dim, dim = 256, es = loom_dtype_size(gather_kv);
+    uint32_t q = buf(qd * 4ull, LOOM_USAGE_SCRATCH), kc = buf((uint64_t)max_seq * kvd * es, LOOM_USAGE_KV_CACHE);
+    uint32_t vc = buf((uint64_t)max_seq * kvd * es, LOOM_USAGE_KV_CACHE), att = buf(qd * 4ull, att_usage);
     uint32_t w = buf((uint64_t)dim * qd * 2, LOOM_USAGE_WEIGHT), x = buf(dim * 4ull, LOOM_USAGE_STATE);
-    ck_assert_int_eq(loom_op_attention(G, loom_vec(q, qd), loom_mat(kc, LOOM_F32, max_seq, kvd),
-                                       loom_mat(vc, LOOM_F32, max_seq, kvd), loom_vec(att, qd), nh, nkv, head_dim, NULL),
+    ck_assert_int_eq(loom_op_attention(G, loom_vec(q, qd), loom_mat(kc, gather_kv, max_seq, kvd),
+                                       loom_mat(vc, gather_kv, max_seq, kvd), loom_vec(att, qd), nh, nkv, head_dim,
+                                       NULL),
                      LOOM_OK);
     loom_tensor W = loom_mat(w, LOOM_F16, dim, qd), xv = loom_vec(x, dim);
     if (plain)
@@ -1486,6 +1522,31 @@ START_TEST(test_gather_half_shares)
         ck_assert_uint_eq(slot_of(1, 1)->buffer, slot_of(0, 5)->buffer);
         ck_assert_uint_eq(slot_of(1, 1)->size, slot_of(0, 5)->size);
     }
+}
+END_TEST
+
+/* Over f16 caches the gathered attention runs the f16-cache forms of its
+ * share-storing kernels (plain and half shares); the wide kernel's f16
+ * output form under half activations likewise. The projection's kernels
+ * are the f32-cache plan's: the shares are the same whatever the caches. */
+START_TEST(test_gather_f16_caches)
+{
+    gather_kv = LOOM_F16;
+    for (int c = 0; c < 3; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        gather_block(c == 2 ? 128 : 64, c == 2 ? 512 : 2048, LOOM_USAGE_SCRATCH, false);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel),
+                         c == 2 ? "attention_wide_kh" : "attention_kh");
+        loom_pass_ctx ctx = { .enable = c == 1 ? LOOM_ENABLE_HALF_SHARES : c == 2 ? LOOM_ENABLE_HALF_ACT : 0 };
+        ck_assert_int_eq(c == 2 ? loom_pass_stage(G, &ctx) : loom_pass_gather(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        static const char *const att_k[] = { "attention_part_kh", "attention_part_h_kh", "attention_wide_o16_kh" };
+        static const char *const mv_k[] = { "matvec_add_comb_f16", "matvec_add_comb_h_f16", "matvec_add_x16_f16" };
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel), att_k[c]);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel), mv_k[c]);
+    }
+    gather_kv = LOOM_F32;
 }
 END_TEST
 
@@ -1583,7 +1644,7 @@ END_TEST
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
-    struct { const char *name; const TTest *t[8]; } cases[] = {
+    struct { const char *name; const TTest *t[10]; } cases[] = {
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
                        test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
@@ -1592,18 +1653,19 @@ static Suite *passes_suite(void)
                          test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
-                    test_fuse_matvec_add, test_fuse_argmax_log } },
+                    test_fuse_matvec_add, test_fuse_argmax_log, test_fuse_qkv_f16_caches } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows } },
-        { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal } },
+        { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
+                      test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_checked_fixture(tc, setup, teardown);
-        for (int k = 0; k < 8 && cases[i].t[k]; k++)
+        for (int k = 0; k < 10 && cases[i].t[k]; k++)
             tcase_add_test(tc, cases[i].t[k]);
         suite_add_tcase(s, tc);
     }

@@ -51,6 +51,8 @@ static const char ENVIRONMENT[] =
     "  LOOM_ENABLE=LIST          forms that are not the default: half_shares,half_stage,half_act (f16 intermediates),\n"
     "                            long_rows (two chunks a trip in long-row projections)\n"
     "  LOOM_ATOMIC_FLOAT=0       no float atomic adds on the device, as if it lacked them (tests)\n"
+    "  LOOM_STORAGE16=0          no 16-bit storage on the device (f16 KV caches refused), as if it lacked it (tests)\n"
+    "  LOOM_QUEUE=graphics       prefer a queue family with graphics too (default: compute-only where there is one)\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"
     "                            larger weights are split into more row blocks (tests)\n";

@@ -342,7 +342,9 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
  * 1096.8-1097.0 us a token on the H100 against 1102.6-1102.7 with two
  * shares of 256 rows combined by the o-projection (docs/perf.md). Before
  * the gather pass, on the H200, four shares of 128 rows were 5 us faster
- * than eight and sixteen 21 us slower. */
+ * than eight and sixteen 21 us slower. The f16-cache forms ("_kh") take
+ * the same shares and rows a pass: sixteen rows in flight (a 512-row pass)
+ * measured slower (docs/perf.md). */
 #define ATTN_NARROW_HEAD_DIM 64u
 static uint32_t attn_rows_per_share(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 512u : 8u; }
 

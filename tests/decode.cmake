@@ -61,6 +61,17 @@ if(TARGET llama-decode)
   # every invocation).
   decode_test(decode_check_long-rows_f16 ${check} --f16 --ffn 4104 --long-rows)
   decode_test(decode_check_long-rows_768_f16 ${check} --f16 --ffn 6144 --long-rows --in-flight 1)
+  # f16 KV caches (the 1b and 7b presets' default): f16 and f32 weights,
+  # unfused, shared out to the o-projection (plain and half shares), the
+  # wide kernel with its f16 output, and head_dim 12 (16-bit loads, not the
+  # 16-byte path).
+  decode_test(decode_check_kv-f16 ${check} --f16 --kv-f16)
+  decode_test(decode_check_kv-f16_f32 ${check} --f32 --kv-f16 --in-flight 1)
+  decode_test(decode_check_kv-f16_no-fuse ${check} --f16 --kv-f16 --no-fuse --in-flight 1)
+  decode_test(decode_check_kv-f16_gather ${check} --f16 --kv-f16 --max-seq 768)
+  decode_test(decode_check_kv-f16_half-shares ${check} --f16 --kv-f16 --max-seq 1024 --half-shares --in-flight 1)
+  decode_test(decode_check_kv-f16_wide ${check} ${wide} --kv-f16)
+  decode_test(decode_check_kv-f16_hd12 ${check} --f16 --kv-f16 --dim 96 --heads 8 --kv-heads 4 --head-dim 12)
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

@@ -83,7 +83,7 @@ typedef struct gen_buf {
     loom_usage usage;
     uint32_t slots;          /* K_VEC: views of N floats */
     uint32_t written;        /* K_VEC: slots written so far this step (for SCRATCH hints) */
-    loom_dtype dtype;        /* K_WEIGHT, K_TABLE */
+    loom_dtype dtype;        /* K_WEIGHT, K_TABLE, K_KV */
     bool exact;              /* compare bit for bit (u32 data) */
 } gen_buf;
 
@@ -332,15 +332,15 @@ static void single(gen *G)
         break;
     case 3:
         if ((k = pick_kind(G, K_KV, LOOM_F32)) != LOOM_NONE && pick_read(G, 1, &x) && pick_read(G, 1, &y)) {
-            loom_tensor kc = loom_mat(G->b[k].id, LOOM_F32, SEQ, N), vc = kc;
-            vc.offset = (uint64_t)SEQ * VB;
+            loom_tensor kc = loom_mat(G->b[k].id, G->b[k].dtype, SEQ, N), vc = kc;
+            vc.offset = (uint64_t)SEQ * N * loom_dtype_size(G->b[k].dtype);
             ok(loom_op_kv_append(G->g, x, y, kc, vc, NULL));
         }
         break;
     case 4:
         if ((k = pick_kind(G, K_KV, LOOM_F32)) != LOOM_NONE && pick_read(G, 1, &q) && pick_write(G, 1, false, &y)) {
-            loom_tensor kc = loom_mat(G->b[k].id, LOOM_F32, SEQ, N), vc = kc;
-            vc.offset = (uint64_t)SEQ * VB;
+            loom_tensor kc = loom_mat(G->b[k].id, G->b[k].dtype, SEQ, N), vc = kc;
+            vc.offset = (uint64_t)SEQ * N * loom_dtype_size(G->b[k].dtype);
             uint32_t kvh = chance(&G->r, 50) ? 1 : 2;
             emit_write(G, loom_op_attention(G->g, q, kc, vc, y, 2, kvh, N / 2, NULL), &y);
         }
@@ -408,8 +408,10 @@ static void make_buffers(gen *G)
     /* tokens at 256-byte slots of the first KB; rings of logged tokens in the second */
     k = add_buf(G, K_TOKEN, 2048, chance(&G->r, 50) ? LOOM_USAGE_STATE : LOOM_USAGE_NONE, 0);
     G->b[k].exact = true;
-    add_buf(G, K_KV, 2ull * SEQ * VB, chance(&G->r, 50) ? LOOM_USAGE_KV_CACHE : LOOM_USAGE_NONE,
-            chance(&G->r, 30) ? ext++ : 0);
+    loom_dtype kd = chance(&G->r, 50) ? LOOM_F16 : LOOM_F32;   /* f32 or f16 caches */
+    k = add_buf(G, K_KV, 2ull * SEQ * N * loom_dtype_size(kd), chance(&G->r, 50) ? LOOM_USAGE_KV_CACHE : LOOM_USAGE_NONE,
+                chance(&G->r, 30) ? ext++ : 0);
+    G->b[k].dtype = kd;
     if (ext > 1000 && chance(&G->r, 4)) {   /* a second buffer over external memory 1000 */
         G->alias = true;
         G->b[add_buf(G, K_VEC, VB, LOOM_USAGE_OUTPUT, 1000)].slots = 1;
@@ -487,6 +489,32 @@ static const loom_step_params *params(const machine *m, const loom_node *nd)
     return (const loom_step_params *)S(m, nd, 0);
 }
 
+/* A KV cache of n values at slot s as f32 for the reference: the bytes
+ * themselves, or an f16 cache's values widened into a copy, which
+ * cache_done rounds back where the op wrote it (to nearest even, as the
+ * kernels store) and frees. */
+static float *cache_in(const machine *m, const loom_node *nd, uint32_t s, uint64_t n)
+{
+    if (mat_dtype(m, nd, s, n) != LOOM_F16)
+        return S(m, nd, s);
+    const uint16_t *h = S(m, nd, s);
+    float *f = malloc(n * sizeof *f + 4);
+    ck_assert_ptr_nonnull(f);
+    for (uint64_t i = 0; i < n; i++)
+        f[i] = loom_f16_to_f32(h[i]);
+    return f;
+}
+
+static void cache_done(const machine *m, const loom_node *nd, uint32_t s, float *f, uint64_t n, bool written)
+{
+    if (mat_dtype(m, nd, s, n) != LOOM_F16)
+        return;
+    uint16_t *h = S(m, nd, s);
+    for (uint64_t i = 0; written && i < n; i++)
+        h[i] = loom_f32_to_f16(f[i]);
+    free(f);
+}
+
 /* One dispatch, by op kind: each case calls the op's reference function. */
 static void run_node(const machine *m, const loom_node *nd)
 {
@@ -534,14 +562,23 @@ static void run_node(const machine *m, const loom_node *nd)
     case LOOM_OP_ROPE:
         loom_ref_rope(S(m, nd, 1), S(m, nd, 2), P(m, nd, 0), P(m, nd, 1), PF(m, nd, 2), params(m, nd)->pos);
         break;
-    case LOOM_OP_KV_APPEND:
-        loom_ref_kv_append(S(m, nd, 1), S(m, nd, 2), S(m, nd, 3), S(m, nd, 4), P(m, nd, 0), P(m, nd, 1),
-                           params(m, nd)->pos);
+    case LOOM_OP_KV_APPEND: {   /* push: dim, max_seq */
+        uint64_t n = (uint64_t)P(m, nd, 0) * P(m, nd, 1);
+        float *kc = cache_in(m, nd, 3, n), *vc = cache_in(m, nd, 4, n);
+        loom_ref_kv_append(S(m, nd, 1), S(m, nd, 2), kc, vc, P(m, nd, 0), P(m, nd, 1), params(m, nd)->pos);
+        cache_done(m, nd, 3, kc, n, true);
+        cache_done(m, nd, 4, vc, n, true);
         break;
-    case LOOM_OP_ATTENTION:
-        loom_ref_attention(S(m, nd, 1), S(m, nd, 2), S(m, nd, 3), S(m, nd, 4), P(m, nd, 0), P(m, nd, 1),
-                           P(m, nd, 2), P(m, nd, 3), params(m, nd)->kv_len, PF(m, nd, 4));
+    }
+    case LOOM_OP_ATTENTION: {   /* push: n_heads, n_kv_heads, head_dim, max_seq, scale */
+        uint64_t n = (uint64_t)P(m, nd, 1) * P(m, nd, 2) * P(m, nd, 3);
+        float *kc = cache_in(m, nd, 2, n), *vc = cache_in(m, nd, 3, n);
+        loom_ref_attention(S(m, nd, 1), kc, vc, S(m, nd, 4), P(m, nd, 0), P(m, nd, 1), P(m, nd, 2), P(m, nd, 3),
+                           params(m, nd)->kv_len, PF(m, nd, 4));
+        cache_done(m, nd, 2, kc, n, false);
+        cache_done(m, nd, 3, vc, n, false);
         break;
+    }
     case LOOM_OP_SOFTMAX: loom_ref_softmax(S(m, nd, 0), S(m, nd, 1), P(m, nd, 0)); break;
     case LOOM_OP_ARGMAX:
         *(uint32_t *)S(m, nd, 1) = loom_ref_argmax(S(m, nd, 0), P(m, nd, 0));
@@ -589,20 +626,26 @@ static void run_node(const machine *m, const loom_node *nd)
     }
     case LOOM_OP_RMS_NORM_QKV_ROPE_KV: {   /* params, x, g, Wq, Wk, Wv, q, kcache, vcache */
         uint32_t qr = P(m, nd, 0), kr = P(m, nd, 1), cols = P(m, nd, 2);
+        uint64_t n = (uint64_t)kr * P(m, nd, 5);
+        float *kc = cache_in(m, nd, 7, n), *vc = cache_in(m, nd, 8, n);
         loom_ref_rms_norm_qkv_rope_kv(mat_dtype(m, nd, 3, (uint64_t)qr * cols), S(m, nd, 1), S(m, nd, 2),
-                                      S(m, nd, 3), S(m, nd, 4), S(m, nd, 5), S(m, nd, 6), S(m, nd, 7), S(m, nd, 8),
-                                      qr, kr, cols, P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6), PF(m, nd, 3),
-                                      params(m, nd)->pos);
+                                      S(m, nd, 3), S(m, nd, 4), S(m, nd, 5), S(m, nd, 6), kc, vc, qr, kr, cols,
+                                      P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6), PF(m, nd, 3), params(m, nd)->pos);
+        cache_done(m, nd, 7, kc, n, true);
+        cache_done(m, nd, 8, vc, n, true);
         break;
     }
     case LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV: {   /* params, table, tokens, g, Wq, Wk, Wv, q, kcache, vcache, x */
         uint32_t qr = P(m, nd, 0), kr = P(m, nd, 1), cols = P(m, nd, 2), vocab = P(m, nd, 7);
         uint32_t tok = ((const uint32_t *)S(m, nd, 2))[P(m, nd, 8)];
+        uint64_t n = (uint64_t)kr * P(m, nd, 5);
+        float *kc = cache_in(m, nd, 8, n), *vc = cache_in(m, nd, 9, n);
         loom_ref_embed(mat_dtype(m, nd, 1, (uint64_t)vocab * cols), S(m, nd, 1), vocab, cols, tok, S(m, nd, 10));
         loom_ref_rms_norm_qkv_rope_kv(mat_dtype(m, nd, 4, (uint64_t)qr * cols), S(m, nd, 10), S(m, nd, 3),
-                                      S(m, nd, 4), S(m, nd, 5), S(m, nd, 6), S(m, nd, 7), S(m, nd, 8), S(m, nd, 9),
-                                      qr, kr, cols, P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6), PF(m, nd, 3),
-                                      params(m, nd)->pos);
+                                      S(m, nd, 4), S(m, nd, 5), S(m, nd, 6), S(m, nd, 7), kc, vc, qr, kr, cols,
+                                      P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6), PF(m, nd, 3), params(m, nd)->pos);
+        cache_done(m, nd, 8, kc, n, true);
+        cache_done(m, nd, 9, vc, n, true);
         break;
     }
     case LOOM_OP_OTHER:
@@ -636,7 +679,7 @@ static void fill(const gen *G, uint32_t id, uint8_t *p, uint64_t size)
         memcpy(&w, &f, 4);
         if (b && b->kind == K_TOKEN)
             w = rnd(&r, VOCAB);
-        else if (b && (b->kind == K_WEIGHT || b->kind == K_TABLE) && b->dtype == LOOM_F16)
+        else if (b && (b->kind == K_WEIGHT || b->kind == K_TABLE || b->kind == K_KV) && b->dtype == LOOM_F16)
             w = loom_f32_to_f16(f) | (uint32_t)loom_f32_to_f16(-f * 0.5f) << 16;
         memcpy(p + i, &w, 4);
     }
@@ -692,6 +735,30 @@ static bool host_visible(const loom_buffer *b)
     return b->external || (b->usage != LOOM_USAGE_NONE && b->usage != LOOM_USAGE_SCRATCH);
 }
 
+/* An f16 KV cache: value by value, exact unless fused; else within the
+ * f32 tolerance below (relative to the buffer's largest value) plus one
+ * unit in f16's last place, as a value a fused kernel rounded differently
+ * may round to the neighbouring half. */
+static void compare_halves(const machine *want, const machine *got, uint32_t id, bool exact, const char *how)
+{
+    const loom_buffer *b = loom_graph_buffer(want->g, id);
+    const uint16_t *x = (const uint16_t *)want->mem[id], *y = (const uint16_t *)got->mem[id];
+    float scale = 0;
+    for (uint64_t i = 0; i < b->size / 2; i++) {
+        float v = loom_f16_to_f32(x[i]);
+        scale = isfinite(v) && fabsf(v) > scale ? fabsf(v) : scale;
+    }
+    for (uint64_t i = 0; i < b->size / 2; i++) {
+        if (x[i] == y[i])
+            continue;
+        float fx = loom_f16_to_f32(x[i]), fy = loom_f16_to_f32(y[i]);
+        bool close = !exact && isfinite(fx) && isfinite(fy) &&
+                     fabsf(fx - fy) <= 1e-3f * scale + 0x1p-10f * fabsf(fx) + 1e-6f;
+        CHECK(close, "%s: buffer %u '%s' (f16) element %llu: capture order gives %04x (%g), the plan %04x (%g)", how,
+              id, loom_graph_buffer_name(want->g, id), (unsigned long long)i, x[i], (double)fx, y[i], (double)fy);
+    }
+}
+
 /* Buffer `id` of the two machines after a step; exact unless fused. */
 static void compare(const gen *G, const machine *want, const machine *got, uint32_t id, bool exact, const char *how)
 {
@@ -701,6 +768,10 @@ static void compare(const gen *G, const machine *want, const machine *got, uint3
         if (G->b[i].id == id)
             gb = &G->b[i];
     exact |= gb && gb->exact;
+    if (gb && gb->kind == K_KV && gb->dtype == LOOM_F16) {
+        compare_halves(want, got, id, exact, how);
+        return;
+    }
     /* Fused kernels round once where the chain rounded at each step; what
      * follows (sums with cancellation) may grow that, so the tolerance is
      * relative to the buffer's largest value, per 256-byte view. A missing

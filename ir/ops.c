@@ -343,8 +343,9 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
  * shares of 256 rows combined by the o-projection (docs/perf.md). Before
  * the gather pass, on the H200, four shares of 128 rows were 5 us faster
  * than eight and sixteen 21 us slower. The f16-cache forms ("_kh") take
- * the same shares and rows a pass: sixteen rows in flight (a 512-row pass)
- * measured slower (docs/perf.md). */
+ * the same shares, each one pass of sixteen rows an invocation (the 1b
+ * cache in one trip): 1080.8-1082.0 us a token on the H100 against
+ * 1090.5-1091.9 with f32 caches (docs/perf.md). */
 #define ATTN_NARROW_HEAD_DIM 64u
 static uint32_t attn_rows_per_share(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 512u : 8u; }
 

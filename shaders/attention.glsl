@@ -38,12 +38,15 @@
 // stored as f16 pairs, head_dim / 2 words a share after the same header.
 // With ATT_KH the caches are f16: an invocation keeps its DPT (8) values of
 // a row packed, one uvec4 for K and one for V, and unpacks them where they
-// are used: half the bytes and registers of an f32 row. Where head_dim is a
-// multiple of 8 (ATT_CONTIG) the packed values are one 16-byte load; else
-// they are gathered from 16-bit loads. The f16 kernels keep the f32 ones'
-// rows in flight: sixteen (a 512-row pass) either spilled the packed rows
-// to local memory, written as a loop, or ran slower than two passes of
-// eight, written out row by row (docs/perf.md).
+// are used, so a row in flight costs half the registers of an f32 row
+// (attention_kh.comp has twice the rows in flight: a pass is 512 rows).
+// Where head_dim is a multiple of 8 (ATT_CONTIG) the packed values are one
+// 16-byte load; else they are gathered from 16-bit loads. The kernel
+// defines KH_ROWS, RPT as a plain number, and the pass's rows are written
+// out one by one (KH_EACH) behind one branch on the load path: the
+// compiler kept a 16-row loop and moved the packed rows to local memory
+// (704 bytes an invocation, 100 us a 1b token on an H100), and rows
+// written out with a branch each ran slower than the loop (docs/perf.md).
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
 // TPR (invocations per row, head_dim <= DPT * TPR) and RPT (rows each
@@ -60,12 +63,19 @@ layout(local_size_x = 256) in;
 #endif
 #ifdef ATT_KH
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_control_flow_attributes : require
-// Every loop over a pass's rows unrolled: the packed rows stay in registers
-// (an array indexed in a loop the compiler keeps goes to local memory).
-#define KH_UNROLL [[unroll]]
+// KH_EACH(X) is X of every row of a pass: the first 8, then the rest behind
+// a workgroup-uniform test, so that a pass over a short cache does the
+// arithmetic of 8 rows, not of 16.
+#if KH_ROWS == 16
+#define KH_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) \
+    if (last > base + 8u * RPP) { X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) }
+#elif KH_ROWS == 8
+#define KH_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#elif KH_ROWS == 1
+#define KH_EACH(X) X(0)
 #else
-#define KH_UNROLL
+#error "KH_ROWS: 1, 8 or 16"
+#endif
 #endif
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
@@ -107,15 +117,6 @@ shared float sacc[(DPT + 1u) * WG_SIZE];  // final partial outputs and sums
 shared bool is_last;
 shared float smax[2][WG_SIZE / 4u];     // per-subgroup pass maxima (subgroups of 4 or more)
 
-#ifdef ATT_KH
-// The 8 f16 values packed in w, in order.
-void kh_unpack(uvec4 w, out float f[DPT])
-{
-    vec2 a = unpackHalf2x16(w.x), b = unpackHalf2x16(w.y), c = unpackHalf2x16(w.z), d = unpackHalf2x16(w.w);
-    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y; f[4] = c.x; f[5] = c.y; f[6] = d.x; f[7] = d.y;
-}
-#endif
-
 // The dimension invocation c of a row takes as its k-th.
 uint dim_of(uint c, uint k)
 {
@@ -125,6 +126,61 @@ uint dim_of(uint c, uint k)
     return c + k * TPR;
 #endif
 }
+
+#ifdef ATT_KH
+// The 8 f16 values packed in w, in order.
+void kh_unpack(uvec4 w, out float f[DPT])
+{
+    vec2 a = unpackHalf2x16(w.x), b = unpackHalf2x16(w.y), c = unpackHalf2x16(w.z), d = unpackHalf2x16(w.w);
+    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y; f[4] = c.x; f[5] = c.y; f[6] = d.x; f[7] = d.y;
+}
+
+// Invocation c's values of the cache row at element at (zeros where the
+// row is not live or past the head), gathered from 16-bit loads and packed.
+void kh_gather(bool live, uint at, uint c, uint hd, out uvec4 k8, out uvec4 v8)
+{
+    float ka[DPT], va[DPT];
+    for (uint k = 0u; k < DPT; k++) {
+        uint d = dim_of(c, k);
+        bool ok = live && d < hd;
+        ka[k] = ok ? float(kcache[at + d]) : 0.0;
+        va[k] = ok ? float(vcache[at + d]) : 0.0;
+    }
+    for (uint j = 0u; j < 4u; j++) {
+        k8[j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
+        v8[j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
+    }
+}
+
+float kh_dot(float qv[DPT], uvec4 w)
+{
+    float f[DPT];
+    kh_unpack(w, f);
+    float s = 0.0;
+    for (uint k = 0u; k < DPT; k++)
+        s += qv[k] * f[k];
+    return s;
+}
+
+void kh_axpy(inout float acc[DPT], float p, uvec4 w)
+{
+    float f[DPT];
+    kh_unpack(w, f);
+    for (uint k = 0u; k < DPT; k++)
+        acc[k] += p * f[k];
+}
+
+// One row of a pass, I a literal: load (one 16-byte load of K and one of V,
+// or 16-bit loads), score, weight its V values.
+#define KH_ROW_LOAD8(I) { uint row = base + r + (I) * RPP; bool live = row < last; \
+                          uint at8 = (row * dim + koff + c * DPT) / 8u; \
+                          kp[I] = live ? kcache8[at8] : uvec4(0u); vp[I] = live ? vcache8[at8] : uvec4(0u); }
+#define KH_ROW_GATHER(I) { uint row = base + r + (I) * RPP; \
+                           kh_gather(row < last, row * dim + koff, c, hd, kp[I], vp[I]); }
+#define KH_ROW_SCORE(I) s[I] = kh_dot(qv, kp[I]);
+#define KH_ROW_ACC(I) { float p = base + r + (I) * RPP < last ? exp(s[I] - mx) : 0.0; \
+                        kh_axpy(acc, p, vp[I]); l += c == 0u ? p : 0.0; }
+#endif
 
 void main()
 {
@@ -143,6 +199,8 @@ void main()
 #else
     bool vec = (hd & 3u) == 0u && c * DPT < hd;
 #endif
+#elif defined(ATT_KH)
+    const bool vec = false;
 #endif
 
 #ifdef ATT_KH
@@ -169,31 +227,19 @@ void main()
         acc[k] = 0.0;
     float m = NEG_BIG, l = 0.0;
     for (uint base = first; base < last; base += RPT * RPP) {
-        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
+#ifdef ATT_KH
+        // One branch on the load path for the whole pass, every row's
+        // loads behind it (a branch a row ran 45 us a 1b token slower).
+        if (vec) {
+            KH_EACH(KH_ROW_LOAD8)
+        } else {
+            KH_EACH(KH_ROW_GATHER)
+        }
+#else
+        for (uint i = 0u; i < RPT; i++) {
             uint row = base + r + i * RPP;
             bool live = row < last;
             uint at = row * dim + koff;
-#ifdef ATT_KH
-#ifdef ATT_CONTIG
-            if (vec) {
-                uint at8 = (at + c * DPT) / 8u;
-                kp[i] = live ? kcache8[at8] : uvec4(0u);
-                vp[i] = live ? vcache8[at8] : uvec4(0u);
-                continue;
-            }
-#endif
-            float ka[DPT], va[DPT];
-            KH_UNROLL for (uint k = 0u; k < DPT; k++) {
-                uint d = dim_of(c, k);
-                bool ok = live && d < hd;
-                ka[k] = ok ? float(kcache[at + d]) : 0.0;
-                va[k] = ok ? float(vcache[at + d]) : 0.0;
-            }
-            KH_UNROLL for (uint j = 0u; j < 4u; j++) {
-                kp[i][j] = packHalf2x16(vec2(ka[2u * j], ka[2u * j + 1u]));
-                vp[i][j] = packHalf2x16(vec2(va[2u * j], va[2u * j + 1u]));
-            }
-#else
 #ifdef ATT_CONTIG
             if (vec) {
                 uint at4 = (at + c * DPT) / 4u;
@@ -212,21 +258,20 @@ void main()
                 kv[i][k] = ok ? kcache[at + d] : 0.0;
                 vv[i][k] = ok ? vcache[at + d] : 0.0;
             }
-#endif
         }
+#endif
         float s[RPT];
-        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
-            s[i] = 0.0;
 #ifdef ATT_KH
-            float kf[DPT];
-            kh_unpack(kp[i], kf);
-            KH_UNROLL for (uint k = 0u; k < DPT; k++)
-                s[i] += qv[k] * kf[k];
+        for (uint i = 0u; i < RPT; i++)
+            s[i] = 0.0;   /* rows the pass skips */
+        KH_EACH(KH_ROW_SCORE)
 #else
+        for (uint i = 0u; i < RPT; i++) {
+            s[i] = 0.0;
             for (uint k = 0u; k < DPT; k++)
                 s[i] += qv[k] * kv[i][k];
-#endif
         }
+#endif
         float mx = m;
         if (gl_SubgroupSize >= TPR) {
             // A row's TPR invocations are neighbours in one subgroup: they
@@ -235,7 +280,7 @@ void main()
             // subgroup in shared memory (two sets, by pass parity, so one
             // barrier a pass keeps readers and the next writers apart).
             float rmax = NEG_BIG;
-            KH_UNROLL for (uint i = 0u; i < RPT; i++) {
+            for (uint i = 0u; i < RPT; i++) {
                 for (uint o = 1u; o < TPR; o <<= 1u)
                     s[i] += subgroupShuffleXor(s[i], o);
                 if (base + r + i * RPP < last)
@@ -250,7 +295,7 @@ void main()
             for (uint j = 0u; j < gl_NumSubgroups; j++)
                 mx = max(mx, smax[set][j]);
         } else {
-            KH_UNROLL for (uint i = 0u; i < RPT; i++)
+            for (uint i = 0u; i < RPT; i++)
                 sdot[i * WG_SIZE + t] = s[i];
             memoryBarrierShared();
             barrier();
@@ -267,30 +312,27 @@ void main()
             barrier();
             for (uint j = 0u; j < RPT * RPP; j++)
                 mx = max(mx, score[j]);
-            KH_UNROLL for (uint i = 0u; i < RPT; i++)
+            for (uint i = 0u; i < RPT; i++)
                 s[i] = score[i * RPP + r];
             // the next pass writes sdot and score only after every
             // invocation has read them
             barrier();
         }
         float alpha = exp(m - mx);
-        KH_UNROLL for (uint k = 0u; k < DPT; k++)
+        for (uint k = 0u; k < DPT; k++)
             acc[k] *= alpha;
         l *= alpha;
-        KH_UNROLL for (uint i = 0u; i < RPT; i++) {
+#ifdef ATT_KH
+        KH_EACH(KH_ROW_ACC)
+#else
+        for (uint i = 0u; i < RPT; i++) {
             bool live = base + r + i * RPP < last;
             float p = live ? exp(s[i] - mx) : 0.0;
-#ifdef ATT_KH
-            float vf[DPT];
-            kh_unpack(vp[i], vf);
-            KH_UNROLL for (uint k = 0u; k < DPT; k++)
-                acc[k] += p * vf[k];
-#else
             for (uint k = 0u; k < DPT; k++)
                 acc[k] += p * vv[i][k];
-#endif
             l += c == 0u ? p : 0.0;
         }
+#endif
         m = mx;
     }
 

@@ -3,6 +3,7 @@
 // attention_wide_o16.comp over f16 KV caches (ATT_KH). See attention.glsl.
 #define TPR 32u
 #define RPT 1u
+#define KH_ROWS 1
 #define ATT_O16
 #define ATT_KH
 #include "attention.glsl"

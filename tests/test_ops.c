@@ -577,12 +577,15 @@ START_TEST(attention)
                                          { 6, 2, 96, 40, 33 }, { 2, 1, 128, 2100, 2050 }, { 2, 2, 8, 4, 9 },
                                          { 3, 1, 4, 4, 0 },   { 4, 4, 256, 3, 3 },
                                          /* split over the cache (the narrow kernel: a share per 512
-                                          * rows, two passes): 4 shares; 2 shares, one row; 2 full
-                                          * shares; 16 shares longer than a share; 3 and 5 shares;
-                                          * one share of two passes */
+                                          * rows, two passes of f32 rows, one of f16): 4 shares; 2
+                                          * shares, one row; 2 full shares; 16 shares longer than a
+                                          * share; 3 and 5 shares; one share of two passes */
                                          { 8, 2, 64, 2048, 1400 }, { 4, 1, 32, 1024, 1 }, { 2, 2, 16, 1024, 1024 },
                                          { 1, 1, 32, 9000, 8999 }, { 4, 2, 64, 1536, 1200 }, { 2, 1, 12, 2560, 2400 },
                                          { 8, 2, 64, 512, 400 },
+                                         /* f16 caches: a pass of 16 rows an invocation, the last
+                                          * 8 behind a test: one row past them, and 14 */
+                                         { 4, 1, 64, 512, 257 }, { 4, 2, 64, 512, 270 },
                                          /* scores far past exp's range: only a kernel that
                                           * subtracts the running maximum stays finite */
                                          { 4, 2, 64, 128, 100 }, { 2, 1, 128, 64, 40 } };

@@ -2,9 +2,10 @@
  * each plan variant — optimized, the step log at the start of the next step,
  * the attention's shares in f16, the staged norm input in f16, the gated
  * FFN's output in f16, the three halves, all four, two chunks a trip for long
- * rows, no fuse, no stage, no gather, no reorder, a barrier after every
- * dispatch, no plan cache — on one upload of the weights (a second one for
- * the early-log model). Each variant warms the GPU clock with 1.5 s of
+ * rows, f16 and f32 KV caches, no fuse, no stage, no gather, no reorder, a
+ * barrier after every dispatch, no plan cache — on one upload of the
+ * weights (another for the early-log model, and for caches of the dtype
+ * the config does not use). Each variant warms the GPU clock with 1.5 s of
  * back-to-back steps, then times the steps (GPU time from a timestamp pair
  * around each step, wall time from the host clock), steps in flight and
  * tokens read behind the GPU as llama-decode runs them. With --rounds R the
@@ -26,23 +27,26 @@ typedef struct variant {
     const char *key, *name;
     uint32_t disable, enable;
     bool early_log;
+    int kv;   /* KV caches: -1 the config's, else the loom_dtype */
 } variant;
 
 static const variant variants[] = {
-    { "optimized", "optimized", 0, 0, false },
-    { "early-log", "early log", 0, 0, true },
-    { "half-shares", "half shares", 0, LOOM_ENABLE_HALF_SHARES, false },
-    { "half-stage", "half stage", 0, LOOM_ENABLE_HALF_STAGE, false },
-    { "half-act", "half FFN output", 0, LOOM_ENABLE_HALF_ACT, false },
-    { "halves", "all three halves", 0, LOOM_ENABLE_HALF_ALL, false },
-    { "early+halves", "early log, all halves", 0, LOOM_ENABLE_HALF_ALL, true },
-    { "long-rows", "long rows", 0, LOOM_ENABLE_LONG_ROWS, false },
-    { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, 0, false },
-    { "no-stage", "no stage", LOOM_DISABLE_STAGE, 0, false },
-    { "no-gather", "no gather", LOOM_DISABLE_GATHER, 0, false },
-    { "no-reorder", "no reorder", LOOM_DISABLE_REORDER, 0, false },
-    { "barrier-every", "barrier every dispatch", LOOM_DISABLE_BARRIERS, 0, false },
-    { "no-cache", "no cache", LOOM_DISABLE_CACHE, 0, false },
+    { "optimized", "optimized", 0, 0, false, -1 },
+    { "early-log", "early log", 0, 0, true, -1 },
+    { "half-shares", "half shares", 0, LOOM_ENABLE_HALF_SHARES, false, -1 },
+    { "half-stage", "half stage", 0, LOOM_ENABLE_HALF_STAGE, false, -1 },
+    { "half-act", "half FFN output", 0, LOOM_ENABLE_HALF_ACT, false, -1 },
+    { "halves", "all three halves", 0, LOOM_ENABLE_HALF_ALL, false, -1 },
+    { "early+halves", "early log, all halves", 0, LOOM_ENABLE_HALF_ALL, true, -1 },
+    { "long-rows", "long rows", 0, LOOM_ENABLE_LONG_ROWS, false, -1 },
+    { "kv-f16", "f16 KV caches", 0, 0, false, LOOM_F16 },
+    { "kv-f32", "f32 KV caches", 0, 0, false, LOOM_F32 },
+    { "no-fuse", "no fuse", LOOM_DISABLE_FUSE, 0, false, -1 },
+    { "no-stage", "no stage", LOOM_DISABLE_STAGE, 0, false, -1 },
+    { "no-gather", "no gather", LOOM_DISABLE_GATHER, 0, false, -1 },
+    { "no-reorder", "no reorder", LOOM_DISABLE_REORDER, 0, false, -1 },
+    { "barrier-every", "barrier every dispatch", LOOM_DISABLE_BARRIERS, 0, false, -1 },
+    { "no-cache", "no cache", LOOM_DISABLE_CACHE, 0, false, -1 },
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
@@ -65,7 +69,8 @@ static void usage(void)
             "                         [--quick] [shape flags]\n"
             "  --variants LIST   comma-separated, in the order to run and compare (the first is the base):\n"
             "                    optimized,early-log,half-shares,half-stage,half-act,halves,early+halves,long-rows,\n"
-            "                    no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache (default: all,\n"
+            "                    kv-f16,kv-f32,no-fuse,no-stage,no-gather,no-reorder,barrier-every,no-cache\n"
+            "                    (default: all,\n"
             "                    in that order)\n"
             "  --rounds R        the variants take turns R times (1..64, default 1); median of the rounds\n%s",
             loom_llama_args_help);
@@ -84,30 +89,50 @@ static void row_medians(const row *r, uint32_t rounds, double *gpu, double *gpu_
     *wall = loom_cli_median(w, rounds, &lo, &hi);
 }
 
+/* The model a variant runs on: models[early log][f16 caches]. */
+static loom_llama **model_of(loom_llama *models[2][2], const loom_llama_config *c, const variant *v)
+{
+    loom_dtype kv = v->kv < 0 ? (loom_dtype)c->kvtype : (loom_dtype)v->kv;
+    return &models[v->early_log][kv == LOOM_F16];
+}
+
+static void destroy_models(loom_llama *models[2][2])
+{
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 2; k++)
+            loom_llama_destroy(models[e][k]);
+}
+
 static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
 {
     const loom_llama_config *c = &a->cfg;
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
     loom_llama_weights *w = NULL;
-    loom_llama *models[2] = { NULL, NULL };   /* late log, early log: only those a picked variant needs */
-    bool need[2] = { false, false };
-    for (uint32_t i = 0; i < o->n_pick; i++)
-        need[variants[o->pick[i]].early_log] = true;
+    /* Only the models a picked variant needs. A model with the other cache
+     * dtype reads the same host weights through a copy of their header
+     * whose config says so (it must outlive the model). */
+    loom_llama *models[2][2] = { { NULL, NULL }, { NULL, NULL } };
+    loom_llama_weights wk[2];
     loom_result rc = loom_llama_weights_create(c, &w);
-    for (int k = 0; k < 2 && !rc; k++)
-        if (need[k])
-            rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .early_log = k == 1 }, &models[k]);
+    for (uint32_t i = 0; i < o->n_pick && !rc; i++) {
+        const variant *v = &variants[o->pick[i]];
+        loom_llama **m = model_of(models, c, v);
+        if (*m)
+            continue;
+        bool f16 = m - &models[v->early_log][0] == 1;
+        wk[f16] = *w;
+        wk[f16].cfg.kvtype = f16 ? LOOM_F16 : LOOM_F32;
+        rc = loom_llama_create(rt, &wk[f16], &(loom_llama_desc){ .chain = true, .early_log = v->early_log }, m);
+    }
     if (rc) {
-        loom_llama_destroy(models[0]);
-        loom_llama_destroy(models[1]);
+        destroy_models(models);
         loom_llama_weights_destroy(w);
         return loom_cli_fail("bench decode", rc);
     }
     row *rows = calloc(o->n_pick, sizeof *rows);
     if (!rows) {
-        loom_llama_destroy(models[0]);
-        loom_llama_destroy(models[1]);
+        destroy_models(models);
         loom_llama_weights_destroy(w);
         return loom_cli_fail("bench decode", loom_fail(LOOM_OUT_OF_MEMORY, "bench decode: %u rows", o->n_pick));
     }
@@ -120,7 +145,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
             const variant *v = &variants[o->pick[i]];
             if (r->rc)
                 continue;
-            loom_llama *m = models[v->early_log];
+            loom_llama *m = *model_of(models, c, v);
             loom_llama_run_opts ro = { .steps = o->steps, .token = 1,
                                        .warmup_s = o->quick ? 0 : k == 0 ? WARMUP_S : REWARM_S };
             /* The compile options are set anew before every run: the models
@@ -142,8 +167,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
                             loom_last_error());
             }
         }
-    loom_llama_destroy(models[0]);
-    loom_llama_destroy(models[1]);
+    destroy_models(models);
     loom_llama_weights_destroy(w);
 
     /* The floor from the first variant that ran: every variant reads the
@@ -153,9 +177,10 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
         weight_bytes = rows[i].rc ? 0 : rows[i].f.weight_bytes;
     double floor_us = copy_gbps > 0 ? weight_bytes / (copy_gbps * 1e3) : 0;
     printf("loom bench decode on %s: config %s (dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
+           "%s weights, %s KV caches); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
            info.device_name, a->config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, c->wtype == LOOM_F16 ? "f16" : "f32", o->steps, o->quick ? 0.0 : WARMUP_S,
+           c->vocab, c->max_seq, c->wtype == LOOM_F16 ? "f16" : "f32", c->kvtype == LOOM_F16 ? "f16" : "f32",
+           o->steps, o->quick ? 0.0 : WARMUP_S,
            o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
     printf("weights read per token %.1f MB; copy %.0f GB/s (read + write, same run): weight-read floor %.1f us\n",
            weight_bytes / 1e6, copy_gbps, floor_us);

@@ -296,9 +296,12 @@ loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id)
  * read-only one without it. Built-in kernels (shaders/) know their layouts
  * from their SPIR-V at build time; custom kernels declare theirs. */
 #define LOOM_MAX_SLOTS 32
+/* Device features a kernel's SPIR-V declares it needs (loom_kernel_layout.needs). */
+#define LOOM_KERNEL_NEEDS_STORAGE16 1u   /* 16-bit loads and stores of storage buffers (StorageBuffer16BitAccess) */
 typedef struct loom_kernel_layout {
     uint32_t slots;      /* bit s: the kernel declares binding s */
     uint32_t writable;   /* bit s: binding s is not readonly (NonWritable): the kernel may write it */
+    uint32_t needs;      /* LOOM_KERNEL_NEEDS_*: the runtime refuses the kernel on a device without them */
 } loom_kernel_layout;
 
 /* Reads the layout of a SPIR-V compute shader (code: size_bytes of SPIR-V

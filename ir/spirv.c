@@ -1,11 +1,12 @@
 /* A small SPIR-V reader: just enough of the module to learn a compute
- * kernel's binding layout (storage buffers of set 0, and which of them are
- * NonWritable), and for the build's check against ops.def its push-constant
+ * kernel's binding layout (storage buffers of set 0, which of them are
+ * NonWritable, and the capabilities that need a device feature), and for
+ * the build's check against ops.def its push-constant
  * size and local size. The build runs it over every built-in kernel to
  * generate their layout table; the runtime runs it over every kernel it
- * registers. It reads ids, decorations, scalar, vector, pointer and struct
- * types, variables and execution modes, and skips every other instruction
- * by its word count. */
+ * registers. It reads capabilities, ids, decorations, scalar, vector,
+ * pointer and struct types, variables and execution modes, and skips every
+ * other instruction by its word count. */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -13,6 +14,7 @@
 enum {
     SPV_MAGIC = 0x07230203u,
     OP_EXECUTION_MODE = 16,
+    OP_CAPABILITY = 17,
     OP_TYPE_INT = 21,
     OP_TYPE_FLOAT = 22,
     OP_TYPE_VECTOR = 23,
@@ -34,6 +36,7 @@ enum {
     SC_UNIFORM = 2,
     SC_PUSH_CONSTANT = 9,
     SC_STORAGE_BUFFER = 12,
+    CAP_STORAGE_BUFFER_16BIT = 4433,
 };
 
 /* Per id: what the module says about it. Ids are bounded by the header. */
@@ -69,7 +72,8 @@ static const spv_id *block_of(const spv_id *ids, uint32_t bound, const spv_id *v
     return NULL;
 }
 
-static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bound, uint32_t *local)
+static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bound, uint32_t *local,
+                           uint32_t *needs)
 {
     for (size_t i = 5; i < n;) {
         uint32_t count = w[i] >> 16, op = w[i] & 0xffffu;
@@ -121,6 +125,10 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
         case OP_EXECUTION_MODE:
             if (na >= 5 && a[1] == MODE_LOCAL_SIZE)
                 memcpy(local, a + 2, 3 * sizeof *local);
+            break;
+        case OP_CAPABILITY:
+            if (na >= 1 && a[0] == CAP_STORAGE_BUFFER_16BIT)
+                *needs |= LOOM_KERNEL_NEEDS_STORAGE16;
             break;
         case OP_TYPE_ARRAY:
         case OP_TYPE_RUNTIME_ARRAY:
@@ -226,8 +234,8 @@ static loom_result reflect(const uint32_t *code, size_t size_bytes, bool push, l
         return loom_fail(LOOM_OUT_OF_MEMORY, "SPIR-V: out of memory");
     for (uint32_t i = 0; i < bound; i++)
         ids[i] = (spv_id){ .set = UINT32_MAX, .binding = UINT32_MAX };
-    loom_spirv_info r = { { 0, 0 }, 0, { 0, 0, 0 } };
-    loom_result rc = collect(code, n, ids, bound, r.local_size);
+    loom_spirv_info r = { { 0, 0, 0 }, 0, { 0, 0, 0 } };
+    loom_result rc = collect(code, n, ids, bound, r.local_size, &r.layout.needs);
     if (!rc)
         rc = layout_of(ids, bound, &r.layout);
     if (!rc && push)
@@ -242,7 +250,7 @@ loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_byte
 {
     if (!out)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: out is NULL");
-    *out = (loom_kernel_layout){ 0, 0 };
+    *out = (loom_kernel_layout){ 0, 0, 0 };
     if (!code)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_layout_from_spirv: code is NULL");
     loom_spirv_info r;
@@ -254,7 +262,7 @@ loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_byte
 
 loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out)
 {
-    *out = (loom_spirv_info){ { 0, 0 }, 0, { 0, 0, 0 } };
+    *out = (loom_spirv_info){ { 0, 0, 0 }, 0, { 0, 0, 0 } };
     return code ? reflect(code, size_bytes, true, out)
                 : loom_fail(LOOM_INVALID_ARGUMENT, "loom_spirv_reflect: code is NULL");
 }

@@ -201,7 +201,7 @@ struct loom_rt {
     VkPhysicalDeviceMemoryProperties mem_props;
     uint32_t subgroup_size;
     bool atomic_float_add;   /* shaderBufferFloat32AtomicAdd enabled (the stage pass's sums of squares) */
-    bool storage16;          /* storageBuffer16BitAccess enabled (the f16 KV caches' "_kh" kernels) */
+    bool storage16;          /* storageBuffer16BitAccess enabled (kernels that need it: LOOM_KERNEL_NEEDS_STORAGE16) */
     bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     VkDevice device;
     uint32_t queue_family;

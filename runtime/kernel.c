@@ -62,6 +62,10 @@ static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *cod
     loom_result rc = loom_kernel_layout_from_spirv(code, size, &layout);
     if (rc)
         return loom_fail_wrap(rc, "kernel '%s'", name);
+    if ((layout.needs & LOOM_KERNEL_NEEDS_STORAGE16) && !rt->storage16)
+        return loom_fail(LOOM_UNSUPPORTED, "kernel %s declares 16-bit storage-buffer access (as the f16 KV caches' "
+                         "\"_kh\" kernels do), and device '%s' has no storageBuffer16BitAccess enabled",
+                         name, rt->props.deviceName);
     rt_kernel *k = find_kernel(rt, name);
     /* Programs hold this kernel's pipelines; swapping the code under them
      * would make replays disagree with what was compiled. */

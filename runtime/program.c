@@ -150,11 +150,6 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
                              "device '%s' has no shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) enabled: "
                              "compile with loom_rt_compile, which leaves the stage pass out there", i,
                              rt->props.deviceName);
-        const char *kn = loom_graph_kernel_name(g, n->kernel);
-        if (!rt->storage16 && kn && strstr(kn, "_kh"))
-            return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): kernel %s reads or writes f16 KV caches by 16-bit "
-                             "storage, and device '%s' has no storageBuffer16BitAccess enabled: give the op f32 caches",
-                             i, loom_op_name((loom_op)n->op), kn, rt->props.deviceName);
         const loom_binding *b = loom_node_bindings(g, n);
         uint32_t mask = 0;
         for (uint32_t j = 0; j < n->n_bindings; j++) {

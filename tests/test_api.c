@@ -628,7 +628,7 @@ START_TEST(test_two_threads_one_plan)
     OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "a", .size = N * 4, .usage = LOOM_USAGE_STATE }, NULL));
     OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "b", .size = N * 4, .usage = LOOM_USAGE_STATE }, NULL));
     loom_binding b[2] = { bind(0, 0, LOOM_ACCESS_READ), bind(1, 1, LOOM_ACCESS_WRITE) };
-    loom_kernel_layout l = { 0x3, 0x2 };
+    loom_kernel_layout l = { 0x3, 0x2, 0 };
     OK(loom_kernel_declare("api_inc", &l));
     OK(dispatch(g, "api_inc", b, 2));
     loom_plan *plan;

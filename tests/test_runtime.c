@@ -1106,7 +1106,8 @@ END_TEST
 /* f16 KV caches need 16-bit storage: on a device without it (as
  * LOOM_STORAGE16=0 makes one) a graph with them is refused with a message
  * naming the node and the kernel, while the same graph with f32 caches
- * runs. */
+ * runs. The need is read from a kernel's SPIR-V, so a custom kernel that
+ * declares 16-bit storage is refused as it is registered. */
 START_TEST(test_f16_caches_need_storage16)
 {
     setenv("LOOM_STORAGE16", "0", 1);
@@ -1140,6 +1141,13 @@ START_TEST(test_f16_caches_need_storage16)
         loom_rt_buffer_release(kc);
         loom_rt_buffer_release(vc);
     }
+    static const char K_HALF[] =
+        "#version 450\n#extension GL_EXT_shader_16bit_storage : require\n"
+        "layout(local_size_x = 64) in;\n"
+        "layout(set = 0, binding = 0) buffer H { float16_t h[]; };\n"
+        "void main() { h[gl_GlobalInvocationID.x] = float16_t(1.0); }\n";
+    ck_assert_int_eq(loom_rt_kernel_glsl(rt, "t_half", K_HALF), LOOM_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "kernel t_half declares 16-bit storage"));
     rt_done(rt);
 }
 END_TEST

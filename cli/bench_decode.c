@@ -89,11 +89,16 @@ static void row_medians(const row *r, uint32_t rounds, double *gpu, double *gpu_
     *wall = loom_cli_median(w, rounds, &lo, &hi);
 }
 
+/* Whether a variant's model has f16 KV caches. */
+static bool f16_caches(const loom_llama_config *c, const variant *v)
+{
+    return (v->kv < 0 ? (loom_dtype)c->kvtype : (loom_dtype)v->kv) == LOOM_F16;
+}
+
 /* The model a variant runs on: models[early log][f16 caches]. */
 static loom_llama **model_of(loom_llama *models[2][2], const loom_llama_config *c, const variant *v)
 {
-    loom_dtype kv = v->kv < 0 ? (loom_dtype)c->kvtype : (loom_dtype)v->kv;
-    return &models[v->early_log][kv == LOOM_F16];
+    return &models[v->early_log][f16_caches(c, v)];
 }
 
 static void destroy_models(loom_llama *models[2][2])
@@ -120,7 +125,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
         loom_llama **m = model_of(models, c, v);
         if (*m)
             continue;
-        bool f16 = m - &models[v->early_log][0] == 1;
+        bool f16 = f16_caches(c, v);
         wk[f16] = *w;
         wk[f16].cfg.kvtype = f16 ? LOOM_F16 : LOOM_F32;
         rc = loom_llama_create(rt, &wk[f16], &(loom_llama_desc){ .chain = true, .early_log = v->early_log }, m);

@@ -264,15 +264,19 @@ static loom_result need_vec(loom_graph *g, loom_op op, const char *name, const l
     return LOOM_OK;
 }
 
-/* A KV cache: f32, or f16 (the kernels' "_kh" forms; values are rounded to
- * f16 where they are appended). */
-static loom_result need_cache(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
+/* A float tensor: f32 or f16. KV caches (the kernels' "_kh" forms for f16,
+ * whose values are rounded to f16 where they are appended) need no more. */
+static loom_result need_float(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
 {
     if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
                          loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype));
     return LOOM_OK;
 }
+
+/* The row of ops.def's kernels for a KV cache's dtype: 2 for f16 (K1C, KFC,
+ * K2C), added to the weights' or width's choice of 0 or 1. */
+static uint8_t cache_form(const loom_tensor *kcache) { return kcache->dtype == LOOM_F16 ? 2 : 0; }
 
 static loom_result need_same_shape(loom_graph *g, loom_op op, const char *name, const loom_tensor *t,
                                    const loom_tensor *ref)
@@ -420,9 +424,9 @@ loom_result loom_op_step_log(loom_graph *g, loom_tensor src, loom_tensor dst, ui
  * with an even row length (a row starts on a packed pair). */
 static loom_result need_table(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
 {
-    if (t->dtype != LOOM_F32 && t->dtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %s is not f32 or f16",
-                         loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype));
+    loom_result rc = need_float(g, op, name, t);
+    if (rc)
+        return rc;
     if (t->dtype == LOOM_F16 && t->cols % 2)
         return bad(g, op, name, ".cols (f16 needs even)", t->cols, t->cols + 1);
     return LOOM_OK;
@@ -774,7 +778,7 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (!rc)
         rc = need_vec(g, op, "v", &v, k.cols);
     if (!rc)
-        rc = need_cache(g, op, "kcache", &kcache);
+        rc = need_float(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != k.cols)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
     if (!rc)
@@ -782,7 +786,7 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (rc)
         return rc;
     loom_pc_kv pc = { k.cols, kcache.rows };
-    op_call c = { .op = op, .variant = kcache.dtype == LOOM_F16 ? 2 : 0, .n = 4, .push = &pc,
+    op_call c = { .op = op, .variant = cache_form(&kcache), .n = 4, .push = &pc,
                   .groups = groups_for(op, k.cols),
                   .v = { { k, false }, { v, false }, { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
@@ -806,7 +810,7 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
         return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
     loom_result rc = need_vec(g, op, "q", &q, (uint32_t)nq);
     if (!rc)
-        rc = need_cache(g, op, "kcache", &kcache);
+        rc = need_float(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != nkv)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
     if (!rc)
@@ -824,7 +828,7 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * head_block * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
         return rc;
-    op_call c = { .op = op, .variant = (head_dim > ATTN_NARROW_HEAD_DIM) + (kcache.dtype == LOOM_F16 ? 2 : 0),
+    op_call c = { .op = op, .variant = (head_dim > ATTN_NARROW_HEAD_DIM) + cache_form(&kcache),
                   .n = 6, .push = &pc,
                   .groups = (uint64_t)n_heads * splits,
                   .v = { { q, true }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
@@ -999,7 +1003,7 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
     if (!rc)
         rc = need_vec(g, op, "q", &q, Wq.rows);
     if (!rc)
-        rc = need_cache(g, op, "kcache", &kcache);
+        rc = need_float(g, op, "kcache", &kcache);
     if (!rc && kcache.cols != Wk.rows)
         rc = bad(g, op, "kcache", ".cols", kcache.cols, Wk.rows);
     if (!rc)
@@ -1026,7 +1030,7 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     loom_result rc = qkv_check(g, op, x, gw, Wq, Wk, Wv, q, kcache, vcache, head_dim, theta, eps, &pc);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + (kcache.dtype == LOOM_F16 ? 2 : 0), .n = 8,
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .n = 8,
                   .push = &pc, .groups = qkv_groups(op, &pc),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
@@ -1055,7 +1059,7 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + (kcache.dtype == LOOM_F16 ? 2 : 0), .n = 10,
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .n = 10,
                   .push = &pc, .groups = qkv_groups(op, &pc.qkv),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };

@@ -194,12 +194,14 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family)
     if (n > 16)
         n = 16;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
-    /* A compute-only family avoids sharing with graphics work; else any.
-     * LOOM_QUEUE=graphics prefers a family with graphics as well (on some
-     * drivers the families run on different hardware channels, whose
-     * per-dispatch costs differ; docs/perf.md). */
+    /* A family with graphics as well as compute first, else any with
+     * compute; LOOM_QUEUE=compute prefers a compute-only family. The
+     * families may run on different hardware channels: on the H200 the 1b
+     * decode step read 2.2-3.4 us a token faster on the graphics family in
+     * three calls (a process each, alternating; docs/perf.md), on the H100
+     * about 1 us. */
     const char *want = getenv("LOOM_QUEUE");
-    bool graphics = want && !strcmp(want, "graphics");
+    bool graphics = !(want && !strcmp(want, "compute"));
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < n; i++)
             if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&

@@ -394,23 +394,22 @@ uint wg_best(float v, uint i, out float outv)
 #endif
 
 #ifdef MV_ARGMAX
-float best_val = 0.0;   // invocation 0: the best row of the blocks done so far
+// Invocation k < MV_ROWS: the best of the rows it has written (its row slot
+// of every block), folded in as it writes each; main() meets the MV_ROWS
+// bests once. Invocation 0 folding every block's rows in turn held the
+// workgroup's next block by its serial loop (1.1 us a 1b token on the H200).
+float best_val = 0.0;
 uint best_row = 0xffffffffu;
 
-// Invocation 0 folds a block's MV_ROWS values (rows row0.., as stored in y)
-// into its best; a tree over the whole workgroup would cost every block a
-// dozen barriers.
-void fold_best(uint row0, float scale)
+void fold_row(uint row, float v)
 {
-    for (uint k = 0u; k < MV_ROWS; k++) {
-        float v = total[k] * scale;
-        uint row = row0 + k;
-        if (row < pc.rows && better(v, row, best_val, best_row)) {
-            best_val = v;
-            best_row = row;
-        }
+    if (row < pc.rows && better(v, row, best_val, best_row)) {
+        best_val = v;
+        best_row = row;
     }
 }
+shared float slot_v[MV_ROWS];
+shared uint slot_i[MV_ROWS];
 #endif
 
 // x: chunk c of the vector path (VW elements in xa, xb) and pair c of the
@@ -763,8 +762,8 @@ void block()
     }
 #endif
 #ifdef MV_ARGMAX
-    if (t == 0u)
-        fold_best(wg_block * MV_ROWS, scale);
+    if (t < MV_ROWS && live[t])
+        fold_row(row_of(t), val);
 #endif
 #endif
 }
@@ -822,10 +821,11 @@ void short_blocks(uint nblocks)
         scale = inversesqrt(total[NS - 1u] / float(pc.cols) + pc.eps);
 #endif
         uint row = blk * MV_ROWS + t;
-        if (t < MV_ROWS && row < pc.rows)
-            y[row] = total[t] * scale;
-        if (t == 0u)
-            fold_best(blk * MV_ROWS, scale);
+        if (t < MV_ROWS && row < pc.rows) {
+            float v = total[t] * scale;
+            y[row] = v;
+            fold_row(row, v);
+        }
         for (uint k = 0u; k < MV_ROWS; k++)
             w[k] = nw[k];
     }
@@ -847,9 +847,20 @@ void main()
             block();
     uint t = gl_LocalInvocationID.x;
     uint groups = gl_NumWorkGroups.x;
+    if (t < MV_ROWS) {
+        slot_v[t] = best_val;
+        slot_i[t] = best_row;
+    }
+    memoryBarrierShared();
+    barrier();
     if (t == 0u) {
-        float bv = best_val;
-        uint bi = best_row;
+        float bv = slot_v[0];
+        uint bi = slot_i[0];
+        for (uint k = 1u; k < MV_ROWS; k++)
+            if (better(slot_v[k], slot_i[k], bv, bi)) {
+                bv = slot_v[k];
+                bi = slot_i[k];
+            }
         part[gl_WorkGroupID.x] = uvec2(floatBitsToUint(bv), bi);
         memoryBarrierBuffer();
         is_last = atomicAdd(counter[0], 1u) == groups - 1u;

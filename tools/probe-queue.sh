@@ -1,6 +1,6 @@
 #!/bin/sh
-# The decode step on the device's compute-only queue family (the default)
-# against a family with graphics as well (LOOM_QUEUE=graphics), a process
+# The decode step on a compute-only queue family (LOOM_QUEUE=compute)
+# against a family with graphics as well (the default), a process
 # each, alternating, then the fixed costs on each (GPU machine):
 #   tools/gpu-run.sh 'sh tools/probe-queue.sh'
 for round in 1 2 3; do

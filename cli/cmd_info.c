@@ -65,6 +65,8 @@ int loom_cmd_info(int argc, char **argv)
         printf(" (binding limit in force: %llu)", (unsigned long long)info.max_binding_range);
     printf("\n  maxPushConstantsSize            %u\n", info.max_push_constants);
     printf("  subgroup size                   %u\n", info.subgroup_size);
+    printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
+           info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -186,7 +186,11 @@ const char *rt_device_type_name(VkPhysicalDeviceType t)
     }
 }
 
-static bool compute_queue(VkPhysicalDevice pd, uint32_t *family)
+_Static_assert(LOOM_RT_QUEUE_GRAPHICS == VK_QUEUE_GRAPHICS_BIT && LOOM_RT_QUEUE_COMPUTE == VK_QUEUE_COMPUTE_BIT,
+               "loom_runtime.h: LOOM_RT_QUEUE_*");
+
+/* The queue family loom submits to (*flags: its VkQueueFlags). */
+static bool compute_queue(VkPhysicalDevice pd, uint32_t *family, uint32_t *flags)
 {
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
@@ -207,6 +211,7 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family)
             if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
                 (pass == 1 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) == !graphics)) {
                 *family = i;
+                *flags = q[i].queueFlags;
                 return true;
             }
     return false;
@@ -216,8 +221,8 @@ static bool usable(VkPhysicalDevice pd)
 {
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(pd, &p);
-    uint32_t fam;
-    if (p.apiVersion < VK_API_VERSION_1_2 || !compute_queue(pd, &fam))
+    uint32_t fam, flags;
+    if (p.apiVersion < VK_API_VERSION_1_2 || !compute_queue(pd, &fam, &flags))
         return false;
     VkPhysicalDeviceVulkan12Features f12 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES };
     VkPhysicalDeviceFeatures2 f = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12 };
@@ -299,7 +304,7 @@ static void device_fetch(loom_rt *rt)
     rt->props = p2.properties;
     rt->subgroup_size = sg.subgroupSize;
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
-    compute_queue(rt->phys, &rt->queue_family);
+    compute_queue(rt->phys, &rt->queue_family, &rt->queue_flags);
     if (getenv("LOOM_QUEUE"))
         fprintf(stderr, "loom: LOOM_QUEUE=%s: queue family %u\n", getenv("LOOM_QUEUE"), rt->queue_family);
 }
@@ -519,6 +524,8 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->atomic_float_add = rt->atomic_float_add;
     out->debug_utils = rt->debug_utils;
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
+    out->queue_family = rt->queue_family;
+    out->queue_flags = rt->queue_flags;
 }
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out)

@@ -205,6 +205,7 @@ struct loom_rt {
     bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     VkDevice device;
     uint32_t queue_family;
+    uint32_t queue_flags;   /* VkQueueFlags of queue_family */
     VkQueue queue;
     VkCommandPool cmd_pool;
     VkSemaphore timeline;

@@ -118,7 +118,14 @@ typedef struct loom_rt_info {
     bool atomic_float_add;             /* float atomic adds on storage buffers enabled (the stage pass's sums of squares) */
     bool debug_utils;
     uint64_t pipeline_cache_loaded;    /* bytes of a valid pipeline-cache file used at creation; 0: none */
+    /* The queue family submitted to: one with graphics as well as compute
+     * where the device has one, else any with compute; LOOM_QUEUE=compute
+     * prefers a compute-only family (docs/cli.md). */
+    uint32_t queue_family;
+    uint32_t queue_flags;              /* its VkQueueFlags: LOOM_RT_QUEUE_* */
 } loom_rt_info;
+#define LOOM_RT_QUEUE_GRAPHICS 0x1u    /* VK_QUEUE_GRAPHICS_BIT */
+#define LOOM_RT_QUEUE_COMPUTE 0x2u     /* VK_QUEUE_COMPUTE_BIT */
 void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out);
 
 /* Lists every Vulkan device (index, name, type, memory types) to out; used by

@@ -1103,6 +1103,65 @@ START_TEST(test_stage_needs_atomics)
 }
 END_TEST
 
+/* The queue family: one with graphics as well as compute by default where
+ * the device has one, a compute-only one under LOOM_QUEUE=compute where it
+ * has one, else the same; either runs a plan. */
+static void queue_run(loom_rt *rt)
+{
+    const uint32_t n = 64;
+    loom_rt_buffer *a = rbuf(rt, "a", LOOM_USAGE_INPUT, n * 4), *b = rbuf(rt, "b", LOOM_USAGE_INPUT, n * 4);
+    loom_rt_buffer *y = rbuf(rt, "y", LOOM_USAGE_OUTPUT, n * 4);
+    float av[64], bv[64], yv[64];
+    for (uint32_t i = 0; i < n; i++) {
+        av[i] = (float)i;
+        bv[i] = 0.5f * (float)i;
+    }
+    OK(loom_rt_buffer_write(rt, a, 0, av, sizeof av));
+    OK(loom_rt_buffer_write(rt, b, 0, bv, sizeof bv));
+    loom_graph *g = graph_new();
+    OK(loom_op_add(g, loom_vec(gext(g, a, "a"), n), loom_vec(gext(g, b, "b"), n), loom_vec(gext(g, y, "y"), n),
+                   NULL));
+    loom_plan *plan;
+    OK(loom_rt_compile(rt, g, NULL, &plan, NULL));
+    uint64_t step;
+    OK(loom_rt_replay_plan(rt, plan, NULL, &step));
+    OK(loom_rt_wait(rt, step));
+    OK(loom_rt_buffer_read(rt, y, 0, yv, sizeof yv));
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_float_eq(yv[i], 1.5f * (float)i);
+    loom_plan_release(plan);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(a);
+    loom_rt_buffer_release(b);
+    loom_rt_buffer_release(y);
+}
+
+START_TEST(test_queue_family)
+{
+    loom_rt *rt = rt_make(0, true, NULL);
+    loom_rt_info def, comp;
+    loom_rt_get_info(rt, &def);
+    queue_run(rt);
+    rt_done(rt);
+    setenv("LOOM_QUEUE", "compute", 1);
+    rt = rt_make(0, true, NULL);
+    unsetenv("LOOM_QUEUE");
+    loom_rt_get_info(rt, &comp);
+    queue_run(rt);
+    rt_done(rt);
+    ck_assert(def.queue_flags & LOOM_RT_QUEUE_COMPUTE);
+    ck_assert(comp.queue_flags & LOOM_RT_QUEUE_COMPUTE);
+    /* The two differ exactly when the device has a compute-only family
+     * besides a graphics one (lavapipe has one family, both). */
+    if (comp.queue_family != def.queue_family) {
+        ck_assert(def.queue_flags & LOOM_RT_QUEUE_GRAPHICS);
+        ck_assert(!(comp.queue_flags & LOOM_RT_QUEUE_GRAPHICS));
+    }
+    if (!(def.queue_flags & LOOM_RT_QUEUE_GRAPHICS))   /* no graphics family at all */
+        ck_assert_uint_eq(comp.queue_family, def.queue_family);
+}
+END_TEST
+
 /* f16 KV caches need 16-bit storage: on a device without it (as
  * LOOM_STORAGE16=0 makes one) a graph with them is refused with a message
  * naming the node and the kernel, while the same graph with f32 caches
@@ -1178,6 +1237,7 @@ static Suite *runtime_suite(void)
         { "memory_kinds", test_memory_kinds },
         { "stage_needs_atomics", test_stage_needs_atomics },
         { "f16_caches_need_storage16", test_f16_caches_need_storage16 },
+        { "queue_family", test_queue_family },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -67,6 +67,9 @@ int loom_cmd_info(int argc, char **argv)
     printf("  subgroup size                   %u\n", info.subgroup_size);
     printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
            info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
+    if (info.sm_count)
+        printf("  SMs                             %u (the argmax forms take at most %u workgroups)\n", info.sm_count,
+               4u * info.sm_count);
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -108,6 +108,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     out->disable = o ? o->disable : 0;
     out->max_binding_range = o ? o->max_binding_range : 0;
     out->enable = o ? o->enable : 0;
+    out->wave_groups = o ? o->wave_groups : 0;
     out->cache = !(out->disable & LOOM_DISABLE_CACHE);
     const char *passes = getenv("LOOM_PASSES"), *off = getenv("LOOM_DISABLE");
     if (passes && passes[0]) {
@@ -142,7 +143,7 @@ size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst)
 {
     size_t plen = strlen(o->pipeline);
     uint32_t words[PLAN_OPTS_FIXED / 4] = { (uint32_t)plen, o->window, o->disable, (uint32_t)o->max_binding_range,
-                                            (uint32_t)(o->max_binding_range >> 32), o->enable };
+                                            (uint32_t)(o->max_binding_range >> 32), o->enable, o->wave_groups };
     memcpy(dst, words, sizeof words);
     memcpy(dst + sizeof words, o->pipeline, plen);
     return sizeof words + plen;
@@ -234,7 +235,8 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
         goto fail;
     loom_graph_clear_schedule(p->graph);
 
-    loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range, .enable = po.enable };
+    loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range, .enable = po.enable,
+                          .wave_groups = po.wave_groups };
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,

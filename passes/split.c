@@ -25,6 +25,13 @@
  * an ARGMAX reads whole) above the limit, or a limit below one block — is
  * LOOM_LIMIT naming the node, the field and the sizes.
  *
+ * The argmax forms left whole are then capped at loom_pass_ctx.wave_groups
+ * workgroups (where it is nonzero and lower than theirs): their workgroups
+ * loop over the row blocks, and one wave of them, where a second would
+ * start as the first ends, read 1.2-1.6 us a 1b token faster on the H100
+ * and H200 (docs/perf.md). Their partial-result workspace, sized for
+ * the builder's count, holds the fewer.
+ *
  * Every new node stands for the captured nodes of the node it replaces and
  * carries LOOM_NODE_SPLIT. The pass runs after fuse (fusion is decided on
  * whole matrices; fuse makes no node this pass could not cut) and before
@@ -357,10 +364,35 @@ static loom_result cut_node(split_state *s, uint32_t pos)
     return cut_matvec(s, &c, block_op);
 }
 
+static bool argmax_form(loom_op op)
+{
+    return op == LOOM_OP_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX ||
+           op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG;
+}
+
+static void cap_waves(loom_graph *g, uint32_t wave)
+{
+    for (uint32_t i = 0; wave && i < loom_graph_node_count(g); i++) {
+        loom_node *n = loom_graph_node_mut(g, i);
+        if (n->type == LOOM_NODE_DISPATCH && argmax_form((loom_op)n->op) && n->groups[0] > wave)
+            n->groups[0] = wave;
+    }
+}
+
+static loom_result cut_all(loom_graph *g, loom_pass_ctx *ctx);
+
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_split: graph is NULL");
+    loom_result rc = cut_all(g, ctx);
+    if (!rc && ctx)
+        cap_waves(g, ctx->wave_groups);
+    return rc;
+}
+
+static loom_result cut_all(loom_graph *g, loom_pass_ctx *ctx)
+{
     split_state s = { .g = g, .a = loom_graph_allocator(g), .limit = ctx ? ctx->max_binding_range : 0 };
     uint32_t n = loom_graph_node_count(g), n_cut = 0;
     for (uint32_t i = 0; s.limit && i < n; i++)

@@ -299,10 +299,17 @@ static bool device_has_extension(VkPhysicalDevice pd, const char *name)
 static void device_fetch(loom_rt *rt)
 {
     VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV };
+    /* The SM count, where the driver tells it (an NVIDIA extension). */
+    bool has_sm = device_has_extension(rt->phys, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    if (has_sm)
+        sg.pNext = &sm;
     VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg };
     vkGetPhysicalDeviceProperties2(rt->phys, &p2);
     rt->props = p2.properties;
     rt->subgroup_size = sg.subgroupSize;
+    rt->sm_count = has_sm ? sm.shaderSMCount : 0;
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
     compute_queue(rt->phys, &rt->queue_family, &rt->queue_flags);
     if (getenv("LOOM_QUEUE"))
@@ -526,6 +533,7 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
     out->queue_family = rt->queue_family;
     out->queue_flags = rt->queue_flags;
+    out->sm_count = rt->sm_count;
 }
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out)

@@ -206,6 +206,7 @@ struct loom_rt {
     VkDevice device;
     uint32_t queue_family;
     uint32_t queue_flags;   /* VkQueueFlags of queue_family */
+    uint32_t sm_count;      /* streaming multiprocessors (VK_NV_shader_sm_builtins); 0: not told */
     VkQueue queue;
     VkCommandPool cmd_pool;
     VkSemaphore timeline;

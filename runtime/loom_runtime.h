@@ -123,6 +123,7 @@ typedef struct loom_rt_info {
      * prefers a compute-only family (docs/cli.md). */
     uint32_t queue_family;
     uint32_t queue_flags;              /* its VkQueueFlags: LOOM_RT_QUEUE_* */
+    uint32_t sm_count;                 /* streaming multiprocessors, where the driver tells (VK_NV_shader_sm_builtins); 0: not told */
 } loom_rt_info;
 #define LOOM_RT_QUEUE_GRAPHICS 0x1u    /* VK_QUEUE_GRAPHICS_BIT */
 #define LOOM_RT_QUEUE_COMPUTE 0x2u     /* VK_QUEUE_COMPUTE_BIT */

@@ -55,6 +55,11 @@ void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o)
     /* Compiled for this device's bindings: what exceeds one is split. */
     if (!o->max_binding_range || o->max_binding_range > rt->max_binding_range)
         o->max_binding_range = rt->max_binding_range;
+    /* One wave of the argmax forms' workgroups (256 invocations, at most 64
+     * registers: four fit an SM's 64K registers), where the SM count is
+     * known. */
+    if (!o->wave_groups && rt->sm_count)
+        o->wave_groups = 4u * rt->sm_count;
     /* The stage pass's kernels add with float atomics. */
     if (!rt->atomic_float_add)
         o->disable |= LOOM_DISABLE_STAGE;

@@ -250,6 +250,73 @@ START_TEST(matvec_forms)
 }
 END_TEST
 
+/* The argmax forms' workgroups loop over row blocks; the split pass caps
+ * them at loom_compile_options.wave_groups (one wave of the device). Capped
+ * hard (5 workgroups for 250 blocks, each taking 50 in turn; 7, taking
+ * 35 or 36), the logits and the token are the reference's and the whole
+ * run's bits; a cap at or above the builder's count leaves it. _i: 0
+ * MATVEC_ARGMAX, 1 RMS_NORM_MATVEC_ARGMAX. */
+START_TEST(argmax_wave_cap)
+{
+    const uint32_t rows = 1000, cols = 64;   /* 4 rows a workgroup: 250 */
+    loom_op op = _i ? LOOM_OP_RMS_NORM_MATVEC_ARGMAX : LOOM_OP_MATVEC_ARGMAX;
+    for (int dt = 0; dt < 2; dt++) {
+        seed(7000 + 10 * _i + dt);
+        mv_case c = { .op = op, .dt = dt ? LOOM_F16 : LOOM_F32, .rows = rows, .cols = cols };
+        c.W = random_data(c.dt, (uint64_t)rows * cols, 1);
+        c.x = random_data(LOOM_F32, cols, 1);
+        c.g = random_data(LOOM_F32, cols, 2);
+        float *want = malloc(rows * 4ull), *got = malloc(rows * 4ull), *first = malloc(rows * 4ull);
+        reference(&c, want);
+        static const uint32_t caps[] = { 0, 5, 7, 250, 4096 };
+        uint32_t first_arg = 0;
+        for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+            run r = begin(big);
+            uint32_t w = input(&r, "W", c.W, (uint64_t)rows * cols * loom_dtype_size(c.dt), LOOM_USAGE_WEIGHT);
+            uint32_t x = input(&r, "x", c.x, cols * 4ull, LOOM_USAGE_INPUT);
+            uint32_t g = input(&r, "g", c.g, cols * 4ull, LOOM_USAGE_WEIGHT);
+            uint32_t y = input(&r, "y", NULL, rows * 4ull, LOOM_USAGE_OUTPUT);
+            uint32_t out = input(&r, "out", NULL, 4, LOOM_USAGE_OUTPUT);
+            loom_tensor W = loom_mat(w, c.dt, rows, cols), Y = loom_vec(y, rows), O = { out, LOOM_U32, 0, 1, 1 };
+            ck_assert_int_eq(_i ? loom_op_rms_norm_matvec_argmax(r.g, W, loom_vec(x, cols), loom_vec(g, cols), Y, O,
+                                                                 1e-5f, NULL)
+                                : loom_op_matvec_argmax(r.g, W, loom_vec(x, cols), Y, O, NULL),
+                             LOOM_OK);
+            loom_compile_options o = { .wave_groups = caps[k] };
+            loom_plan *plan;
+            ck_assert_int_eq(loom_rt_compile(big, r.g, &o, &plan, NULL), LOOM_OK);
+            const loom_graph *pg = loom_plan_graph(plan);
+            uint32_t groups = 0;
+            for (uint32_t i = 0; i < loom_graph_node_count(pg); i++)
+                if (loom_graph_node(pg, i)->op == (uint32_t)op)
+                    groups = loom_graph_node(pg, i)->groups[0];
+            ck_assert_uint_eq(groups, caps[k] && caps[k] < 250 ? caps[k] : 250);
+            uint64_t step;
+            loom_step_params zero = { 0 };
+            ck_assert_int_eq(loom_rt_replay_plan(big, plan, &zero, &step), LOOM_OK);
+            ck_assert_int_eq(loom_rt_wait(big, step), LOOM_OK);
+            ck_assert_uint_eq(loom_rt_validation_messages(big), 0);
+            loom_plan_release(plan);
+            uint32_t arg;
+            fetch(&r, y, got, rows * 4ull);
+            fetch(&r, out, &arg, 4);
+            expect_close("argmax_wave_cap", got, want, rows, 2e-4f);
+            ck_assert_uint_eq(arg, loom_ref_argmax(got, rows));
+            if (k == 0) {
+                memcpy(first, got, rows * 4ull);
+                first_arg = arg;
+            } else {
+                ck_assert_msg(memcmp(first, got, rows * 4ull) == 0, "cap %u: the logits differ", caps[k]);
+                ck_assert_uint_eq(arg, first_arg);
+            }
+            end(&r);
+        }
+        free(want), free(got), free(first);
+        free(c.W), free(c.x), free(c.g);
+    }
+}
+END_TEST
+
 /* An LM head captured unfused (RMS_NORM, MUL by the norm weight, MATVEC,
  * ARGMAX), as the example decoder captures it: fused into
  * RMS_NORM_MATVEC_ARGMAX, then split into norm-folded blocks and an
@@ -384,6 +451,7 @@ static Suite *split_suite(void)
     TCase *tc = tcase_create("blocks");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_loop_test(tc, matvec_forms, 0, (int)(sizeof forms / sizeof forms[0]));
+    tcase_add_loop_test(tc, argmax_wave_cap, 0, 2);
     tcase_add_test(tc, lm_head_unfused);
     tcase_add_loop_test(tc, embed, 0, 3);
     tcase_add_test(tc, too_small);

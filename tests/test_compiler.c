@@ -248,6 +248,16 @@ START_TEST(test_binding_limit)
     ck_assert(hit);
     ck_assert_ptr_eq(half_again, half);
     loom_plan_release(half), loom_plan_release(half_again);
+    /* And the argmax forms' workgroup cap, a device figure like the limit. */
+    loom_plan *wave, *wave_again;
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .wave_groups = 528 }, &wave, &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(loom_plan_key(whole).lo != loom_plan_key(wave).lo || loom_plan_key(whole).hi != loom_plan_key(wave).hi);
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .wave_groups = 528 }, &wave_again, &hit),
+                     LOOM_OK);
+    ck_assert(hit);
+    ck_assert_ptr_eq(wave_again, wave);
+    loom_plan_release(wave), loom_plan_release(wave_again);
     loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
     loom_cache_destroy(c);
     loom_graph_destroy(g);

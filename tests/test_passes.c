@@ -847,6 +847,29 @@ START_TEST(test_split_nothing_to_do)
 }
 END_TEST
 
+/* The argmax forms left whole take at most ctx.wave_groups workgroups
+ * (their workgroups loop over row blocks); a cap of 0 or at or above the
+ * builder's count leaves it, and the other forms are never capped. */
+START_TEST(test_split_wave_cap)
+{
+    static const loom_op ops[] = { LOOM_OP_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_RMS_NORM_MATVEC };
+    static const uint32_t caps[] = { 0, 528, 1023, 1024, 5000 };
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+            loom_graph_reset(G);
+            capture_form(ops[o], LOOM_F16, 32000, 64);   /* 8000 blocks of 4 rows: the builder takes 1024 */
+            uint32_t built = loom_graph_node(G, 0)->groups[0];
+            ck_assert_uint_eq(built, ops[o] == LOOM_OP_RMS_NORM_MATVEC ? 8000 : 1024);
+            loom_pass_ctx ctx = { .wave_groups = caps[k] };
+            ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+            ck_assert_uint_eq(loom_graph_node_count(G), 1);
+            uint32_t want = ops[o] != LOOM_OP_RMS_NORM_MATVEC && caps[k] && caps[k] < built ? caps[k] : built;
+            ck_assert_uint_eq(loom_graph_node(G, 0)->groups[0], want);
+            ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        }
+}
+END_TEST
+
 /* Every matvec form, both dtypes, a vector and a scalar row length: blocks
  * of whole 64-row multiples tile W (and Wu), y (and r) exactly, read x and g
  * whole, fit the limit, and an argmax form ends with one ARGMAX over all
@@ -1659,7 +1682,7 @@ static Suite *passes_suite(void)
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows } },
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
                       test_gather_f16_caches } },
-        { "split", { test_split_nothing_to_do, test_split_matvec_forms, test_split_embed, test_split_refused,
+        { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

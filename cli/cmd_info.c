@@ -67,9 +67,12 @@ int loom_cmd_info(int argc, char **argv)
     printf("  subgroup size                   %u\n", info.subgroup_size);
     printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
            info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
-    if (info.sm_count)
+    if (info.sm_count) {
+        loom_compile_options o = { 0 };
+        loom_rt_device_options(rt, &o);
         printf("  SMs                             %u (the argmax forms take at most %u workgroups)\n", info.sm_count,
-               4u * info.sm_count);
+               o.wave_groups);
+    }
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -379,18 +379,6 @@ static void cap_waves(loom_graph *g, uint32_t wave)
     }
 }
 
-static loom_result cut_all(loom_graph *g, loom_pass_ctx *ctx);
-
-loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)
-{
-    if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_split: graph is NULL");
-    loom_result rc = cut_all(g, ctx);
-    if (!rc && ctx)
-        cap_waves(g, ctx->wave_groups);
-    return rc;
-}
-
 static loom_result cut_all(loom_graph *g, loom_pass_ctx *ctx)
 {
     split_state s = { .g = g, .a = loom_graph_allocator(g), .limit = ctx ? ctx->max_binding_range : 0 };
@@ -430,5 +418,15 @@ static loom_result cut_all(loom_graph *g, loom_pass_ctx *ctx)
     pass_free(s.a, s.made, (size_t)s.cap_made * sizeof(uint32_t));
     if (!rc && ctx)
         ctx->split_nodes += n_cut;
+    return rc;
+}
+
+loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_split: graph is NULL");
+    loom_result rc = cut_all(g, ctx);
+    if (!rc && ctx)
+        cap_waves(g, ctx->wave_groups);
     return rc;
 }

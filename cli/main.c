@@ -52,7 +52,7 @@ static const char ENVIRONMENT[] =
     "                            long_rows (two chunks a trip in long-row projections)\n"
     "  LOOM_ATOMIC_FLOAT=0       no float atomic adds on the device, as if it lacked them (tests)\n"
     "  LOOM_STORAGE16=0          no 16-bit storage on the device (f16 KV caches refused), as if it lacked it (tests)\n"
-    "  LOOM_QUEUE=graphics       prefer a queue family with graphics too (default: compute-only where there is one)\n"
+    "  LOOM_QUEUE=compute        prefer a compute-only queue family (default: one with graphics as well)\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"
     "                            larger weights are split into more row blocks (tests)\n";

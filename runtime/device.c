@@ -202,7 +202,7 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family, uint32_t *flags
      * compute; LOOM_QUEUE=compute prefers a compute-only family. The
      * families may run on different hardware channels: on the H200 the 1b
      * decode step read 2.2-3.4 us a token faster on the graphics family in
-     * three calls (a process each, alternating; docs/perf.md), on the H100
+     * four calls (a process each, alternating; docs/perf.md), on the H100
      * about 1 us. */
     const char *want = getenv("LOOM_QUEUE");
     bool graphics = !(want && !strcmp(want, "compute"));

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Variants of the 1b decode step, a process each (one model a process),
 # taking turns for LOOM_PROBE_ROUNDS rounds (default 3), on the GPU machine:
-#   tools/gpu-run.sh "sh tools/probe-variants.sh '' '--half-stage' 'LOOM_QUEUE=graphics'"
+#   tools/gpu-run.sh "sh tools/probe-variants.sh '' '--half-stage' 'LOOM_QUEUE=compute'"
 # Each argument is put in front of or after `llama-decode --config 1b
 # --bench --device NVIDIA`: words with '=' are environment settings, words
 # that name a file in .gl/bin replace the binary, the rest are options.

@@ -184,7 +184,7 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
     printf("loom bench decode on %s: config %s (dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
            "%s weights, %s KV caches); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
            info.device_name, a->config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, c->wtype == LOOM_F16 ? "f16" : "f32", c->kvtype == LOOM_F16 ? "f16" : "f32",
+           c->vocab, c->max_seq, loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype),
            o->steps, o->quick ? 0.0 : WARMUP_S,
            o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
     printf("weights read per token %.1f MB; copy %.0f GB/s (read + write, same run): weight-read floor %.1f us\n",

@@ -261,8 +261,6 @@ static int parse(int argc, char **argv, opts *o)
     return o->model ? -1 : check_ids(o, c->vocab);
 }
 
-static const char *wtype_name(const loom_llama_config *c) { return c->wtype == LOOM_F16 ? "f16" : "f32"; }
-static const char *kvtype_name(const loom_llama_config *c) { return c->kvtype == LOOM_F16 ? "f16" : "f32"; }
 
 static void print_header(const opts *o, const char *device)
 {
@@ -270,7 +268,7 @@ static void print_header(const opts *o, const char *device)
     printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
            "%s weights, %s KV cache; %u steps in flight%s%s%s%s%s",
            device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, wtype_name(c), kvtype_name(c), o->in_flight ? o->in_flight : 3,
+           c->vocab, c->max_seq, loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "");
@@ -316,7 +314,7 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
                     "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\",\"kvtype\":\"%s\"",
                     o->dry_run ? "dry-run" : o->bench ? "bench" : o->check ? "check" : "decode", c->dim,
                     c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq,
-                    wtype_name(c), kvtype_name(c));
+                    loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype));
     loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s",
                     o->disable & LOOM_DISABLE_FUSE ? "true" : "false",
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",

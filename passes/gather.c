@@ -148,9 +148,10 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     uint32_t id;
     /* The shares are f32 (or f16 with half) whatever the caches hold: only
      * the attention's own kernel has a form for f16 caches. */
+    static const char *const part_kernel[2][2] = { { "attention_part", "attention_part_kh" },
+                                                   { "attention_part_h", "attention_part_h_kh" } };
     bool kh = pass_builder_form(g, an) >= 2;
-    const char *ak = half ? (kh ? "attention_part_h_kh" : "attention_part_h") : kh ? "attention_part_kh" : "attention_part";
-    loom_result rc = add_node(g, a, ak, &ac, &apc, sizeof apc, &id);
+    loom_result rc = add_node(g, a, part_kernel[half][kh], &ac, &apc, sizeof apc, &id);
     if (rc)
         return rc;
     repl[a] = id;

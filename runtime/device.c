@@ -209,7 +209,7 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family, uint32_t *flags
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < n; i++)
             if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
-                (pass == 1 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) == !graphics)) {
+                (pass == 1 || ((q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0) == graphics)) {
                 *family = i;
                 *flags = q[i].queueFlags;
                 return true;
@@ -313,7 +313,7 @@ static void device_fetch(loom_rt *rt)
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
     compute_queue(rt->phys, &rt->queue_family, &rt->queue_flags);
     if (getenv("LOOM_QUEUE"))
-        fprintf(stderr, "loom: LOOM_QUEUE=%s: queue family %u\n", getenv("LOOM_QUEUE"), rt->queue_family);
+        rt_log(rt, LOOM_LOG_INFO, "LOOM_QUEUE=%s: queue family %u", getenv("LOOM_QUEUE"), rt->queue_family);
 }
 
 /* The features chain of vkCreateDevice; filled in place, as it points into

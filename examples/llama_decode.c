@@ -332,6 +332,7 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
     bool ran = r != NULL;
     json_num(&s, "dispatches_per_token", ran ? r->dispatches_per_token : f->dispatches, true);
     json_num(&s, "barriers_per_token", ran ? r->barriers_per_token : f->barriers, true);
+    json_num(&s, "polled_per_token", ran ? r->polled_per_token : 0, ran);
     bool gpu = ran && r->gpu_us_per_token > 0;
     json_num(&s, "gpu_us_per_token", gpu ? r->gpu_us_per_token : 0, gpu);
     json_num(&s, "wall_us_per_token", ran ? r->wall_us_per_token : 0, ran);
@@ -565,9 +566,10 @@ static int run(opts *o, loom_rt *rt, const char *device)
     else
         printf("GPU time n/a (no timestamps); weight-read floor %.1f us at %.0f GB/s copy\n", floor_us,
                copy_gbps);
-    printf("per token: %.1f dispatches, %.1f barriers (plan lower bound %u), %.2f host waits, %.2f submits, "
-           "%.2f replay waits; cache %llu hits, %llu misses\n",
-           r.dispatches_per_token, r.barriers_per_token, f.barrier_lower_bound, r.host_waits_per_token,
+    printf("per token: %.1f dispatches, %.1f barriers (plan lower bound %u) and %.1f polled, %.2f host waits, "
+           "%.2f submits, %.2f replay waits; cache %llu hits, %llu misses\n",
+           r.dispatches_per_token, r.barriers_per_token, f.barrier_lower_bound, r.polled_per_token,
+           r.host_waits_per_token,
            r.submits_per_token, r.replay_waits_per_token, (unsigned long long)r.cache_hits,
            (unsigned long long)r.cache_misses);
     if (o->check)

@@ -442,6 +442,7 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
         out->gpu_us_per_token = timed ? (double)(c1.gpu_ns - c0.gpu_ns) / 1e3 / (double)timed : 0.0;
         out->dispatches_per_token = (double)(c1.dispatches - c0.dispatches) / n;
         out->barriers_per_token = (double)(c1.barriers - c0.barriers) / n;
+        out->polled_per_token = (double)(c1.polled - c0.polled) / n;
         out->host_waits_per_token = (double)(c1.waits_spun - c0.waits_spun + c1.waits_blocked - c0.waits_blocked) / n;
         out->submits_per_token = (double)(c1.submits - c0.submits) / n;
         out->replay_waits_per_token = (double)(c1.replay_waits - c0.replay_waits) / n;

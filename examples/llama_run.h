@@ -89,6 +89,7 @@ typedef struct loom_llama_result {
     uint32_t steps;
     double wall_us_per_token, gpu_us_per_token;   /* gpu: 0 without timestamps */
     double dispatches_per_token, barriers_per_token;
+    double polled_per_token;   /* dependencies polled instead of a barrier (tagged vectors) */
     double host_waits_per_token, submits_per_token, replay_waits_per_token;
     uint64_t cache_hits, cache_misses, warmup_steps;
     uint32_t mismatches;     /* check mode */

@@ -152,8 +152,28 @@ typedef struct rt_groups {
     char program[48];        /* the graph's name */
 } rt_groups;
 
+/* A dispatch that reads or writes a tagged vector (tag.glsl): the vector
+ * numbers it pushes at byte RT_TAG_PUSH_OFFSET for its x and its y (0: a
+ * plain binding), the kernel it runs instead of the node's, and whether the
+ * barrier in front of it is left out (it polls its x instead). The step
+ * number is at binding RT_TAG_SLOT, a word the replay writes after the step
+ * parameters. */
+typedef struct rt_tag {
+    uint32_t in, out;
+    const char *kernel;
+    bool no_barrier;
+} rt_tag;
+#define RT_TAG_PUSH_OFFSET 120u
+#define RT_TAG_SLOT 31u
+#define RT_TAG_MAX 127u          /* vectors a plan may tag */
+
 struct loom_rt_program {
     loom_rt *rt;
+    rt_tag *tags;            /* per node, NULL unless some vector is tagged */
+    uint32_t n_tagged;       /* tagged vectors */
+    uint32_t n_polled;       /* barriers left out for them */
+    uint64_t tag_seq_at;     /* the step word's offset in a copy's params */
+    uint32_t tag_steps;      /* replays so far: the step word */
     loom_graph *g;
     rt_slot *slots;          /* per graph buffer */
     uint32_t n_slots;

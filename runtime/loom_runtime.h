@@ -352,6 +352,9 @@ typedef struct loom_rt_counters {
     uint64_t host_writes_waited, host_writes_ready;
     uint64_t timed_steps;       /* replays whose GPU time is in gpu_ns */
     uint64_t gpu_ns;            /* GPU time of those replays, from their timestamp pairs */
+    /* Dependencies recorded without a barrier (per submit): the reader
+     * polls a tagged vector its producer writes (LOOM_TAGS). */
+    uint64_t polled;
 } loom_rt_counters;
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);

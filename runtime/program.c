@@ -133,6 +133,208 @@ static loom_result zero_state(loom_rt_program *p)
     return rc;
 }
 
+/* ---- tagged vectors (tag.glsl) ----------------------------------------- */
+
+/* The kernels with a tagged form (MV_TAG in matvec.glsl), and the slots of
+ * their x and y (-1: not one the form tags). The gated FFN is the one
+ * producer: its 4096 workgroups run in several waves, and the down
+ * projection's workgroups polling its output fill the slots its last wave
+ * frees. Tagging the other vectors of a layer was measured slower
+ * (docs/perf.md): behind a single-wave producer nothing starts early, and
+ * the polls of the o-projection slowed the attention they waited for. */
+static const struct tag_kernel {
+    const char *name, *tag_name;
+    int x, y;
+} tag_kernels[] = {
+    { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_tag_f16", -1, 4 },
+    { "rms_norm_matvec_silu_mul_pre_f16", "rms_norm_matvec_silu_mul_pre_tag_f16", -1, 4 },
+    { "matvec_add_f16", "matvec_add_tag_f16", 1, -1 },
+    { "matvec_add_stage_f16", "matvec_add_stage_tag_f16", 1, -1 },
+};
+
+static const struct tag_kernel *tag_kernel_of(const loom_graph *g, const loom_node *n)
+{
+    if (n->type != LOOM_NODE_DISPATCH)
+        return NULL;
+    const char *name = loom_graph_kernel_name(g, n->kernel);
+    for (size_t k = 0; k < sizeof tag_kernels / sizeof tag_kernels[0]; k++)
+        if (!strcmp(name, tag_kernels[k].name))
+            return &tag_kernels[k];
+    return NULL;
+}
+
+static const loom_binding *binding_at(const loom_graph *g, const loom_node *n, int slot)
+{
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t j = 0; slot >= 0 && j < n->n_bindings; j++)
+        if (b[j].slot == (uint32_t)slot)
+            return &b[j];
+    return NULL;
+}
+
+static bool same_range(const loom_binding *a, const loom_binding *b)
+{
+    return a && b && a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
+}
+
+static bool overlaps(const loom_range *r, const loom_binding *v)
+{
+    return r->buffer == v->buffer && r->offset < v->offset + v->size && v->offset < r->offset + r->size;
+}
+
+/* The node that may read y, node j's output, tagged: the one other node
+ * touching y's bytes, reading all of them as the x of a tagged form and
+ * writing none. LOOM_NONE if there is no such node. */
+static uint32_t tag_reader(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    if (loom_graph_buffer(g, y->buffer)->cls != LOOM_CLASS_SCRATCH)
+        return LOOM_NONE;
+    uint32_t reader = LOOM_NONE;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_range *w = loom_node_writes(g, n), *r = loom_node_reads(g, n);
+        bool touches = false;
+        for (uint32_t k = 0; k < n->n_writes; k++)
+            touches |= overlaps(&w[k], y);
+        for (uint32_t k = 0; k < n->n_reads; k++)
+            touches |= overlaps(&r[k], y);
+        if (i == j || !touches)
+            continue;
+        const struct tag_kernel *t = tag_kernel_of(g, n);
+        bool writes = false;
+        for (uint32_t k = 0; k < n->n_writes; k++)
+            writes |= overlaps(&w[k], y);
+        if (reader != LOOM_NONE || writes || !t || !same_range(binding_at(g, n, t->x), y))
+            return LOOM_NONE;
+        reader = i;
+    }
+    return reader;
+}
+
+/* Does node i make a level of its own, with a barrier in front? */
+static bool level_alone(const loom_graph *g, uint32_t i)
+{
+    uint32_t nn = loom_graph_node_count(g);
+    return (i == 0 || rt_node_barrier(loom_graph_node(g, i), i, true)) &&
+           (i + 1 == nn || rt_node_barrier(loom_graph_node(g, i + 1), i + 1, true));
+}
+
+/* LOOM_TAGS (default on; 0: off; keep: tagged, barriers kept): the output
+ * of a tagged-form producer becomes a tagged vector, and the barrier in
+ * front of its reader is left out, where
+ * - the producer and the reader are levels of their own, one after the
+ *   other, and the reader reads y whole as its x: each of its workgroups
+ *   has then seen every producer workgroup finish (a producer workgroup
+ *   writes its part of y after all its reads) before it writes anything,
+ *   so no write of the reader overtakes a read of the producer;
+ * - y is all the producer writes, so nothing after the reader can find an
+ *   untagged write of the producer not yet landed: the barrier after the
+ *   reader (kept) orders what the pair did for everything later.
+ * Under the validation layer the barriers stay: the layer cannot see a
+ * poll, and with the barrier it judges everything else, the tagged
+ * kernels included. */
+static loom_result plan_tags(loom_rt_program *p)
+{
+    const char *e = getenv("LOOM_TAGS");
+    const loom_graph *g = p->g;
+    uint32_t nn = loom_graph_node_count(g);
+    if ((e && !strcmp(e, "0")) || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || !p->arena.buffer ||
+        nn < 2)
+        return LOOM_OK;
+    bool keep = p->rt->validate || (e && !strcmp(e, "keep"));
+    /* cand[b]: graph buffer b is the y of a producer at node cand[b] - 1 */
+    uint32_t nb = loom_graph_buffer_count(g);
+    uint32_t *cand = rt_alloc_bytes(p->rt, nb * sizeof *cand);
+    if (!cand)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    memset(cand, 0, nb * sizeof *cand);
+    uint32_t n_cand = 0;
+    for (uint32_t j = 0; j + 1 < nn; j++) {
+        const loom_node *n = loom_graph_node(g, j);
+        const struct tag_kernel *t = tag_kernel_of(g, n);
+        const loom_binding *y = t ? binding_at(g, n, t->y) : NULL;
+        /* the reader is the next node, alone in its level */
+        if (!y || n->n_writes != 1 || cand[y->buffer] || tag_reader(g, j, y) != j + 1 || !level_alone(g, j) ||
+            !level_alone(g, j + 1))
+            continue;
+        cand[y->buffer] = j + 1;
+        n_cand++;
+    }
+    /* Only tagged vectors may share arena bytes with a tagged vector: an
+     * f32 word left there could pass for a tag. Dropping one can drop
+     * another that shares its bytes, so until nothing changes. cand[b] of
+     * a buffer no node binds (fused away) is LOOM_NONE: it holds no bytes. */
+    for (uint32_t b = 0; b < nb; b++)
+        if (!cand[b])
+            cand[b] = LOOM_NONE;
+    for (uint32_t i = 0; i < nn; i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_binding *bd = loom_node_bindings(g, n);
+        for (uint32_t k = 0; n->type == LOOM_NODE_DISPATCH && k < n->n_bindings; k++)
+            if (cand[bd[k].buffer] == LOOM_NONE)
+                cand[bd[k].buffer] = 0;
+    }
+    for (bool changed = n_cand > 0; changed;) {
+        changed = false;
+        for (uint32_t b = 0; b < nb; b++) {
+            const loom_buffer *tb = loom_graph_buffer(g, b);
+            for (uint32_t o = 0; cand[b] && cand[b] != LOOM_NONE && o < nb; o++) {
+                const loom_buffer *ob = loom_graph_buffer(g, o);
+                if (o != b && !cand[o] && ob->cls == LOOM_CLASS_SCRATCH &&
+                    ob->arena_offset < tb->arena_offset + tb->size && tb->arena_offset < ob->arena_offset + ob->size) {
+                    cand[b] = 0;
+                    changed = true;
+                }
+            }
+        }
+    }
+    uint32_t edge = 0, polled = 0;
+    bool oom = false;
+    for (uint32_t b = 0; b < nb && edge < RT_TAG_MAX && !oom; b++) {
+        uint32_t i = cand[b];
+        if (!i || i == LOOM_NONE)
+            continue;
+        if (!p->tags) {
+            if (!(p->tags = rt_alloc_bytes(p->rt, nn * sizeof *p->tags))) {
+                oom = true;
+                break;
+            }
+            memset(p->tags, 0, nn * sizeof *p->tags);
+        }
+        p->tags[i - 1].out = p->tags[i].in = ++edge;
+        p->tags[i].no_barrier = !keep;
+        polled += !keep;
+    }
+    rt_free_bytes(p->rt, cand, nb * sizeof *cand);
+    if (oom)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    if (!edge)
+        return LOOM_OK;
+    for (uint32_t i = 0; i < nn; i++)
+        if (p->tags[i].in || p->tags[i].out)
+            p->tags[i].kernel = tag_kernel_of(g, loom_graph_node(g, i))->tag_name;
+    p->n_tagged = edge;
+    p->n_polled = polled;
+    /* The step word sits after the step parameters, at a storage offset
+     * the device accepts. */
+    uint64_t align = p->rt->props.limits.minStorageBufferOffsetAlignment;
+    uint64_t size = loom_graph_buffer(g, p->params_buffer)->size;
+    if (align < 16)
+        align = 16;
+    p->tag_seq_at = (size + align - 1) / align * align;
+    /* Tag 0 is never a valid tag: a zeroed arena holds none. */
+    if (p->arena.buffer) {
+        VkCommandBuffer cmd;
+        loom_result rc = rt_oneshot_begin(p->rt, &cmd);
+        if (rc)
+            return rc;
+        vkCmdFillBuffer(cmd, p->arena.buffer, 0, VK_WHOLE_SIZE, 0);
+        if ((rc = rt_oneshot_end(p->rt, cmd)))
+            return rc;
+    }
+    return LOOM_OK;
+}
+
 /* Checks bindings against limits and alignment; gets each node's pipeline. */
 static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t *n_descs)
 {
@@ -179,11 +381,13 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
         const loom_range *w = loom_node_writes(g, n);
         for (uint32_t j = 0; j < n->n_writes; j++)
             p->slots[w[j].buffer].written = true;
-        loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel), mask, &p->pipes[i]);
+        bool tagged = p->tags && p->tags[i].kernel;
+        loom_result rc = rt_pipeline_get(rt, tagged ? p->tags[i].kernel : loom_graph_kernel_name(g, n->kernel),
+                                         tagged ? mask | 1u << RT_TAG_SLOT : mask, &p->pipes[i]);
         if (rc)
             return loom_fail_wrap(rc, "node %u (%s)", i, loom_op_name((loom_op)n->op));
         (*n_sets)++;
-        *n_descs += n->n_bindings;
+        *n_descs += n->n_bindings + tagged;
     }
     /* Any buffer the host may read — everything but SCRATCH, externals
      * included — ends the step host-visible, so a read waits for its writer
@@ -211,8 +415,8 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         if (vr != VK_SUCCESS)
             return rt_vk_fail(rt, vr, "vkAllocateDescriptorSets");
         const loom_binding *b = loom_node_bindings(g, n);
-        VkDescriptorBufferInfo info[LOOM_MAX_BINDINGS];
-        VkWriteDescriptorSet w[LOOM_MAX_BINDINGS];
+        VkDescriptorBufferInfo info[LOOM_MAX_BINDINGS + 1];
+        VkWriteDescriptorSet w[LOOM_MAX_BINDINGS + 1];
         for (uint32_t j = 0; j < n->n_bindings; j++) {
             const rt_slot *s = &p->slots[b[j].buffer];
             bool params = b[j].buffer == p->params_buffer;
@@ -224,7 +428,16 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                            .pBufferInfo = &info[j] };
         }
-        vkUpdateDescriptorSets(rt->device, n->n_bindings, w, 0, NULL);
+        uint32_t nw = n->n_bindings;
+        if (p->tags && p->tags[i].kernel) {
+            info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 4 };
+            w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
+                                            .dstBinding = RT_TAG_SLOT, .descriptorCount = 1,
+                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .pBufferInfo = &info[nw] };
+            nw++;
+        }
+        vkUpdateDescriptorSets(rt->device, nw, w, 0, NULL);
     }
     return LOOM_OK;
 }
@@ -283,6 +496,8 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         bool need = rt_node_barrier(n, i, scheduled);
         if (need && probe && n->type == LOOM_NODE_DISPATCH && strstr(loom_graph_kernel_name(g, n->kernel), probe))
             need = false;
+        if (need && p->tags && p->tags[i].no_barrier)
+            need = false;   /* it polls its tagged input */
         if (need) {
             cmd_barrier(cmd);
             barriers++;
@@ -306,6 +521,8 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         if (n->push_size)
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                loom_node_push(g, n));
+        if (p->tags && p->tags[i].kernel)
+            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, RT_TAG_PUSH_OFFSET, 8, &p->tags[i].in);
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
         if (per_node)
@@ -326,11 +543,11 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     uint32_t n_nodes = loom_graph_node_count(p->g);
     if (p->params_buffer != LOOM_NONE) {
         const loom_buffer *b = loom_graph_buffer(p->g, p->params_buffer);
-        if ((rc = rt_mem_create(rt, b->size, RT_MEM_UPLOAD, &c->params)))
+        if ((rc = rt_mem_create(rt, p->n_tagged ? p->tag_seq_at + 16 : b->size, RT_MEM_UPLOAD, &c->params)))
             return loom_fail_wrap(rc, "step-parameter buffer");
         if (!c->params.mapped)
             return loom_fail(LOOM_UNSUPPORTED, "step-parameter buffer: no host-visible memory");
-        memset(c->params.mapped, 0, b->size);
+        memset(c->params.mapped, 0, c->params.size);
     }
     if (n_nodes && !(c->sets = rt_alloc_bytes(rt, n_nodes * sizeof *c->sets)))
         return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
@@ -450,6 +667,8 @@ static void program_destroy(void *obj)
     rt_free_bytes(rt, p->copies, p->n_copies * sizeof *p->copies);
     rt_free_bytes(rt, p->slots, p->n_slots * sizeof *p->slots);
     rt_free_bytes(rt, p->pipes, n_nodes * sizeof *p->pipes);
+    if (p->tags)
+        rt_free_bytes(rt, p->tags, n_nodes * sizeof *p->tags);
     loom_graph_destroy(p->g);
     rt_free_bytes(rt, p, sizeof *p);
 }
@@ -484,6 +703,8 @@ static loom_result program_setup(loom_rt_program *p)
     uint32_t n_sets = 0, n_descs = 0;
     if (!rc)
         rc = zero_state(p);
+    if (!rc)
+        rc = plan_tags(p);
     if (!rc)
         rc = resolve_nodes(p, &n_sets, &n_descs);
     if (rc)
@@ -602,6 +823,10 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
         uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;
         memcpy(c->params.mapped, params, n);
     }
+    if (p->n_tagged && c->params.mapped) {
+        uint32_t seq = ++p->tag_steps;   /* this program's own count: its last step is one behind */
+        memcpy(c->params.mapped + p->tag_seq_at, &seq, sizeof seq);
+    }
     uint64_t step;
     if ((rc = rt_submit(rt, c->cmd, &step)))
         return rc;
@@ -615,6 +840,7 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
         p->host_visible = step;
     rt->counters.dispatches += p->n_dispatches;
     rt->counters.barriers += p->n_barriers;
+    rt->counters.polled += p->n_polled;
     for (uint32_t i = 0; i < p->n_slots; i++) {
         loom_rt_buffer *e = p->slots[i].ext;
         if (!e)

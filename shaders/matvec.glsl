@@ -50,6 +50,13 @@
 //   MV_LOG    (with MV_ARGMAX) the last workgroup also writes the index
 //             into slot step % slots of a ring (STEP_LOG fused): the step
 //             parameters take binding 0, the others move up one;
+//   MV_TAG    (with MV_F16; not with MV_COMB, MV_X16, MV_Y16, MV_T16,
+//             MV_LONG, MV_QKV, MV_ARGMAX) x and y may each be a tagged
+//             vector (tag.glsl), as the push constants say: a tagged x is
+//             polled chunk by chunk until its words carry this step's tag,
+//             so the dispatch may start while its producer still runs (the
+//             down projection behind the gated FFN); a tagged y is written
+//             as tagged words;
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
@@ -63,6 +70,16 @@
 
 #if defined(MV_T16) || defined(MV_Y16)
 #include "half.glsl"
+#endif
+#ifdef MV_TAG
+#include "tag.glsl"
+#define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
+#if defined(MV_COMB) || defined(MV_X16) || defined(MV_Y16) || defined(MV_T16) || defined(MV_LONG) || \
+    defined(MV_QKV) || defined(MV_ARGMAX) || !defined(MV_F16)
+#error "MV_TAG: the f16-weight forms that read x and write y as whole f32 words"
+#endif
+#else
+#define TAG_PC
 #endif
 #if defined(MV_LONG) && defined(MV_NORM) && !defined(MV_PRE)
 #error "MV_LONG does not sum x^2 for a norm"
@@ -128,11 +145,11 @@ layout(push_constant) uniform Pc {
 layout(push_constant) uniform Pc { uint rows; uint cols; float eps; uint slots; } pc;
 #define B_BASE 1
 #elif defined(MV_NORM)
-layout(push_constant) uniform Pc { uint rows; uint cols; float eps; } pc;
+layout(push_constant) uniform Pc { uint rows; uint cols; float eps; TAG_PC } pc;
 #elif defined(MV_COMB)
 layout(push_constant) uniform Pc { uint rows; uint cols; uint head_dim; uint splits; } pc;
 #else
-layout(push_constant) uniform Pc { uint rows; uint cols; } pc;
+layout(push_constant) uniform Pc { uint rows; uint cols; TAG_PC } pc;
 #endif
 #ifndef B_BASE
 #define B_BASE 0
@@ -201,6 +218,13 @@ layout(set = 0, binding = B_X) readonly buffer Xs { uint xh1[]; };
 #else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
+#ifdef MV_TAG
+// Tagged: read plainly first (a line in L1 is as good as any once its tags
+// match), then polled past the caches until the tags match.
+layout(set = 0, binding = B_X) readonly buffer Xt { uvec4 xt4[]; };
+layout(set = 0, binding = B_X) volatile coherent readonly buffer XtP { uvec4 xtp4[]; };
+layout(set = 0, binding = B_X) volatile coherent readonly buffer XtPs { uint xtp1[]; };
+#endif
 #endif
 #if defined(MV_NORM) || defined(MV_QKV)
 layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
@@ -213,6 +237,9 @@ layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 layout(set = 0, binding = B_Y) writeonly buffer Y { uint y16[]; };
 #else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
+#ifdef MV_TAG
+layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
+#endif
 #endif
 #ifdef MV_STAGE
 #extension GL_EXT_shader_atomic_float : require
@@ -552,6 +579,20 @@ vec2 x_pair(uint c) { return unpackHalf2x16(xh1[c]); }
 #else
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
+#ifdef MV_TAG
+    if (pc.tag_in != 0u) {
+        uint tag = tag_of(pc.tag_in);
+        uvec4 a = xt4[2u * c], b = xt4[2u * c + 1u];
+        for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
+            a = xtp4[2u * c];
+            b = xtp4[2u * c + 1u];
+        }
+        bool ok = tags_ok(a, b, tag);
+        xa = ok ? tag_values(a) : vec4(TAG_LOST);
+        xb = ok ? tag_values(b) : vec4(TAG_LOST);
+        return;
+    }
+#endif
 #ifdef MV_F16
     xa = x4[2u * c];
     xb = x4[2u * c + 1u];
@@ -562,6 +603,17 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 vec2 x_pair(uint c)
 {
+#ifdef MV_TAG
+    if (pc.tag_in != 0u) {
+        uint tag = tag_of(pc.tag_in), a = xtp1[2u * c], b = xtp1[2u * c + 1u];
+        for (uint spins = 0u; (((a ^ tag) | (b ^ tag)) & 0xffu) != 0u && spins < TAG_SPINS; spins++) {
+            a = xtp1[2u * c];
+            b = xtp1[2u * c + 1u];
+        }
+        bool ok = (((a ^ tag) | (b ^ tag)) & 0xffu) == 0u;
+        return ok ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
+    }
+#endif
 #ifdef MV_F16
     return vec2(x1[2u * c], x1[2u * c + 1u]);
 #else
@@ -730,7 +782,12 @@ void block()
 #ifdef MV_ADD
         val += rv;
 #endif
-#ifndef MV_Y16
+#if defined(MV_TAG)
+        if (pc.tag_out != 0u)
+            yt[row_of(t)] = tag_word(val, tag_of(pc.tag_out));
+        else
+            y[row_of(t)] = val;
+#elif !defined(MV_Y16)
         y[row_of(t)] = val;
 #endif
 #if defined(MV_STAGE) && !defined(MV_T16)

@@ -99,6 +99,14 @@ if(TARGET llama-decode)
   set_tests_properties(decode_check_no-atomics_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_ATOMIC_FLOAT=0")
   decode_test(decode_split_tokens ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_split.cmake)
+  # Tagged vectors polled with no barrier, without the validation layer
+  # (the script says why), against the CPU reference and the plain kernels.
+  add_test(NAME decode_tags COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_tags.cmake)
+  set_tests_properties(decode_tags PROPERTIES RESOURCE_LOCK gpu)
+  if(LOOM_SANITIZE)
+    set_tests_properties(decode_tags PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+  endif()
   # No device needed: no validation environment, no lock.
   add_test(NAME decode_dry_run_1b COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run.cmake)

@@ -1,0 +1,40 @@
+// Tagged vectors (MV_TAG forms): a dispatch recorded right behind its
+// producer, with no pipeline barrier between them, reads the producer's
+// output as it arrives. Every element is one 32-bit word: the f32 value
+// rounded to 24 bits (sign, exponent, 15 bits of mantissa) with the step's
+// tag for that vector in the low byte. A 32-bit store is seen whole or not
+// at all, so a word carrying the expected tag holds this step's value: the
+// reader polls the data itself, and neither side needs a fence or a
+// counter.
+//
+// The tag of vector e (1..127, numbered by the runtime) in the program's
+// step s is (s * 128 + e) mod 255 + 1: never 0 (the runtime zeroes the
+// arena), different for two vectors of one step, and different from any
+// tag of the step before (128 + e - e' is 2..254, never a multiple of 255).
+// Every word of a tagged vector is rewritten each step, so nothing older
+// than the step before can be left in it. The runtime writes s into the
+// word at binding TAG_BINDING before each replay and pushes the vector
+// numbers at bytes 120..127 (tag_in for x, tag_out for y; 0: that binding
+// holds plain f32).
+#define TAG_BINDING 31
+layout(set = 0, binding = TAG_BINDING) readonly buffer TagSeq { uint tag_seq; };
+
+uint tag_of(uint edge) { return (tag_seq * 128u + edge) % 255u + 1u; }
+
+uint tag_word(float v, uint tag) { return ((floatBitsToUint(v) + 0x80u) & 0xffffff00u) | tag; }
+
+float tag_value(uint w) { return uintBitsToFloat(w & 0xffffff00u); }
+
+vec4 tag_values(uvec4 w) { return uintBitsToFloat(w & uvec4(0xffffff00u)); }
+
+bool tags_ok(uvec4 a, uvec4 b, uint tag)
+{
+    uvec4 d = ((a ^ uvec4(tag)) | (b ^ uvec4(tag))) & uvec4(0xffu);
+    return (d.x | d.y | d.z | d.w) == 0u;
+}
+
+// A poll gives up after this many trips (a producer that never writes: a
+// wrong plan) and reads NaN, so that the error shows in every value that
+// depends on it instead of passing for a stale one.
+#define TAG_SPINS 0x100000u
+#define TAG_LOST uintBitsToFloat(0x7fc00000u)

@@ -1,0 +1,53 @@
+# Tagged vectors (shaders/tag.glsl) end to end, without the validation
+# layer (it cannot see a poll; under it the runtime keeps every barrier, and
+# the decode_check_* tests run the tagged kernels that way):
+#  - by default the tiny f16 model's four down projections poll the gated
+#    FFN's output: 4 barriers a token fewer, 4 polled, and every step agrees
+#    with the CPU reference (llama-decode --check fails otherwise);
+#  - LOOM_TAGS=keep runs the same kernels with every barrier, LOOM_TAGS=0
+#    the plain kernels: both poll nothing, and all three give the same
+#    tokens;
+#  - f32 weights have no tagged forms: nothing polled.
+# lavapipe runs one dispatch after another, so this checks the words, the
+# tags and the plan, not the overlap; the GPU's --check does that.
+# Invoked as  cmake -DDECODE=<llama-decode> -P decode_tags.cmake
+function(run_json out)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${ARGN} failed (${rc}): ${err}${text}")
+  endif()
+  string(STRIP "${text}" text)
+  string(REGEX REPLACE ".*\n" "" last "${text}")
+  set(${out} "${last}" PARENT_SCOPE)
+endfunction()
+
+function(expect json key want what)
+  string(JSON got GET "${json}" ${key})
+  if(NOT got EQUAL want)
+    message(FATAL_ERROR "${what}: ${key} ${got}, want ${want}")
+  endif()
+endfunction()
+
+set(env ${CMAKE_COMMAND} -E env --unset=LOOM_VALIDATE)
+set(tiny ${DECODE} --config tiny --f16 --kv-f16 --steps 24 --check --quiet --json)
+foreach(k 1 3)
+  run_json(polled ${env} --unset=LOOM_TAGS ${tiny} --in-flight ${k})
+  string(JSON bound GET "${polled}" barrier_lower_bound)
+  math(EXPR want "${bound} - 4")
+  expect("${polled}" polled_per_token 4 "default, ${k} in flight")
+  expect("${polled}" barriers_per_token ${want} "default, ${k} in flight")
+  expect("${polled}" mismatches 0 "default, ${k} in flight")
+endforeach()
+string(JSON tokens GET "${polled}" tokens)
+foreach(mode keep 0)
+  run_json(other ${env} LOOM_TAGS=${mode} ${tiny})
+  expect("${other}" polled_per_token 0 "LOOM_TAGS=${mode}")
+  expect("${other}" barriers_per_token ${bound} "LOOM_TAGS=${mode}")
+  string(JSON other_tokens GET "${other}" tokens)
+  if(NOT other_tokens STREQUAL tokens)
+    message(FATAL_ERROR "LOOM_TAGS=${mode}: tokens ${other_tokens}, polled ${tokens}")
+  endif()
+endforeach()
+run_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)
+expect("${f32}" polled_per_token 0 "f32 weights")
+message(STATUS "tiny f16: 4 polled a token, tokens ${tokens} with and without")

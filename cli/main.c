@@ -54,7 +54,8 @@ static const char ENVIRONMENT[] =
     "  LOOM_STORAGE16=0          no 16-bit storage on the device (f16 KV caches refused), as if it lacked it (tests)\n"
     "  LOOM_QUEUE=compute        prefer a compute-only queue family (default: one with graphics as well)\n"
     "  LOOM_TAGS=0|keep          tagged vectors off (0), or tagged with their barriers kept (keep); default:\n"
-    "                            the down projection polls the gated FFN's output with no barrier between\n"
+    "                            the down projection polls the gated FFN's output, the o-projection the\n"
+    "                            attention's, with no barrier between\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"
     "                            larger weights are split into more row blocks (tests)\n";

@@ -166,6 +166,7 @@ typedef struct rt_tag {
 #define RT_TAG_PUSH_OFFSET 120u
 #define RT_TAG_SLOT 31u
 #define RT_TAG_MAX 127u          /* vectors a plan may tag */
+#define RT_TAG_GATE 0x100u       /* in rt_tag.in: the reader waits for all of x first (TAG_GATE) */
 
 struct loom_rt_program {
     loom_rt *rt;
@@ -173,6 +174,8 @@ struct loom_rt_program {
     uint32_t n_tagged;       /* tagged vectors */
     uint32_t n_polled;       /* barriers left out for them */
     uint64_t tag_seq_at;     /* the step word's offset in a copy's params */
+    rt_mem tag_mem;          /* the tagged vectors, apart from the arena */
+    uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
     uint32_t tag_steps;      /* replays so far: the step word */
     loom_graph *g;
     rt_slot *slots;          /* per graph buffer */

@@ -135,21 +135,30 @@ static loom_result zero_state(loom_rt_program *p)
 
 /* ---- tagged vectors (tag.glsl) ----------------------------------------- */
 
-/* The kernels with a tagged form (MV_TAG in matvec.glsl), and the slots of
- * their x and y (-1: not one the form tags). The gated FFN is the one
- * producer: its 4096 workgroups run in several waves, and the down
- * projection's workgroups polling its output fill the slots its last wave
- * frees. Tagging the other vectors of a layer was measured slower
- * (docs/perf.md): behind a single-wave producer nothing starts early, and
- * the polls of the o-projection slowed the attention they waited for. */
+/* The kernels with a tagged form (MV_TAG in matvec.glsl, ATT_TAG in
+ * attention.glsl), the form that waits for all of x before it loads
+ * anything (MV_TAG_GATE), and the slots of their x and y (-1: not one the
+ * form tags). Two producers (docs/perf.md, "Tagged vectors"):
+ * - the gated FFN: its 4096 workgroups run in several waves, and the down
+ *   projection's workgroups take the slots its last wave frees, issue
+ *   their weight loads and poll h;
+ * - the attention (gate): its 32 workgroups leave most SMs idle, and the
+ *   o-projection's workgroups wait there, resident, for its output. Had
+ *   they loaded their weights first, the stream and the polls would slow
+ *   the attention by more than the barrier costs.
+ * Tagging the other vectors of a layer gained nothing: behind a one-wave
+ * producer nothing starts early. */
 static const struct tag_kernel {
-    const char *name, *tag_name;
+    const char *name, *tag_name, *gate_name;
     int x, y;
+    bool gate;   /* as a producer: its reader waits for all of y before loading anything */
 } tag_kernels[] = {
-    { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_tag_f16", -1, 4 },
-    { "rms_norm_matvec_silu_mul_pre_f16", "rms_norm_matvec_silu_mul_pre_tag_f16", -1, 4 },
-    { "matvec_add_f16", "matvec_add_tag_f16", 1, -1 },
-    { "matvec_add_stage_f16", "matvec_add_stage_tag_f16", 1, -1 },
+    { "attention", "attention_tag", NULL, -1, 4, true },
+    { "attention_kh", "attention_kh_tag", NULL, -1, 4, true },
+    { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_tag_f16", NULL, -1, 4, false },
+    { "rms_norm_matvec_silu_mul_pre_f16", "rms_norm_matvec_silu_mul_pre_tag_f16", NULL, -1, 4, false },
+    { "matvec_add_f16", "matvec_add_tag_f16", "matvec_add_gate_f16", 1, -1, false },
+    { "matvec_add_stage_f16", "matvec_add_stage_tag_f16", "matvec_add_stage_gate_f16", 1, -1, false },
 };
 
 static const struct tag_kernel *tag_kernel_of(const loom_graph *g, const loom_node *n)
@@ -211,6 +220,28 @@ static uint32_t tag_reader(const loom_graph *g, uint32_t j, const loom_binding *
     return reader;
 }
 
+/* Is y all node j writes, but for buffers no other node touches (the
+ * attention's own state)? */
+static bool writes_only(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    const loom_node *n = loom_graph_node(g, j);
+    const loom_range *w = loom_node_writes(g, n);
+    for (uint32_t k = 0; k < n->n_writes; k++) {
+        if (w[k].buffer == y->buffer && w[k].offset == y->offset && w[k].size == y->size)
+            continue;
+        for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+            const loom_node *m = loom_graph_node(g, i);
+            const loom_range *r[2] = { loom_node_reads(g, m), loom_node_writes(g, m) };
+            uint32_t nr[2] = { m->n_reads, m->n_writes };
+            for (int a = 0; i != j && a < 2; a++)
+                for (uint32_t b = 0; b < nr[a]; b++)
+                    if (r[a][b].buffer == w[k].buffer)
+                        return false;
+        }
+    }
+    return true;
+}
+
 /* Does node i make a level of its own, with a barrier in front? */
 static bool level_alone(const loom_graph *g, uint32_t i)
 {
@@ -254,45 +285,31 @@ static loom_result plan_tags(loom_rt_program *p)
         const struct tag_kernel *t = tag_kernel_of(g, n);
         const loom_binding *y = t ? binding_at(g, n, t->y) : NULL;
         /* the reader is the next node, alone in its level */
-        if (!y || n->n_writes != 1 || cand[y->buffer] || tag_reader(g, j, y) != j + 1 || !level_alone(g, j) ||
+        const struct tag_kernel *u = tag_kernel_of(g, loom_graph_node(g, j + 1));
+        if (t && t->gate && (!u || !u->gate_name))
+            continue;
+        if (!y || !writes_only(g, j, y) || cand[y->buffer] || tag_reader(g, j, y) != j + 1 || !level_alone(g, j) ||
             !level_alone(g, j + 1))
             continue;
         cand[y->buffer] = j + 1;
         n_cand++;
     }
-    /* Only tagged vectors may share arena bytes with a tagged vector: an
-     * f32 word left there could pass for a tag. Dropping one can drop
-     * another that shares its bytes, so until nothing changes. cand[b] of
-     * a buffer no node binds (fused away) is LOOM_NONE: it holds no bytes. */
-    for (uint32_t b = 0; b < nb; b++)
-        if (!cand[b])
-            cand[b] = LOOM_NONE;
-    for (uint32_t i = 0; i < nn; i++) {
-        const loom_node *n = loom_graph_node(g, i);
-        const loom_binding *bd = loom_node_bindings(g, n);
-        for (uint32_t k = 0; n->type == LOOM_NODE_DISPATCH && k < n->n_bindings; k++)
-            if (cand[bd[k].buffer] == LOOM_NONE)
-                cand[bd[k].buffer] = 0;
-    }
-    for (bool changed = n_cand > 0; changed;) {
-        changed = false;
-        for (uint32_t b = 0; b < nb; b++) {
-            const loom_buffer *tb = loom_graph_buffer(g, b);
-            for (uint32_t o = 0; cand[b] && cand[b] != LOOM_NONE && o < nb; o++) {
-                const loom_buffer *ob = loom_graph_buffer(g, o);
-                if (o != b && !cand[o] && ob->cls == LOOM_CLASS_SCRATCH &&
-                    ob->arena_offset < tb->arena_offset + tb->size && tb->arena_offset < ob->arena_offset + ob->size) {
-                    cand[b] = 0;
-                    changed = true;
-                }
-            }
-        }
-    }
+    /* The tagged vectors live apart from the arena, each in its own
+     * words: an f32 word another vector left there could pass for a tag.
+     * Tag 0 is never a valid tag: the zeroed memory holds none. The step
+     * word sits after the step parameters. Both at offsets the device
+     * accepts for a storage binding. */
+    uint64_t align = p->rt->props.limits.minStorageBufferOffsetAlignment;
+    if (align < 16)
+        align = 16;
     uint32_t edge = 0, polled = 0;
-    bool oom = false;
+    uint64_t at = 0;
+    bool oom = !(p->tag_at = rt_alloc_bytes(p->rt, nb * sizeof *p->tag_at));
+    for (uint32_t b = 0; !oom && b < nb; b++)
+        p->tag_at[b] = UINT64_MAX;
     for (uint32_t b = 0; b < nb && edge < RT_TAG_MAX && !oom; b++) {
         uint32_t i = cand[b];
-        if (!i || i == LOOM_NONE)
+        if (!i)
             continue;
         if (!p->tags) {
             if (!(p->tags = rt_alloc_bytes(p->rt, nn * sizeof *p->tags))) {
@@ -302,8 +319,12 @@ static loom_result plan_tags(loom_rt_program *p)
             memset(p->tags, 0, nn * sizeof *p->tags);
         }
         p->tags[i - 1].out = p->tags[i].in = ++edge;
+        if (tag_kernel_of(g, loom_graph_node(g, i - 1))->gate)
+            p->tags[i].in |= RT_TAG_GATE;
         p->tags[i].no_barrier = !keep;
         polled += !keep;
+        p->tag_at[b] = at;
+        at += (loom_graph_buffer(g, b)->size + align - 1) / align * align;
     }
     rt_free_bytes(p->rt, cand, nb * sizeof *cand);
     if (oom)
@@ -311,28 +332,21 @@ static loom_result plan_tags(loom_rt_program *p)
     if (!edge)
         return LOOM_OK;
     for (uint32_t i = 0; i < nn; i++)
-        if (p->tags[i].in || p->tags[i].out)
-            p->tags[i].kernel = tag_kernel_of(g, loom_graph_node(g, i))->tag_name;
+        if (p->tags[i].in || p->tags[i].out) {
+            const struct tag_kernel *t = tag_kernel_of(g, loom_graph_node(g, i));
+            p->tags[i].kernel = p->tags[i].in & RT_TAG_GATE ? t->gate_name : t->tag_name;
+        }
     p->n_tagged = edge;
     p->n_polled = polled;
-    /* The step word sits after the step parameters, at a storage offset
-     * the device accepts. */
-    uint64_t align = p->rt->props.limits.minStorageBufferOffsetAlignment;
     uint64_t size = loom_graph_buffer(g, p->params_buffer)->size;
-    if (align < 16)
-        align = 16;
     p->tag_seq_at = (size + align - 1) / align * align;
-    /* Tag 0 is never a valid tag: a zeroed arena holds none. */
-    if (p->arena.buffer) {
-        VkCommandBuffer cmd;
-        loom_result rc = rt_oneshot_begin(p->rt, &cmd);
-        if (rc)
-            return rc;
-        vkCmdFillBuffer(cmd, p->arena.buffer, 0, VK_WHOLE_SIZE, 0);
-        if ((rc = rt_oneshot_end(p->rt, cmd)))
-            return rc;
+    loom_result rc = rt_mem_create(p->rt, at, RT_MEM_DEVICE, &p->tag_mem);
+    VkCommandBuffer cmd;
+    if (!rc && !(rc = rt_oneshot_begin(p->rt, &cmd))) {
+        vkCmdFillBuffer(cmd, p->tag_mem.buffer, 0, VK_WHOLE_SIZE, 0);
+        rc = rt_oneshot_end(p->rt, cmd);
     }
-    return LOOM_OK;
+    return rc;
 }
 
 /* Checks bindings against limits and alignment; gets each node's pipeline. */
@@ -423,6 +437,10 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
             /* Exactly the bound range, so validation sees the true extent. */
             info[j] = (VkDescriptorBufferInfo){ .buffer = params ? c->params.buffer : s->buffer,
                                                 .offset = s->base + b[j].offset, .range = b[j].size };
+            if (p->tag_at && p->tag_at[b[j].buffer] != UINT64_MAX)
+                info[j] = (VkDescriptorBufferInfo){ .buffer = p->tag_mem.buffer,
+                                                    .offset = p->tag_at[b[j].buffer] + b[j].offset,
+                                                    .range = b[j].size };
             w[j] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                            .dstBinding = b[j].slot, .descriptorCount = 1,
                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -669,6 +687,9 @@ static void program_destroy(void *obj)
     rt_free_bytes(rt, p->pipes, n_nodes * sizeof *p->pipes);
     if (p->tags)
         rt_free_bytes(rt, p->tags, n_nodes * sizeof *p->tags);
+    if (p->tag_at)
+        rt_free_bytes(rt, p->tag_at, loom_graph_buffer_count(p->g) * sizeof *p->tag_at);
+    rt_mem_destroy(rt, &p->tag_mem);
     loom_graph_destroy(p->g);
     rt_free_bytes(rt, p, sizeof *p);
 }

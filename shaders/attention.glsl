@@ -36,6 +36,9 @@
 // matvec.glsl; attention_wide_o16.comp). With ATT_PART_H as well
 // (attention_part_h.comp) each share's output is divided by its own sum and
 // stored as f16 pairs, head_dim / 2 words a share after the same header.
+// With ATT_TAG (not with ATT_PART or ATT_O16) the output may be a tagged
+// vector (tag.glsl), as the push constants say, for a matvec recorded
+// behind the dispatch with no barrier.
 // With ATT_KH the caches are f16: an invocation keeps its DPT (8) values of
 // a row packed, one uvec4 for K and one for V, and unpacks them where they
 // are used, so a row in flight costs half the registers of an f32 row
@@ -77,6 +80,15 @@ layout(local_size_x = 256) in;
 #error "KH_ROWS: 1, 8 or 16"
 #endif
 #endif
+#ifdef ATT_TAG
+#if defined(ATT_PART) || defined(ATT_O16)
+#error "ATT_TAG writes the output as f32 words"
+#endif
+#include "tag.glsl"
+#define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
+#else
+#define TAG_PC
+#endif
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer Q4 { vec4 q4[]; };
@@ -96,6 +108,9 @@ layout(set = 0, binding = 3) readonly buffer VC4 { vec4 vcache4[]; };
 layout(set = 0, binding = 4) writeonly buffer O { uint o16[]; };
 #else
 layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
+#ifdef ATT_TAG
+layout(set = 0, binding = 4) writeonly buffer Ot { uint ot_words[]; };
+#endif
 #endif
 #endif
 layout(set = 0, binding = 5) coherent buffer Part { float part[]; };   // n_heads * (HDR + splits * head_dim)
@@ -108,7 +123,22 @@ layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_hea
 #endif
 layout(push_constant) uniform Pc {
     uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
+    TAG_PC
 } pc;
+
+// Element i of the output, plain or tagged.
+void put_out(uint i, float v)
+{
+#ifdef ATT_TAG
+    if (pc.tag_out != 0u) {
+        ot_words[i] = tag_word(v, tag_of(pc.tag_out));
+        return;
+    }
+#endif
+#if !defined(ATT_PART) && !defined(ATT_O16)
+    o[i] = v;
+#endif
+}
 
 const float NEG_BIG = -3.402823466e38;
 shared float sdot[RPT * WG_SIZE];       // per-invocation dot products of a pass
@@ -396,7 +426,7 @@ void main()
             o16[(h * hd + t) / 2u] = ow;
 #else
         if (t < hd)
-            o[h * hd + t] = lt > 0.0 ? sum / lt : 0.0;
+            put_out(h * hd + t, lt > 0.0 ? sum / lt : 0.0);
 #endif
         return;
     }
@@ -465,7 +495,7 @@ void main()
 #ifdef ATT_O16
         ov = lt > 0.0 ? ot / lt : 0.0;
 #else
-        o[h * hd + t] = lt > 0.0 ? ot / lt : 0.0;
+        put_out(h * hd + t, lt > 0.0 ? ot / lt : 0.0);
 #endif
     }
 #ifdef ATT_O16

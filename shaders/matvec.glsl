@@ -622,6 +622,27 @@ vec2 x_pair(uint c)
 }
 #endif
 
+#ifdef MV_TAG_GATE
+// MV_TAG_GATE, with TAG_GATE in tag_in: the first subgroup's invocations each poll the
+// last word of one of as many equal parts of x until every part carries
+// this step's tag, and the workgroup waits for them before it loads
+// anything. Light polling for a producer that runs beside the reader (the
+// attention: its chain of loads slowed under 1024 workgroups' weight loads
+// and polls); x_chunk still checks every word it reads.
+void tag_gate()
+{
+    if ((pc.tag_in & TAG_GATE) == 0u)
+        return;
+    uint n = pc.cols, parts = min(gl_SubgroupSize, n);
+    if (gl_SubgroupID == 0u && gl_SubgroupInvocationID < parts) {
+        uint tag = tag_of(pc.tag_in), at = (gl_SubgroupInvocationID + 1u) * n / parts - 1u;
+        for (uint spins = 0u; (xtp1[at] & 0xffu) != tag && spins < TAG_SPINS; spins++) {
+        }
+    }
+    barrier();
+}
+#endif
+
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
 // invocation 0's best.
 void block()
@@ -638,6 +659,9 @@ void block()
     float acc[NS];
     for (uint s = 0u; s < NS; s++)
         acc[s] = 0.0;
+#ifdef MV_TAG_GATE
+    tag_gate();
+#endif
 #ifdef MV_PRE
     // x^2 arrives summed in SS_SLOTS parts; the sums below add them up.
     acc[NS - 1u] = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;

@@ -19,7 +19,11 @@
 #define TAG_BINDING 31
 layout(set = 0, binding = TAG_BINDING) readonly buffer TagSeq { uint tag_seq; };
 
-uint tag_of(uint edge) { return (tag_seq * 128u + edge) % 255u + 1u; }
+// tag_in's TAG_GATE bit: the reader waits for the whole vector before it
+// loads anything else (tag_gate in matvec.glsl).
+#define TAG_GATE 0x100u
+
+uint tag_of(uint edge) { return (tag_seq * 128u + (edge & 0xffu)) % 255u + 1u; }
 
 uint tag_word(float v, uint tag) { return ((floatBitsToUint(v) + 0x80u) & 0xffffff00u) | tag; }
 

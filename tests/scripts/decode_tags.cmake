@@ -2,8 +2,11 @@
 # layer (it cannot see a poll; under it the runtime keeps every barrier, and
 # the decode_check_* tests run the tagged kernels that way):
 #  - by default the tiny f16 model's four down projections poll the gated
-#    FFN's output: 4 barriers a token fewer, 4 polled, and every step agrees
-#    with the CPU reference (llama-decode --check fails otherwise);
+#    FFN's output and its four o-projections the attention's (waiting for
+#    all of it first): 8 barriers a token fewer, 8 polled, and every step
+#    agrees with the CPU reference (llama-decode --check fails otherwise),
+#    with f16 and f32 KV caches and without the stage pass (no float
+#    atomics: the plain residual-add kernels);
 #  - LOOM_TAGS=keep runs the same kernels with every barrier, LOOM_TAGS=0
 #    the plain kernels: both poll nothing, and all three give the same
 #    tokens;
@@ -30,13 +33,29 @@ endfunction()
 
 set(env ${CMAKE_COMMAND} -E env --unset=LOOM_VALIDATE)
 set(tiny ${DECODE} --config tiny --f16 --kv-f16 --steps 24 --check --quiet --json)
-foreach(k 1 3)
-  run_json(polled ${env} --unset=LOOM_TAGS ${tiny} --in-flight ${k})
-  string(JSON bound GET "${polled}" barrier_lower_bound)
-  math(EXPR want "${bound} - 4")
-  expect("${polled}" polled_per_token 4 "default, ${k} in flight")
-  expect("${polled}" barriers_per_token ${want} "default, ${k} in flight")
-  expect("${polled}" mismatches 0 "default, ${k} in flight")
+foreach(run "1" "3" "1;--kv-f32" "3;LOOM_ATOMIC_FLOAT=0")
+  list(GET run 0 k)
+  set(extra ${run})
+  list(REMOVE_AT extra 0)
+  set(opts "")
+  set(vars "")
+  foreach(x ${extra})
+    if(x MATCHES "=")
+      list(APPEND vars ${x})
+    else()
+      list(APPEND opts ${x})
+    endif()
+  endforeach()
+  run_json(json ${env} --unset=LOOM_TAGS ${vars} ${tiny} --in-flight ${k} ${opts})
+  string(JSON b GET "${json}" barrier_lower_bound)
+  math(EXPR want "${b} - 8")
+  expect("${json}" polled_per_token 8 "default, ${run}")
+  expect("${json}" barriers_per_token ${want} "default, ${run}")
+  expect("${json}" mismatches 0 "default, ${run}")
+  if(run STREQUAL "3")
+    set(polled "${json}")
+    set(bound ${b})
+  endif()
 endforeach()
 string(JSON tokens GET "${polled}" tokens)
 foreach(mode keep 0)
@@ -50,4 +69,4 @@ foreach(mode keep 0)
 endforeach()
 run_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)
 expect("${f32}" polled_per_token 0 "f32 weights")
-message(STATUS "tiny f16: 4 polled a token, tokens ${tokens} with and without")
+message(STATUS "tiny f16: 8 polled a token, tokens ${tokens} with and without")

@@ -269,8 +269,7 @@ static loom_result plan_tags(loom_rt_program *p)
     const char *e = getenv("LOOM_TAGS");
     const loom_graph *g = p->g;
     uint32_t nn = loom_graph_node_count(g);
-    if ((e && !strcmp(e, "0")) || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || !p->arena.buffer ||
-        nn < 2)
+    if ((e && !strcmp(e, "0")) || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || nn < 2)
         return LOOM_OK;
     bool keep = p->rt->validate || (e && !strcmp(e, "keep"));
     /* cand[b]: graph buffer b is the y of a producer at node cand[b] - 1 */
@@ -304,8 +303,8 @@ static loom_result plan_tags(loom_rt_program *p)
         align = 16;
     uint32_t edge = 0, polled = 0;
     uint64_t at = 0;
-    bool oom = !(p->tag_at = rt_alloc_bytes(p->rt, nb * sizeof *p->tag_at));
-    for (uint32_t b = 0; !oom && b < nb; b++)
+    bool oom = n_cand && !(p->tag_at = rt_alloc_bytes(p->rt, nb * sizeof *p->tag_at));
+    for (uint32_t b = 0; p->tag_at && b < nb; b++)
         p->tag_at[b] = UINT64_MAX;
     for (uint32_t b = 0; b < nb && edge < RT_TAG_MAX && !oom; b++) {
         uint32_t i = cand[b];

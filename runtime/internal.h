@@ -168,6 +168,10 @@ typedef struct rt_tag {
 #define RT_TAG_MAX 127u          /* vectors a plan may tag */
 #define RT_TAG_GATE 0x100u       /* in rt_tag.in: the reader waits for all of x first (TAG_GATE) */
 
+/* Fills p->tags, p->tag_at and p->tag_mem (tags.c) where LOOM_TAGS and the
+ * plan allow; LOOM_OUT_OF_MEMORY or a Vulkan failure of the zero fill. */
+loom_result rt_tags_plan(loom_rt_program *p);
+
 struct loom_rt_program {
     loom_rt *rt;
     rt_tag *tags;            /* per node, NULL unless some vector is tagged */

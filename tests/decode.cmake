@@ -72,6 +72,10 @@ if(TARGET llama-decode)
   decode_test(decode_check_kv-f16_half-shares ${check} --f16 --kv-f16 --max-seq 1024 --half-shares --in-flight 1)
   decode_test(decode_check_kv-f16_wide ${check} ${wide} --kv-f16)
   decode_test(decode_check_kv-f16_hd12 ${check} --f16 --kv-f16 --dim 96 --heads 8 --kv-heads 4 --head-dim 12)
+  # The tagged kernels (under the layer their barriers stay) at rows that
+  # are not a multiple of 8: x read two words at a time.
+  decode_test(decode_check_tags_awkward ${check} --f16 --kv-f16 --dim 64 --heads 5 --kv-heads 1 --head-dim 12
+              --ffn 684 --in-flight 1)
   # Prefill by decode steps: the prompt ids fed one per step, every step
   # (prompt ones too) checked against the reference, in any config; the
   # script checks --token against a one-id prompt, that generation goes on

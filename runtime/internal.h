@@ -18,6 +18,7 @@
  *   layer 5: memory.c    memory blocks, rt_mem, loom_rt_buffer, host access
  *            kernel.c    shader modules, pipelines, the pipeline cache
  *   layer 6: profile.c   timestamps read back, per-group GPU time
+ *            tags.c      which dependencies a program polls (tagged vectors)
  *   layer 7: program.c   programs: resolve, record, replay, release
  *   layer 8: plan.c      plans and the plan cache
  *   layer 9: rt.c        loom_rt_create / loom_rt_destroy */

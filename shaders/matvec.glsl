@@ -57,6 +57,9 @@
 //             so the dispatch may start while its producer still runs (the
 //             down projection behind the gated FFN); a tagged y is written
 //             as tagged words;
+//   MV_TAG_GATE (with MV_TAG) the workgroup waits for all of a tagged x
+//             before it loads anything (tag_gate: the o-projection behind
+//             the attention);
 //   MV_ARGMAX the rows' values also go to a per-workgroup (max, index); the
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
@@ -623,7 +626,7 @@ vec2 x_pair(uint c)
 #endif
 
 #ifdef MV_TAG_GATE
-// MV_TAG_GATE, with TAG_GATE in tag_in: the first subgroup's invocations each poll the
+// With TAG_GATE in tag_in: the first subgroup's invocations each poll the
 // last word of one of as many equal parts of x until every part carries
 // this step's tag, and the workgroup waits for them before it loads
 // anything. Light polling for a producer that runs beside the reader (the

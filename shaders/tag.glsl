@@ -1,4 +1,5 @@
-// Tagged vectors (MV_TAG forms): a dispatch recorded right behind its
+// Tagged vectors (MV_TAG in matvec.glsl, ATT_TAG in attention.glsl;
+// runtime/tags.c picks them): a dispatch recorded right behind its
 // producer, with no pipeline barrier between them, reads the producer's
 // output as it arrives. Every element is one 32-bit word: the f32 value
 // rounded to 24 bits (sign, exponent, 15 bits of mantissa) with the step's
@@ -8,9 +9,11 @@
 // counter.
 //
 // The tag of vector e (1..127, numbered by the runtime) in the program's
-// step s is (s * 128 + e) mod 255 + 1: never 0 (the runtime zeroes the
-// arena), different for two vectors of one step, and different from any
-// tag of the step before (128 + e - e' is 2..254, never a multiple of 255).
+// step s is (s * 128 + e) mod 255 + 1: never 0 (the runtime keeps the
+// tagged vectors in memory of their own, zeroed once), different for two
+// vectors of one step, and different from any tag of the step before
+// (128 + e - e' is 2..254, never a multiple of 255; 2^32 is 1 mod 255, so
+// the step count wrapping keeps that too).
 // Every word of a tagged vector is rewritten each step, so nothing older
 // than the step before can be left in it. The runtime writes s into the
 // word at binding TAG_BINDING before each replay and pushes the vector

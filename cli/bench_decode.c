@@ -189,8 +189,8 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
            o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
     printf("weights read per token %.1f MB; copy %.0f GB/s (read + write, same run): weight-read floor %.1f us\n",
            weight_bytes / 1e6, copy_gbps, floor_us);
-    printf("%-24s %10s %15s %8s %10s %6s %9s %7s %7s %7s %6s\n", "variant", "GPU us/tok", "rounds min-max",
-           "vs base", "wall us/tok", "disp", "barriers", "bound", "floor", "waits", "hits");
+    printf("%-24s %10s %15s %8s %10s %6s %9s %7s %7s %7s %7s %6s\n", "variant", "GPU us/tok", "rounds min-max",
+           "vs base", "wall us/tok", "disp", "barriers", "polled", "bound", "floor", "waits", "hits");
     int failures = 0;
     double base = 0;
     for (uint32_t i = 0; i < o->n_pick; i++) {
@@ -216,13 +216,14 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
         if (!(v->disable & LOOM_DISABLE_REORDER))
             snprintf(bound, sizeof bound, "%u", r->f.barrier_lower_bound);
         const loom_llama_result *last = &r->r[o->rounds - 1];
-        printf("%-24s %10.1f %15s %8s %10.1f %6.0f %9.0f %7s %7s %7.2f %6llu\n", v->name, gpu, spread, vs, wall,
-               last->dispatches_per_token, last->barriers_per_token, bound, share, last->host_waits_per_token,
-               (unsigned long long)last->cache_hits);
+        printf("%-24s %10.1f %15s %8s %10.1f %6.0f %9.0f %7.0f %7s %7s %7.2f %6llu\n", v->name, gpu, spread, vs, wall,
+               last->dispatches_per_token, last->barriers_per_token, last->polled_per_token, bound, share,
+               last->host_waits_per_token, (unsigned long long)last->cache_hits);
     }
     printf("GPU: timestamps around each step's command buffer, median of the rounds; vs base: GPU time over the\n"
-           "first variant's; wall: host clock over the timed steps; bound: the plan's barrier lower bound; floor:\n"
-           "weight-read floor / GPU time; waits: host waits per token.\n");
+           "first variant's; wall: host clock over the timed steps; polled: dependencies polled in the shader\n"
+           "instead of a barrier (tagged vectors); bound: the plan's barrier lower bound; floor: weight-read floor /\n"
+           "GPU time; waits: host waits per token.\n");
     free(rows);
     return failures ? 1 : 0;
 }

@@ -176,7 +176,6 @@ loom_result rt_tags_plan(loom_rt_program *p);
 struct loom_rt_program {
     loom_rt *rt;
     rt_tag *tags;            /* per node, NULL unless some vector is tagged */
-    uint32_t n_tagged;       /* tagged vectors */
     uint32_t n_polled;       /* barriers left out for them */
     uint64_t tag_seq_at;     /* the step word's offset in a copy's params */
     rt_mem tag_mem;          /* the tagged vectors, apart from the arena */
@@ -412,6 +411,9 @@ void rt_pipeline_cache_close(loom_rt *rt);
 
 /* profile.c */
 /* Group timestamps are wanted: profiling or tracing. */
+/* x rounded up to a multiple of align (> 0). */
+static inline uint64_t rt_round_up(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
+
 static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != LOOM_PROFILE_OFF || rt->trace; }
 /* Makes p->groups, p->ticks and p->group_ticks and sets p->n_queries, when
  * rt_group_queries(rt). */

@@ -131,7 +131,7 @@ static bool block_take(loom_rt *rt, rt_block *b, uint64_t size, uint64_t align, 
 {
     for (uint32_t i = 0; i < b->n_free; i++) {
         rt_range r = b->free[i];
-        uint64_t start = (r.offset + align - 1) / align * align;
+        uint64_t start = rt_round_up(r.offset, align);
         if (start + size > r.offset + r.size)
             continue;
         uint64_t head = start - r.offset, tail = r.offset + r.size - (start + size);

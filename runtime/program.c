@@ -218,13 +218,12 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         for (uint32_t j = 0; j < n->n_bindings; j++) {
             const rt_slot *s = &p->slots[b[j].buffer];
             bool params = b[j].buffer == p->params_buffer;
+            /* A tagged vector lives in tag_mem (tags.c), not where its slot says. */
+            bool tagged = p->tag_at && p->tag_at[b[j].buffer] != UINT64_MAX;
             /* Exactly the bound range, so validation sees the true extent. */
-            info[j] = (VkDescriptorBufferInfo){ .buffer = params ? c->params.buffer : s->buffer,
-                                                .offset = s->base + b[j].offset, .range = b[j].size };
-            if (p->tag_at && p->tag_at[b[j].buffer] != UINT64_MAX)
-                info[j] = (VkDescriptorBufferInfo){ .buffer = p->tag_mem.buffer,
-                                                    .offset = p->tag_at[b[j].buffer] + b[j].offset,
-                                                    .range = b[j].size };
+            info[j] = (VkDescriptorBufferInfo){
+                .buffer = tagged ? p->tag_mem.buffer : params ? c->params.buffer : s->buffer,
+                .offset = (tagged ? p->tag_at[b[j].buffer] : s->base) + b[j].offset, .range = b[j].size };
             w[j] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                            .dstBinding = b[j].slot, .descriptorCount = 1,
                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -345,7 +344,7 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
     uint32_t n_nodes = loom_graph_node_count(p->g);
     if (p->params_buffer != LOOM_NONE) {
         const loom_buffer *b = loom_graph_buffer(p->g, p->params_buffer);
-        if ((rc = rt_mem_create(rt, p->n_tagged ? p->tag_seq_at + 16 : b->size, RT_MEM_UPLOAD, &c->params)))
+        if ((rc = rt_mem_create(rt, p->tags ? p->tag_seq_at + 16 : b->size, RT_MEM_UPLOAD, &c->params)))
             return loom_fail_wrap(rc, "step-parameter buffer");
         if (!c->params.mapped)
             return loom_fail(LOOM_UNSUPPORTED, "step-parameter buffer: no host-visible memory");
@@ -628,7 +627,7 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
         uint64_t n = c->params.size < sizeof *params ? c->params.size : sizeof *params;
         memcpy(c->params.mapped, params, n);
     }
-    if (p->n_tagged && c->params.mapped) {
+    if (p->tags && c->params.mapped) {
         uint32_t seq = ++p->tag_steps;   /* this program's own count: its last step is one behind */
         memcpy(c->params.mapped + p->tag_seq_at, &seq, sizeof seq);
     }

@@ -73,17 +73,14 @@ static uint32_t tag_reader(const loom_graph *g, uint32_t j, const loom_binding *
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         const loom_range *w = loom_node_writes(g, n), *r = loom_node_reads(g, n);
-        bool touches = false;
-        for (uint32_t k = 0; k < n->n_writes; k++)
-            touches |= overlaps(&w[k], y);
-        for (uint32_t k = 0; k < n->n_reads; k++)
-            touches |= overlaps(&r[k], y);
-        if (i == j || !touches)
-            continue;
-        const struct tag_kernel *t = tag_kernel_of(g, n);
-        bool writes = false;
+        bool reads = false, writes = false;
         for (uint32_t k = 0; k < n->n_writes; k++)
             writes |= overlaps(&w[k], y);
+        for (uint32_t k = 0; k < n->n_reads; k++)
+            reads |= overlaps(&r[k], y);
+        if (i == j || !(reads || writes))
+            continue;
+        const struct tag_kernel *t = tag_kernel_of(g, n);
         if (reader != LOOM_NONE || writes || !t || !same_range(binding_at(g, n, t->x), y))
             return LOOM_NONE;
         reader = i;
@@ -164,6 +161,10 @@ loom_result rt_tags_plan(loom_rt_program *p)
         cand[y->buffer] = j + 1;
         n_cand++;
     }
+    if (!n_cand) {
+        rt_free_bytes(p->rt, cand, nb * sizeof *cand);
+        return LOOM_OK;
+    }
     /* The tagged vectors live apart from the arena, each in its own
      * words: an f32 word another vector left there could pass for a tag.
      * Tag 0 is never a valid tag: the zeroed memory holds none. The step
@@ -172,44 +173,36 @@ loom_result rt_tags_plan(loom_rt_program *p)
     uint64_t align = p->rt->props.limits.minStorageBufferOffsetAlignment;
     if (align < 16)
         align = 16;
+    p->tags = rt_alloc_bytes(p->rt, nn * sizeof *p->tags);
+    p->tag_at = rt_alloc_bytes(p->rt, nb * sizeof *p->tag_at);
+    if (!p->tags || !p->tag_at) {
+        rt_free_bytes(p->rt, cand, nb * sizeof *cand);
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    }
+    memset(p->tags, 0, nn * sizeof *p->tags);
     uint32_t edge = 0, polled = 0;
     uint64_t at = 0;
-    bool oom = n_cand && !(p->tag_at = rt_alloc_bytes(p->rt, nb * sizeof *p->tag_at));
-    for (uint32_t b = 0; p->tag_at && b < nb; b++)
-        p->tag_at[b] = UINT64_MAX;
-    for (uint32_t b = 0; b < nb && edge < RT_TAG_MAX && !oom; b++) {
+    for (uint32_t b = 0; b < nb; b++) {
         uint32_t i = cand[b];
-        if (!i)
+        p->tag_at[b] = UINT64_MAX;
+        if (!i || edge == RT_TAG_MAX)
             continue;
-        if (!p->tags) {
-            if (!(p->tags = rt_alloc_bytes(p->rt, nn * sizeof *p->tags))) {
-                oom = true;
-                break;
-            }
-            memset(p->tags, 0, nn * sizeof *p->tags);
-        }
         p->tags[i - 1].out = p->tags[i].in = ++edge;
         if (tag_kernel_of(g, loom_graph_node(g, i - 1))->gate)
             p->tags[i].in |= RT_TAG_GATE;
         p->tags[i].no_barrier = !keep;
         polled += !keep;
         p->tag_at[b] = at;
-        at += (loom_graph_buffer(g, b)->size + align - 1) / align * align;
+        at += rt_round_up(loom_graph_buffer(g, b)->size, align);
     }
     rt_free_bytes(p->rt, cand, nb * sizeof *cand);
-    if (oom)
-        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
-    if (!edge)
-        return LOOM_OK;
     for (uint32_t i = 0; i < nn; i++)
         if (p->tags[i].in || p->tags[i].out) {
             const struct tag_kernel *t = tag_kernel_of(g, loom_graph_node(g, i));
             p->tags[i].kernel = p->tags[i].in & RT_TAG_GATE ? t->gate_name : t->tag_name;
         }
-    p->n_tagged = edge;
     p->n_polled = polled;
-    uint64_t size = loom_graph_buffer(g, p->params_buffer)->size;
-    p->tag_seq_at = (size + align - 1) / align * align;
+    p->tag_seq_at = rt_round_up(loom_graph_buffer(g, p->params_buffer)->size, align);
     loom_result rc = rt_mem_create(p->rt, at, RT_MEM_DEVICE, &p->tag_mem);
     VkCommandBuffer cmd;
     if (!rc && !(rc = rt_oneshot_begin(p->rt, &cmd))) {

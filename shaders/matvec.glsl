@@ -609,12 +609,11 @@ vec2 x_pair(uint c)
 #ifdef MV_TAG
     if (pc.tag_in != 0u) {
         uint tag = tag_of(pc.tag_in), a = xtp1[2u * c], b = xtp1[2u * c + 1u];
-        for (uint spins = 0u; (((a ^ tag) | (b ^ tag)) & 0xffu) != 0u && spins < TAG_SPINS; spins++) {
+        for (uint spins = 0u; !tags_ok2(a, b, tag) && spins < TAG_SPINS; spins++) {
             a = xtp1[2u * c];
             b = xtp1[2u * c + 1u];
         }
-        bool ok = (((a ^ tag) | (b ^ tag)) & 0xffu) == 0u;
-        return ok ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
+        return tags_ok2(a, b, tag) ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
     }
 #endif
 #ifdef MV_F16

@@ -40,6 +40,8 @@ bool tags_ok(uvec4 a, uvec4 b, uint tag)
     return (d.x | d.y | d.z | d.w) == 0u;
 }
 
+bool tags_ok2(uint a, uint b, uint tag) { return (((a ^ tag) | (b ^ tag)) & 0xffu) == 0u; }
+
 // A poll gives up after this many trips (a producer that never writes: a
 // wrong plan) and reads NaN, so that the error shows in every value that
 // depends on it instead of passing for a stale one.

@@ -6,15 +6,7 @@
 #    (128256) at Vulkan's guaranteed 128 MiB splits the LM head and the
 #    embedding, and reads the same weight bytes per token.
 # Invoked as  cmake -DDECODE=<llama-decode> -P decode_split.cmake
-function(last_json out)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN} failed (${rc}): ${err}${text}")
-  endif()
-  string(STRIP "${text}" text)
-  string(REGEX REPLACE ".*\n" "" last "${text}")
-  set(${out} "${last}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/last_json.cmake)
 
 set(tiny ${DECODE} --config tiny --ffn 256 --steps 12 --quiet --json)
 last_json(whole ${CMAKE_COMMAND} -E env LOOM_MAX_BINDING_RANGE=0 ${tiny})

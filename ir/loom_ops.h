@@ -8,8 +8,10 @@
  * push size is a column of ops.def: the compiler checks it against these
  * structs, the build against the kernels.
  *
- * Data: vectors are f32; MATVEC weights are f32 or f16, row-major rows x
- * cols; EMBED tables likewise; token ids and ARGMAX results are u32.
+ * Data: vectors are f32; MATVEC weights are f32, f16 or one of GGUF's block
+ * types (Q8_0, Q4_0, Q4_K, Q6_K, byte for byte as GGUF stores them: a row is
+ * cols / block whole blocks), row-major rows x cols; EMBED tables likewise;
+ * token ids and ARGMAX results are u32.
  * Views bound to a kernel must start at a multiple of LOOM_BIND_ALIGN bytes
  * (the largest minStorageBufferOffsetAlignment Vulkan allows). */
 #ifndef LOOM_OPS_H
@@ -28,10 +30,48 @@ extern "C" {
 
 #define LOOM_BIND_ALIGN 256u
 
-typedef enum loom_dtype { LOOM_F32 = 0, LOOM_F16 = 1, LOOM_U32 = 2 } loom_dtype;
+/* Element types. The block types store a row as whole blocks of
+ * loom_dtype_block(t) weights, loom_dtype_block_bytes(t) bytes each, laid out
+ * as GGML's block_q8_0 (f16 d, 32 int8), block_q4_0 (f16 d, 16 bytes of
+ * nibbles), block_q4_K (f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
+ * 128 bytes of nibbles) and block_q6_K (128 bytes of low nibbles, 64 of high
+ * bit pairs, 16 int8 scales, f16 d). */
+typedef enum loom_dtype {
+    LOOM_F32 = 0,
+    LOOM_F16 = 1,
+    LOOM_U32 = 2,
+    LOOM_Q8_0 = 3,   /* 34 bytes per 32 weights */
+    LOOM_Q4_0 = 4,   /* 18 bytes per 32 weights */
+    LOOM_Q4_K = 5,   /* 144 bytes per 256 weights */
+    LOOM_Q6_K = 6,   /* 210 bytes per 256 weights */
+} loom_dtype;
+#define LOOM_DTYPE_COUNT 7u
 
+/* "f32", "q4_k", ...; "?" out of range. */
 const char *loom_dtype_name(loom_dtype t);
+/* The dtype named s (as loom_dtype_name writes it); LOOM_NOT_FOUND otherwise. */
+loom_result loom_dtype_parse(const char *s, loom_dtype *out);
+/* Bytes per element; 0 for a block type, whose elements have no size of
+ * their own (loom_dtype_row_bytes), and out of range. */
 uint32_t loom_dtype_size(loom_dtype t);
+/* Elements per block (1 for f32, f16, u32) and bytes per block; 0 out of
+ * range. */
+uint32_t loom_dtype_block(loom_dtype t);
+uint32_t loom_dtype_block_bytes(loom_dtype t);
+static inline bool loom_dtype_is_block(loom_dtype t) { return t >= LOOM_Q8_0 && t < LOOM_DTYPE_COUNT; }
+/* Bytes of a row of cols elements; 0 when cols is not a whole number of
+ * blocks or t is out of range. */
+uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols);
+
+/* Host-side conversion between f32 and a dtype's rows (ir/quant.c), for
+ * frontends that quantize weights themselves and for CPU references. n is
+ * the element count, a whole number of blocks; dst holds
+ * loom_dtype_row_bytes(t, n) bytes (quantize) or n floats (dequantize).
+ * Quantizing rounds to nearest as GGML's reference quantizers do (f16:
+ * round to nearest even). Thread-safe; LOOM_INVALID_ARGUMENT naming the
+ * argument on a bad dtype, count or NULL pointer. */
+loom_result loom_quantize_row(loom_dtype t, const float *src, uint64_t n, void *dst);
+loom_result loom_dequantize_row(loom_dtype t, const void *src, uint64_t n, float *dst);
 
 /* A view of a buffer: rows x cols elements from a byte offset, row-major. A
  * vector is 1 x n. */

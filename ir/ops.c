@@ -20,24 +20,44 @@
 #define MAX_GROUPS       65535u /* the Vulkan minimum of maxComputeWorkGroupCount */
 #define COPY_MAX_GROUPS  4096u  /* copy.comp strides over the rest */
 
-const char *loom_dtype_name(loom_dtype t)
+/* Each dtype's name, elements per block and bytes per block: the one
+ * table of them (the kernels' decoders in shaders/quant.glsl follow the
+ * same layouts). */
+static const struct dtype_row {
+    const char *name;
+    uint32_t block, bytes;
+} dtypes[LOOM_DTYPE_COUNT] = {
+    [LOOM_F32] = { "f32", 1, 4 },     [LOOM_F16] = { "f16", 1, 2 },      [LOOM_U32] = { "u32", 1, 4 },
+    [LOOM_Q8_0] = { "q8_0", 32, 34 }, [LOOM_Q4_0] = { "q4_0", 32, 18 }, [LOOM_Q4_K] = { "q4_k", 256, 144 },
+    [LOOM_Q6_K] = { "q6_k", 256, 210 },
+};
+
+const char *loom_dtype_name(loom_dtype t) { return (unsigned)t < LOOM_DTYPE_COUNT ? dtypes[t].name : "?"; }
+
+loom_result loom_dtype_parse(const char *s, loom_dtype *out)
 {
-    switch (t) {
-    case LOOM_F32: return "f32";
-    case LOOM_F16: return "f16";
-    case LOOM_U32: return "u32";
-    }
-    return "?";
+    for (uint32_t t = 0; s && t < LOOM_DTYPE_COUNT; t++)
+        if (!strcmp(s, dtypes[t].name)) {
+            *out = (loom_dtype)t;
+            return LOOM_OK;
+        }
+    return loom_fail(LOOM_NOT_FOUND, "'%s' is not a dtype (f32, f16, u32, q8_0, q4_0, q4_k, q6_k)", s ? s : "");
 }
 
 uint32_t loom_dtype_size(loom_dtype t)
 {
-    switch (t) {
-    case LOOM_F16: return 2;
-    case LOOM_F32:
-    case LOOM_U32: return 4;
-    }
-    return 0;
+    return (unsigned)t < LOOM_DTYPE_COUNT && dtypes[t].block == 1 ? dtypes[t].bytes : 0;
+}
+
+uint32_t loom_dtype_block(loom_dtype t) { return (unsigned)t < LOOM_DTYPE_COUNT ? dtypes[t].block : 0; }
+
+uint32_t loom_dtype_block_bytes(loom_dtype t) { return (unsigned)t < LOOM_DTYPE_COUNT ? dtypes[t].bytes : 0; }
+
+uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols)
+{
+    if ((unsigned)t >= LOOM_DTYPE_COUNT || cols % dtypes[t].block)
+        return 0;
+    return cols / dtypes[t].block * dtypes[t].bytes;
 }
 
 /* The tensor a builder binds to one kernel slot; the slot's name and access
@@ -65,7 +85,7 @@ typedef struct op_call {
 
 static uint64_t view_bytes(const loom_tensor *t)
 {
-    return (uint64_t)t->rows * t->cols * loom_dtype_size((loom_dtype)t->dtype);
+    return t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
 }
 
 static bool views_overlap(const loom_tensor *a, const loom_tensor *b)
@@ -88,12 +108,16 @@ static loom_result check_view(loom_graph *g, const char *op, uint32_t node, cons
     if (t->buffer >= loom_graph_buffer_count(g))
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.buffer %u does not exist (%u buffers)", node, op,
                          s->name, t->buffer, loom_graph_buffer_count(g));
-    if (t->dtype > LOOM_U32)
+    if (t->dtype >= LOOM_DTYPE_COUNT)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.dtype %u is not a loom_dtype", node, op, s->name,
                          t->dtype);
     if (t->rows == 0 || t->cols == 0)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s is %u x %u (empty)", node, op, s->name, t->rows,
                          t->cols);
+    if (t->cols % loom_dtype_block((loom_dtype)t->dtype))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.cols %u is not a whole number of %s blocks of %u",
+                         node, op, s->name, t->cols, loom_dtype_name((loom_dtype)t->dtype),
+                         loom_dtype_block((loom_dtype)t->dtype));
     if (t->offset % LOOM_BIND_ALIGN)
         return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): %s.offset %" PRIu64 " is not a multiple of %u", node,
                          op, s->name, t->offset, LOOM_BIND_ALIGN);
@@ -132,19 +156,16 @@ static loom_result check_aliasing(const op_call *c, const loom_op_slot *s, const
     return LOOM_OK;
 }
 
-/* Element sizes by loom_dtype, for views whose dtype has been checked. */
-static const uint8_t dtype_bytes[LOOM_U32 + 1] = { 4, 2, 4 };
-
 /* check_view's conditions in one pass with no message work: emit runs this
  * on every view of every dispatch and asks check_view to say what is wrong
  * only when something is. */
 static inline bool view_ok(const loom_graph *g, const loom_op_slot *s, const op_view *v, uint64_t *bytes)
 {
     const loom_tensor *t = &v->t;
-    if (t->buffer >= g->buffers.n || t->dtype > LOOM_U32 || t->rows == 0 || t->cols == 0 ||
-        t->offset % LOOM_BIND_ALIGN)
+    if (t->buffer >= g->buffers.n || t->dtype >= LOOM_DTYPE_COUNT || t->rows == 0 || t->cols == 0 ||
+        t->offset % LOOM_BIND_ALIGN || t->cols % dtypes[t->dtype].block)
         return false;
-    *bytes = (uint64_t)t->rows * t->cols * dtype_bytes[t->dtype];
+    *bytes = (uint64_t)t->rows * (t->cols / dtypes[t->dtype].block) * dtypes[t->dtype].bytes;
     const loom_buffer *b = &g->buffers.v[t->buffer];
     return *bytes % 4 == 0 && t->offset <= b->size && *bytes <= b->size - t->offset &&
            !(writes(s) && b->usage == LOOM_USAGE_PARAMS);

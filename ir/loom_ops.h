@@ -73,6 +73,25 @@ uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols);
 loom_result loom_quantize_row(loom_dtype t, const float *src, uint64_t n, void *dst);
 loom_result loom_dequantize_row(loom_dtype t, const void *src, uint64_t n, float *dst);
 
+/* Kernel forms (shaders/forms.def, ir/forms.c): the built-in kernels made
+ * from one source by flags, once per weight type. Names returned are static
+ * storage; NULL (or false) where the table has no such kernel. Thread-safe.
+ * loom_form_kernel: form (a row's name, e.g. "rms_norm_matvec_pre") for
+ * weights w, and v for the third matrix of a q/k/v form (else v = w).
+ * loom_form_variant: the kernel of the same source and weight types whose
+ * flags are kernel's, plus add, minus drop (space-separated forms.def
+ * flags: "MV_PRE MV_X16"). loom_form_has: kernel is a form with all of
+ * flags. loom_form_row: the form (row name) of a kernel. loom_form_weights:
+ * a form's weight types. loom_form_count and
+ * loom_form_name list every kernel of the table. */
+const char *loom_form_kernel(const char *form, loom_dtype w, loom_dtype v);
+const char *loom_form_variant(const char *kernel, const char *add, const char *drop);
+const char *loom_form_row(const char *kernel);
+bool loom_form_has(const char *kernel, const char *flags);
+bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v);
+size_t loom_form_count(void);
+const char *loom_form_name(size_t i);
+
 /* A view of a buffer: rows x cols elements from a byte offset, row-major. A
  * vector is 1 x n. */
 typedef struct loom_tensor {

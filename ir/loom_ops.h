@@ -63,6 +63,12 @@ static inline bool loom_dtype_is_block(loom_dtype t) { return t >= LOOM_Q8_0 && 
  * blocks or t is out of range. */
 uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols);
 
+/* IEEE binary16 <-> binary32 (ir/quant.c). f16 -> f32 is exact; f32 -> f16
+ * rounds to nearest even, keeps subnormals, saturates to infinity past the
+ * largest half and keeps NaN a (quiet) NaN of the same sign. No failure. */
+float loom_f16_to_f32(uint16_t h);
+uint16_t loom_f32_to_f16(float f);
+
 /* Host-side conversion between f32 and a dtype's rows (ir/quant.c), for
  * frontends that quantize weights themselves and for CPU references. n is
  * the element count, a whole number of blocks; dst holds

@@ -19,6 +19,8 @@
  *   --profile-nodes  the same from a timestamp after every node, plus the
  *                last step's time by node
  *   --trace FILE Chrome trace-event JSON of the steps (Perfetto)
+ *   --write-gguf FILE  the model as a GGUF file (matrices in the weight type),
+ *                no device: for other engines to run the same weights
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -40,7 +42,7 @@ typedef struct opts {
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
     bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log;
     loom_rt_profile_level profile;
-    const char *device, *model, *trace;
+    const char *device, *model, *trace, *write_gguf;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
 } opts;
 
@@ -97,6 +99,8 @@ static void usage(FILE *f)
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
             "  --trace FILE.json     Chrome trace of the steps, for Perfetto (LOOM_TRACE=FILE)\n"
+            "  --write-gguf FILE     write the model's weights as GGUF (matrices in the weight type,\n"
+            "                        llama.cpp's layout) and exit; no device\n"
             "  --quiet               no per-step lines\n",
             loom_llama_args_help, BENCH_STEPS, WARMUP_S);
 }
@@ -237,6 +241,8 @@ static int parse(int argc, char **argv, opts *o)
             o->model = v;
         } else if (!strcmp(a, "--trace")) {
             o->trace = v;
+        } else if (!strcmp(a, "--write-gguf")) {
+            o->write_gguf = v;
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!parse_ids(v, o))
                 return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
@@ -500,6 +506,26 @@ static loom_result load_weights(const opts *o, loom_llama_weights **w)
     return rc;
 }
 
+/* --write-gguf: the weights (made, or read with --model) as a GGUF file. */
+static int write_gguf(const opts *o)
+{
+    loom_llama_weights *w = NULL;
+    loom_result rc = load_weights(o, &w);
+    if (!rc) {
+        loom_gguf_llama_desc d = { .type = w->cfg.wtype == LOOM_F16 ? LOOM_GGUF_TENSOR_F16 : LOOM_GGUF_TENSOR_F32,
+                                   .name = o->model ? NULL : o->shape.config_name };
+        rc = loom_llama_weights_to_gguf(w, &d, o->write_gguf);
+    }
+    if (!rc)
+        printf("wrote %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, %s matrices\n",
+               o->write_gguf, w->cfg.dim, w->cfg.n_layers, w->cfg.n_heads, w->cfg.n_kv_heads, w->cfg.head_dim,
+               w->cfg.ffn, w->cfg.vocab, w->cfg.max_seq, loom_dtype_name(w->cfg.wtype));
+    else
+        fprintf(stderr, "llama-decode: --write-gguf: %s: %s\n", loom_result_str(rc), loom_last_error());
+    loom_llama_weights_destroy(w);
+    return rc ? 1 : 0;
+}
+
 static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -599,6 +625,8 @@ int main(int argc, char **argv)
         return code;
     if (o.dry_run)
         return dry_run(&o);
+    if (o.write_gguf)
+        return write_gguf(&o);
     loom_rt *rt = NULL;
     loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile,
                        .max_binding_range = o.max_binding_range, .trace_path = o.trace };

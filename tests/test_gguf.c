@@ -1,16 +1,18 @@
 /* Suite "gguf": the strict GGUF reader and the llama loader (examples/gguf.h).
  *
- * Files are made by this test's own writer, written from the format's
- * description and independent of the reader: a small file with every value
- * type and f32/f16/bf16 tensors, and a tiny llama model written from the
- * decoder's random weights the way llama.cpp's converter lays them out (q/k
- * rows permuted for adjacent-pair RoPE). The reader must take them and
- * refuse every malformed variant (every truncation, corrupt header fields,
- * bad types, offsets, dims, names, missing keys and tensors, wrong shapes)
- * with the right code and no crash. The loaded model must equal what was
- * written bit for bit, compute what the file means (RoPE checked against an
- * adjacent-pair rotation on the file's own rows), and decode on the device
- * like the CPU reference, under the validation layer.
+ * A small file with every value type and f32/f16/bf16 tensors, and its
+ * malformed variants, are made byte by byte by this test's own raw writer,
+ * from the format's description and independent of the reader. A tiny llama
+ * model is written from the decoder's random weights by gguf.h's writer
+ * (the layout of llama.cpp's converter: q/k rows permuted for adjacent-pair
+ * RoPE), and broken by editing the writer's keys and tensors. The reader
+ * must take the files and refuse every malformed variant (every truncation,
+ * corrupt header fields, bad types, offsets, dims, names, missing keys and
+ * tensors, wrong shapes) with the right code and no crash. The loaded model
+ * must equal what was written bit for bit, compute what the file means
+ * (RoPE checked against an adjacent-pair rotation on the file's own rows),
+ * and decode on the device like the CPU reference, under the validation
+ * layer. The writer's own keys, tensors and alignment are read back too.
  *
  * `test_gguf --write-corpus DIR` writes the seed files of the fuzz corpus;
  * `test_gguf --write-model FILE f32|f16|bf16` the default-config model. */
@@ -28,7 +30,7 @@
 #define TOL 2e-3f
 #define STEPS 4
 
-/* ---- the test's GGUF writer --------------------------------------------- */
+/* ---- the test's raw GGUF writer, for files gguf.h's writer would refuse -- */
 
 typedef struct buf {
     uint8_t *p;
@@ -585,6 +587,158 @@ START_TEST(bad_names_fail)
 }
 END_TEST
 
+/* ---- gguf.h's writer ----------------------------------------------------- */
+
+/* Keys set, replaced in place and removed, tensors added, filled in place
+ * and removed, a set alignment: the file reads back as meant, in order. */
+START_TEST(writer_round_trips)
+{
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    const int32_t ints[3] = { -1, 0, 5 };
+    const char *words[] = { "a", "", "bc" };
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "k.u32", 7), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_str(w, "k.was_str", "x"), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_f32(w, "k.f32", 1.5f), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "k.ints", LOOM_GGUF_INT32, ints, 3), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_strs(w, "k.strs", words, 3), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 64), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "k.was_str", 9), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_remove_key(w, "k.f32"), LOOM_OK);
+    void *d = NULL;
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "v", LOOM_GGUF_TENSOR_F16, 1, (uint64_t[]){ 5 }, small_f16, NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "gone", LOOM_GGUF_TENSOR_BF16, 1, (uint64_t[]){ 8 }, small_bf16,
+                                                 NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "m", LOOM_GGUF_TENSOR_F32, 2, (uint64_t[]){ 3, 2 }, NULL, &d),
+                     LOOM_OK);
+    memcpy(d, small_f32, sizeof small_f32);
+    ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, "gone"), LOOM_OK);
+    uint32_t nd = 0;
+    uint64_t dims[LOOM_GGUF_MAX_DIMS] = { 0 };
+    ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, "m", &nd, dims), LOOM_OK);
+    ck_assert(nd == 2 && dims[0] == 3 && dims[1] == 2);
+
+    void *p = NULL;
+    size_t n = 0;
+    loom_gguf *g = NULL;
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    ck_assert_int_eq(open_copy(p, n, &g), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_open_memory(p, n, &g), LOOM_OK);
+    ck_assert_uint_eq(loom_gguf_version(g), 3);
+    ck_assert_uint_eq(loom_gguf_alignment(g), 64);
+    ck_assert_uint_eq(loom_gguf_kv_count(g), 5);
+    const char *order[] = { "k.u32", "k.was_str", "k.ints", "k.strs", "general.alignment" };
+    for (uint64_t i = 0; i < 5; i++) {
+        const loom_gguf_kv *kv = loom_gguf_kv_at(g, i);
+        ck_assert(kv->key.len == strlen(order[i]) && memcmp(kv->key.data, order[i], kv->key.len) == 0);
+    }
+    uint32_t u = 0;
+    ck_assert_int_eq(loom_gguf_get_u32(g, "k.was_str", &u), LOOM_OK);
+    ck_assert_uint_eq(u, 9);
+    const loom_gguf_kv *kv = loom_gguf_find_kv(g, "k.ints");
+    ck_assert(kv && kv->value.elem_type == LOOM_GGUF_INT32 && kv->value.count == 3);
+    ck_assert_int_eq(memcmp(kv->value.elems, ints, sizeof ints), 0);
+    loom_gguf_str items[3];
+    ck_assert_int_eq(loom_gguf_array_strings(&loom_gguf_find_kv(g, "k.strs")->value, items), LOOM_OK);
+    ck_assert(items[0].len == 1 && items[1].len == 0 && items[2].len == 2 && memcmp(items[2].data, "bc", 2) == 0);
+    ck_assert_uint_eq(loom_gguf_tensor_count(g), 2);
+    const loom_gguf_tensor *v = loom_gguf_tensor_at(g, 0), *m = loom_gguf_tensor_at(g, 1);
+    ck_assert(v->name.len == 1 && v->name.data[0] == 'v' && m->name.len == 1 && m->name.data[0] == 'm');
+    ck_assert_int_eq(memcmp(v->data, small_f16, sizeof small_f16), 0);
+    ck_assert_int_eq(memcmp(m->data, small_f32, sizeof small_f32), 0);
+    ck_assert_uint_eq(((const uint8_t *)m->data - (const uint8_t *)p) % 64, 0);
+    ck_assert_ptr_eq((const uint8_t *)m->data + m->bytes, (const uint8_t *)p + n);   /* no trailing padding */
+    loom_gguf_close(g);
+
+    /* The same bytes through a file. */
+    char path[] = "/tmp/loom-gguf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(loom_gguf_writer_to_file(w, path), LOOM_OK);
+    FILE *f = fopen(path, "rb");
+    uint8_t *back = malloc(n + 1);
+    ck_assert(f && back);
+    ck_assert_uint_eq(fread(back, 1, n + 1, f), n);
+    ck_assert_int_eq(memcmp(back, p, n), 0);
+    fclose(f);
+    free(back);
+    unlink(path);
+    ck_assert_int_eq(loom_gguf_writer_to_file(w, "/nonexistent-dir/x.gguf"), LOOM_IO);
+    free(p);
+    loom_gguf_writer_destroy(w);
+}
+END_TEST
+
+/* What the writer refuses, leaving the file as it was. */
+START_TEST(writer_refuses_bad_input)
+{
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "t", LOOM_GGUF_TENSOR_F32, 1, (uint64_t[]){ 2 }, small_f32, NULL),
+                     LOOM_OK);
+    char long_name[LOOM_GGUF_MAX_NAME + 2];
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    const uint64_t d2[] = { 2, 2, 2, 2, 2 }, d0[] = { 2, 0 };
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "t", LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "", LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, long_name, LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    long_name[LOOM_GGUF_MAX_NAME] = '\0';
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, long_name, LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 2, d0, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 0, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 5, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)2, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 2,
+                                                 (uint64_t[]){ UINT64_C(1) << 62, 4 }, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 48), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 0), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_f32(w, "general.alignment", 64), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "a", LOOM_GGUF_STRING, "x", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "a", LOOM_GGUF_ARRAY, "x", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_str(w, "a", NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_remove_key(w, "a"), LOOM_NOT_FOUND);
+    ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, "u"), LOOM_NOT_FOUND);
+    uint32_t nd;
+    uint64_t dims[LOOM_GGUF_MAX_DIMS];
+    ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, "u", &nd, dims), LOOM_NOT_FOUND);
+    /* A llama model of a type the loader does not take. */
+    loom_llama_config c;
+    loom_llama_default_config(&c);
+    c = (loom_llama_config){ .dim = 4, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .head_dim = 2, .ffn = 4,
+                             .vocab = 8, .max_seq = 8, .eps = 1e-5f, .rope_theta = 10000.0f, .seed = 1 };
+    loom_llama_weights *W = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = (loom_gguf_tensor_type)8 }),
+                     LOOM_INVALID_ARGUMENT);
+    loom_llama_weights_destroy(W);
+
+    void *p = NULL;
+    size_t n = 0;
+    loom_gguf *g = NULL;
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_open_memory(p, n, &g), LOOM_OK);
+    ck_assert_uint_eq(loom_gguf_kv_count(g), 0);
+    ck_assert_uint_eq(loom_gguf_tensor_count(g), 2);
+    ck_assert_uint_eq(loom_gguf_alignment(g), 32);
+    loom_gguf_close(g);
+    free(p);
+    loom_gguf_writer_destroy(w);
+}
+END_TEST
+
 /* ---- a tiny llama model ------------------------------------------------- */
 
 static void tiny(loom_llama_config *c)
@@ -633,117 +787,57 @@ static float written(float v, uint32_t ttype, uint16_t *bits)
     return v;
 }
 
-/* Row r of the file is row file_to_ours(r) of the decoder's matrix: q/k rows
- * in adjacent-pair RoPE order, as llama.cpp's converter writes them. */
-static uint32_t file_to_ours(uint32_t r, uint32_t heads, uint32_t hd)
+/* The test's vocabulary: "<id>", and one with the SentencePiece space. */
+static const char *const *test_tokens(uint32_t vocab)
 {
-    if (!heads)
-        return r;
-    uint32_t h = r / hd, k = r % hd;
-    return h * hd + (k % 2) * (hd / 2) + k / 2;
+    static char names[1024][16];
+    static const char *tokens[1024];
+    ck_assert_uint_le(vocab, 1024);
+    for (uint32_t i = 0; i < vocab; i++) {
+        snprintf(names[i], sizeof names[i], i == 5 ? "\xe2\x96\x81tok%u" : "<%u>", i);
+        tokens[i] = names[i];
+    }
+    return tokens;
 }
 
-static void put_matrix(gw *w, const model_opts *o, const char *name, const loom_llama_matrix *m, uint32_t heads,
-                       uint32_t hd)
-{
-    if (o->skip_tensor && strcmp(o->skip_tensor, name) == 0)
-        return;
-    uint32_t rows = m->rows + (o->bad_shape && strcmp(o->bad_shape, name) == 0);
-    size_t eb = o->ttype == TT_F32 ? 4 : 2, n = (size_t)rows * m->cols;
-    uint8_t *d = calloc(n, eb);
-    ck_assert_ptr_nonnull(d);
-    for (uint32_t r = 0; r < m->rows; r++)
-        for (uint32_t c = 0; c < m->cols; c++) {
-            float v = m->f32[(size_t)file_to_ours(r, heads, hd) * m->cols + c];
-            uint16_t bits = 0;
-            written(v, o->ttype, &bits);
-            size_t i = (size_t)r * m->cols + c;
-            if (eb == 4)
-                memcpy(d + 4 * i, &v, 4);
-            else
-                memcpy(d + 2 * i, &bits, 2);
-        }
-    gw_tensor(w, name, o->ttype, 2, (uint64_t[]){ m->cols, rows }, d, n * eb);
-    free(d);
-}
-
-static void put_vector(gw *w, const model_opts *o, const char *name, const float *v, uint32_t n)
-{
-    if (o->skip_tensor && strcmp(o->skip_tensor, name) == 0)
-        return;
-    uint32_t len = n + (o->bad_shape && strcmp(o->bad_shape, name) == 0);
-    float *d = calloc(len, sizeof *d);
-    ck_assert_ptr_nonnull(d);
-    memcpy(d, v, (size_t)n * sizeof *d);
-    gw_tensor(w, name, TT_F32, 1, (uint64_t[]){ len }, d, (size_t)len * sizeof *d);
-    free(d);
-}
-
-static void model_kv_u32(gw *w, const model_opts *o, const char *k, uint32_t v)
-{
-    if (!o->skip_key || strcmp(o->skip_key, k) != 0)
-        kv_u32(w, k, v);
-}
-
+/* The model through gguf.h's writer, then broken as o says. */
 static buf model_file(const loom_llama_weights *W, const model_opts *o)
 {
-    const loom_llama_config *c = &W->cfg;
-    gw w;
-    gw_init(&w);
-    if (!o->skip_key || strcmp(o->skip_key, "general.architecture") != 0)
-        kv_str(&w, "general.architecture", o->arch ? o->arch : "llama");
-    kv_str(&w, "general.name", "tiny");
-    model_kv_u32(&w, o, "llama.context_length", o->context ? o->context : CONTEXT);
-    model_kv_u32(&w, o, "llama.embedding_length", c->dim);
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    loom_gguf_llama_desc d = { .type = o->ttype, .name = "tiny", .context = o->context ? o->context : CONTEXT,
+                               .tied = o->tied, .tokens = o->vocab ? test_tokens(W->cfg.vocab) : NULL,
+                               .no_vocab = !o->vocab };
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &d), LOOM_OK);
+    if (o->skip_key)
+        ck_assert_int_eq(loom_gguf_writer_remove_key(w, o->skip_key), LOOM_OK);
+    if (o->arch)
+        ck_assert_int_eq(loom_gguf_writer_set_str(w, "general.architecture", o->arch), LOOM_OK);
     if (o->str_block_count)
-        kv_str(&w, "llama.block_count", "2");
-    else
-        model_kv_u32(&w, o, "llama.block_count", c->n_layers);
-    model_kv_u32(&w, o, "llama.feed_forward_length", c->ffn);
-    model_kv_u32(&w, o, "llama.rope.dimension_count", c->head_dim);
-    model_kv_u32(&w, o, "llama.attention.head_count", c->n_heads);
-    model_kv_u32(&w, o, "llama.attention.head_count_kv", c->n_kv_heads);
-    if (!o->skip_key || strcmp(o->skip_key, "llama.attention.layer_norm_rms_epsilon") != 0)
-        kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->eps);
-    kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
-    kv_u32(&w, "general.alignment", 32);
+        ck_assert_int_eq(loom_gguf_writer_set_str(w, "llama.block_count", "2"), LOOM_OK);
     if (o->rope_scaling)
-        kv_str(&w, "llama.rope.scaling.type", o->rope_scaling);
+        ck_assert_int_eq(loom_gguf_writer_set_str(w, "llama.rope.scaling.type", o->rope_scaling), LOOM_OK);
+    if (o->skip_tensor)
+        ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, o->skip_tensor), LOOM_OK);
+    if (o->bad_shape) {   /* one more row (or element), of zeros */
+        uint32_t nd;
+        uint64_t dims[LOOM_GGUF_MAX_DIMS];
+        ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, o->bad_shape, &nd, dims), LOOM_OK);
+        dims[nd - 1]++;
+        ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, o->bad_shape), LOOM_OK);
+        ck_assert_int_eq(loom_gguf_writer_add_tensor(w, o->bad_shape, nd == 1 ? LOOM_GGUF_TENSOR_F32 : o->ttype, nd,
+                                                     dims, NULL, NULL),
+                         LOOM_OK);
+    }
     if (o->extra_tensor)
-        put_vector(&w, o, o->extra_tensor, small_f32, 4);
-    if (o->vocab) {
-        char(*names)[16] = malloc((size_t)c->vocab * sizeof *names);
-        const char **toks = malloc((size_t)c->vocab * sizeof *toks);
-        ck_assert(names && toks);
-        for (uint32_t i = 0; i < c->vocab; i++) {
-            snprintf(names[i], sizeof names[i], i == 5 ? "\xe2\x96\x81tok%u" : "<%u>", i);
-            toks[i] = names[i];
-        }
-        kv_strs(&w, "tokenizer.ggml.tokens", c->vocab, toks);
-        free(names);
-        free(toks);
-    }
-    put_matrix(&w, o, "token_embd.weight", &W->embed, 0, 0);
-    char name[64];
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        const loom_llama_layer *L = &W->layers[l];
-#define NAME(s) (snprintf(name, sizeof name, "blk.%u." s ".weight", l), name)
-        put_vector(&w, o, NAME("attn_norm"), L->attn_norm, c->dim);
-        put_matrix(&w, o, NAME("attn_q"), &L->wq, c->n_heads, c->head_dim);
-        put_matrix(&w, o, NAME("attn_k"), &L->wk, c->n_kv_heads, c->head_dim);
-        put_matrix(&w, o, NAME("attn_v"), &L->wv, 0, 0);
-        put_matrix(&w, o, NAME("attn_output"), &L->wo, 0, 0);
-        put_vector(&w, o, NAME("ffn_norm"), L->ffn_norm, c->dim);
-        put_matrix(&w, o, NAME("ffn_gate"), &L->wg, 0, 0);
-        put_matrix(&w, o, NAME("ffn_up"), &L->wu, 0, 0);
-        put_matrix(&w, o, NAME("ffn_down"), &L->wd, 0, 0);
-#undef NAME
-    }
-    put_vector(&w, o, "output_norm.weight", W->final_norm, c->dim);
-    if (!o->tied)
-        put_matrix(&w, o, "output.weight", &W->out, 0, 0);
-    buf f = gw_finish(&w);
-    gw_free(&w);
+        ck_assert_int_eq(loom_gguf_writer_add_tensor(w, o->extra_tensor, LOOM_GGUF_TENSOR_F32, 1, (uint64_t[]){ 4 },
+                                                     small_f32, NULL),
+                         LOOM_OK);
+    buf f = { 0 };
+    void *p;
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &f.len), LOOM_OK);
+    f.p = p;
+    loom_gguf_writer_destroy(w);
     return f;
 }
 
@@ -1129,6 +1223,10 @@ static Suite *gguf_suite(void)
     tcase_add_test(tc, bad_metadata_fails);
     tcase_add_test(tc, bad_names_fail);
     suite_add_tcase(s, tc);
+    tc = tcase_create("writer");
+    tcase_add_test(tc, writer_round_trips);
+    tcase_add_test(tc, writer_refuses_bad_input);
+    suite_add_tcase(s, tc);
     tc = tcase_create("loader");
     tcase_add_loop_test(tc, model_round_trips, 0, 12);
     tcase_add_test(tc, model_from_file);
@@ -1144,8 +1242,8 @@ static Suite *gguf_suite(void)
 }
 
 /* `--write-model FILE f32|f16|bf16`: the default-config decoder
- * (loom_llama_default_config, seed and all) as a GGUF file with a
- * vocabulary, context length = max_seq; for frontends' tests. */
+ * (loom_llama_default_config, seed and all) as a GGUF file with gguf.h's
+ * made-up vocabulary, context length = max_seq; for frontends' tests. */
 static const char *model_path, *model_type;
 
 static void write_model(void)
@@ -1156,10 +1254,8 @@ static void write_model(void)
     ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
     uint32_t t = strcmp(model_type, "f16") == 0 ? TT_F16 : strcmp(model_type, "bf16") == 0 ? TT_BF16 : TT_F32;
     ck_assert_msg(t != TT_F32 || strcmp(model_type, "f32") == 0, "unknown type %s", model_type);
-    buf f = model_file(W, &(model_opts){ .ttype = t, .vocab = true, .context = c.max_seq });
-    FILE *o = fopen(model_path, "wb");
-    ck_assert_msg(o && fwrite(f.p, 1, f.len, o) == f.len && fclose(o) == 0, "cannot write %s", model_path);
-    free(f.p);
+    loom_gguf_llama_desc d = { .type = t, .name = "tiny" };
+    ck_assert_msg(loom_llama_weights_to_gguf(W, &d, model_path) == LOOM_OK, "%s", loom_last_error());
     loom_llama_weights_destroy(W);
 }
 

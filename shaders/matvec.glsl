@@ -109,12 +109,6 @@ layout(local_size_x = 256) in;
 // says so: the argmax forms, whose row blocks each also pay a fold into the
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
-// Block types: 8 rows (ir/ops.c: MV_QROWS) but in the argmax forms, so a
-// workgroup has as many weight bytes in flight as an f16 one.
-#if defined(MV_Q) && !defined(MV_ARGMAX)
-#undef MV_ROWS
-#define MV_ROWS 8u
-#endif
 #ifndef MV_ROWS
 #define MV_ROWS 2u
 #endif

@@ -344,6 +344,18 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 /* Workgroups for `units` of what one workgroup of op covers (ops.def). */
 static uint64_t groups_for(loom_op op, uint64_t units) { return ceil_div(units, loom_op_info_get(op)->per_group); }
 
+/* Matrix rows a workgroup of a matvec form covers for weights of dtype t:
+ * ops.def's per_group, but MV_QROWS for the block types outside the argmax
+ * forms (matvec.glsl: a row of blocks is a few bytes a chunk, and a
+ * workgroup needs as many weight bytes in flight as f16's do). */
+#define MV_QROWS 8u
+static uint32_t rows_per_group(loom_op op, uint32_t t)
+{
+    bool argmax = op == LOOM_OP_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX ||
+                  op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG;
+    return loom_dtype_is_block((loom_dtype)t) && !argmax ? MV_QROWS : loom_op_info_get(op)->per_group;
+}
+
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
 
 /* Each op kind's push constants are its loom_pc_* struct, or a prefix of it
@@ -576,9 +588,9 @@ static loom_result need_weight(loom_graph *g, loom_op op, const char *name, cons
     loom_result rc = need_table(g, op, name, W);   /* the same dtype and row rules */
     if (rc)
         return rc;
-    uint32_t rows_per_group = loom_op_info_get(op)->per_group;
-    if (W->rows > MAX_GROUPS * rows_per_group)
-        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * rows_per_group);
+    uint32_t per = rows_per_group(op, W->dtype);
+    if (W->rows > MAX_GROUPS * per)
+        return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * per);
     return LOOM_OK;
 }
 
@@ -734,7 +746,7 @@ static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W,
         return rc;
     loom_pc_matvec pc = { W->rows, W->cols };
     op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .wt = block_of(W->dtype), .wv = block_of(W->dtype),
-                  .push = &pc, .groups = groups_for(op, W->rows) };
+                  .push = &pc, .groups = ceil_div(W->rows, rows_per_group(op, W->dtype)) };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
         c.v[c.n++] = (op_view){ *U, false };
@@ -949,7 +961,7 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
                        loom_graph_node_count(g), loom_op_name(op), ring->buffer);
     if (rc)
         return rc;
-    uint64_t groups = groups_for(op, W->rows);
+    uint64_t groups = ceil_div(W->rows, rows_per_group(op, W->dtype));
     /* The argmax forms loop over row blocks (matvec.glsl), so that the
      * per-workgroup publish-and-count tail is paid by few workgroups. */
     if (out && groups > ARGMAX_MAX_GROUPS)
@@ -1017,11 +1029,13 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
                              loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
                              uint32_t head_dim, float theta, float eps, loom_pc_qkv *pc)
 {
-    /* Pairs (i, i + head_dim/2) are taken per_group / 2 to a workgroup
-     * (matvec.glsl): with head_dim a multiple of 4 a workgroup never
-     * straddles a head or a matrix. */
-    if (head_dim == 0 || head_dim % 4)
-        return bad(g, op, "head_dim (multiple of 4)", "", head_dim, (head_dim / 4 + 1) * 4);
+    /* Pairs (i, i + head_dim/2) are taken rows_per_group / 2 to a workgroup
+     * (matvec.glsl): with head_dim a multiple of 2 rows_per_group (4; 16
+     * for block types) a workgroup never straddles a head or a matrix. */
+    uint32_t hd_unit = 2 * rows_per_group(op, Wq.dtype);
+    if (head_dim == 0 || head_dim % hd_unit)
+        return bad(g, op, "head_dim (a multiple of 2 rows a workgroup)", "", head_dim,
+                   (head_dim / hd_unit + 1) * hd_unit);
     loom_result rc = need_theta(g, op, theta);
     if (!rc)
         rc = need_weight(g, op, "Wq", &Wq);
@@ -1043,8 +1057,8 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
     if (!rc && Wk.rows % head_dim)
         rc = bad(g, op, "Wk", ".rows (a multiple of head_dim)", Wk.rows, head_dim);
     uint64_t rows = (uint64_t)Wq.rows + 2ull * Wk.rows;
-    if (!rc && groups_for(op, rows) > MAX_GROUPS)
-        rc = bad(g, op, "Wq.rows + 2 Wk.rows", "", rows, (uint64_t)MAX_GROUPS * loom_op_info_get(op)->per_group);
+    if (!rc && ceil_div(rows, rows_per_group(op, Wq.dtype)) > MAX_GROUPS)
+        rc = bad(g, op, "Wq.rows + 2 Wk.rows", "", rows, (uint64_t)MAX_GROUPS * rows_per_group(op, Wq.dtype));
     if (!rc)
         rc = need_vec(g, op, "x", &x, Wq.cols);
     if (!rc)
@@ -1064,9 +1078,9 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
 }
 
 /* Workgroups of a q/k/v form: its rows are q's, then k's and v's. */
-static uint64_t qkv_groups(loom_op op, const loom_pc_qkv *pc)
+static uint64_t qkv_groups(loom_op op, const loom_pc_qkv *pc, uint32_t wt)
 {
-    return groups_for(op, (uint64_t)pc->q_rows + 2ull * pc->kv_rows);
+    return ceil_div((uint64_t)pc->q_rows + 2ull * pc->kv_rows, rows_per_group(op, wt));
 }
 
 loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
@@ -1083,7 +1097,7 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
         return rc;
     op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
                   .wv = block_of(Wv.dtype), .n = 8,
-                  .push = &pc, .groups = qkv_groups(op, &pc),
+                  .push = &pc, .groups = qkv_groups(op, &pc, Wq.dtype),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
@@ -1113,7 +1127,7 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         return rc;
     op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
                   .wv = block_of(Wv.dtype), .n = 10,
-                  .push = &pc, .groups = qkv_groups(op, &pc.qkv),
+                  .push = &pc, .groups = qkv_groups(op, &pc.qkv, Wq.dtype),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };
     return emit(g, &c, out_node);

@@ -109,6 +109,18 @@ layout(local_size_x = 256) in;
 // says so: the argmax forms, whose row blocks each also pay a fold into the
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
+// Block types (ir/ops.c: rows_per_group): 8 rows a workgroup, 4 in the
+// argmax forms, taken QRPT rows an invocation by row groups of invocations
+// (block_sums_q below).
+#ifdef MV_Q
+#undef MV_ROWS
+#ifdef MV_ARGMAX
+#define MV_ROWS 4u
+#else
+#define MV_ROWS 8u
+#endif
+#define QRPT 2u
+#endif
 #ifndef MV_ROWS
 #define MV_ROWS 2u
 #endif
@@ -570,6 +582,7 @@ shared uint slot_i[MV_ROWS];
 // scalar path (SW elements).
 #ifdef MV_EMBED
 uint emb_token;   // the step's token; x is zeros past the vocabulary
+bool x_writer = true;   // block types: one row group of workgroup 0 writes x
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
     xa = vec4(0.0);
@@ -588,7 +601,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 #endif
 #endif
     }
-    if (gl_WorkGroupID.x == 0u) {
+    if (gl_WorkGroupID.x == 0u && x_writer) {
 #ifdef MV_VW8
         xo4[2u * c] = xa;
         xo4[2u * c + 1u] = xb;
@@ -776,6 +789,80 @@ void tag_gate()
 }
 #endif
 
+#ifdef MV_Q
+// The sums of block wg_block over block-typed weights, into total[] as
+// wg_sum leaves them. A chunk of blocks is a few bytes (4.5 for Q4_K), so
+// a workgroup of f16's shape would hold few bytes in flight and spend its
+// life in one round trip and its reduction: here the workgroup takes
+// MV_ROWS rows, in row groups of WG / RG invocations, each invocation QRPT
+// rows of its group and every RG-th chunk of them. Its registers are those
+// of a 2-row f16 invocation; the workgroup streams 4 times the bytes. A
+// chunk of x is read by RG invocations (from the caches). Only group 0
+// sums x^2; the staged parts (MV_PRE) count once, whoever holds them.
+void block_sums_q(inout float x2)
+{
+    const uint RG = MV_ROWS / QRPT, GL = WG / RG, NA = QRPT * NMAT;
+    uint t = gl_LocalInvocationID.x, rg = t / GL, lane = t % GL;
+    uint cols = pc.cols, rows = total_rows(), n = cols / VW;
+    bool live[QRPT];
+    uint base[QRPT], mat[QRPT];
+    for (uint i = 0u; i < QRPT; i++) {
+        uint k = rg * QRPT + i;
+        live[i] = row_of(k) < rows;
+        mat[i] = mat_of(k);
+        base[i] = row_base(mat[i], local_row(k));
+    }
+#ifdef MV_EMBED
+    x_writer = rg == 0u;
+#endif
+    float acc[NA];
+    for (uint s = 0u; s < NA; s++)
+        acc[s] = 0.0;
+    for (uint c = lane; c < n; c += GL) {
+        WVEC w[NA];
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                if (live[i])
+                    w[i * NMAT + j] = loadw(NMAT == 1u ? mat[i] : j, base[i], c);
+        vec4 xa, xb;
+        x_chunk(c, xa, xb);
+#if defined(HAS_NORM) && !defined(MV_PRE)
+        vec4 ga = g4[2u * c], gb = g4[2u * c + 1u];
+        if (rg == 0u)
+            x2 += dot(xa, xa) + dot(xb, xb);
+        xa *= ga;
+        xb *= gb;
+#endif
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                if (live[i])
+                    acc[i * NMAT + j] += vdot(w[i * NMAT + j], xa, xb);
+    }
+    // Each group's subgroups, then the groups' slots: a subgroup lies in one
+    // group (GL is a multiple of any subgroup size up to 64).
+    uint sg_per = max(GL / gl_SubgroupSize, 1u), sg = gl_SubgroupID % sg_per;
+    for (uint s = 0u; s < NA; s++) {
+        float v = subgroupAdd(acc[s]);
+        if (subgroupElect())
+            red[rg * NA + s][sg] = v;
+    }
+    float v2 = subgroupAdd(x2);
+    if (subgroupElect())
+        red[MV_ROWS * NMAT][gl_SubgroupID] = v2;
+    memoryBarrierShared();
+    barrier();
+    if (t <= MV_ROWS * NMAT) {
+        float a = 0.0;
+        uint cnt = t == MV_ROWS * NMAT ? gl_NumSubgroups : sg_per;
+        for (uint i = 0u; i < cnt; i++)
+            a += red[t][i];
+        total[t] = a;
+    }
+    memoryBarrierShared();
+    barrier();
+}
+#endif
+
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
 // invocation 0's best.
 void block()
@@ -815,6 +902,9 @@ void block()
     emb_token = tokens[pc.token_index];
 #endif
 
+#ifdef MV_Q
+    block_sums_q(acc[NS - 1u]);
+#else
     if (cols % VW == 0u) {
         uint n = cols / VW;
         for (uint k = 0u; k < MV_ROWS; k++)
@@ -870,7 +960,6 @@ void block()
                         acc[k * NMAT + j] += vdot(w[k * NMAT + j], xa, xb);
         }
     }
-#ifndef MV_Q   // rows of whole blocks are whole chunks
     else {
         uint n = cols / SW;
         for (uint k = 0u; k < MV_ROWS; k++)
@@ -891,8 +980,8 @@ void block()
                         acc[k * NMAT + j] += sdot(loads(NMAT == 1u ? mat[k] : j, base[k] + c), xs);
         }
     }
-#endif
     wg_sum(acc);
+#endif
 
     float scale = 1.0;
 #ifdef HAS_NORM
@@ -1057,9 +1146,11 @@ void main()
     // tail once, not once per four rows. Then the last workgroup to finish
     // picks the best of all.
     uint nblocks = (total_rows() + MV_ROWS - 1u) / MV_ROWS;
+#ifndef MV_Q   // block types take block_sums_q
     if (pc.cols % VW == 0u && pc.cols / VW <= WG)
         short_blocks(nblocks);
     else
+#endif
         for (wg_block = gl_WorkGroupID.x; wg_block < nblocks; wg_block += gl_NumWorkGroups.x)
             block();
     uint t = gl_LocalInvocationID.x;

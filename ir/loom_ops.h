@@ -63,15 +63,46 @@ static inline bool loom_dtype_is_block(loom_dtype t) { return t >= LOOM_Q8_0 && 
  * blocks or t is out of range. */
 uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols);
 
+/* IEEE binary16 <-> binary32 (ir/quant.c). f16 -> f32 is exact; f32 -> f16
+ * rounds to nearest even, keeps subnormals, saturates to infinity past the
+ * largest half and keeps NaN a (quiet) NaN of the same sign. No failure. */
+float loom_f16_to_f32(uint16_t h);
+uint16_t loom_f32_to_f16(float f);
+
 /* Host-side conversion between f32 and a dtype's rows (ir/quant.c), for
  * frontends that quantize weights themselves and for CPU references. n is
  * the element count, a whole number of blocks; dst holds
  * loom_dtype_row_bytes(t, n) bytes (quantize) or n floats (dequantize).
  * Quantizing rounds to nearest as GGML's reference quantizers do (f16:
- * round to nearest even). Thread-safe; LOOM_INVALID_ARGUMENT naming the
- * argument on a bad dtype, count or NULL pointer. */
+ * round to nearest even): Q8_0 and Q4_0 as quantize_row_q8_0/q4_0_ref,
+ * Q4_K and Q6_K with a scale search of their own (bytes may differ from
+ * llama.cpp's; decoding never does, it is GGML's arithmetic). A block of
+ * zeros stores d = 0 and decodes to +0; a block holding NaN or infinity
+ * stores NaN scales, so it decodes to NaN, as does any block whose stored
+ * d is NaN; weights past what an f16 scale reaches clip. Thread-safe;
+ * LOOM_INVALID_ARGUMENT naming the argument on a bad dtype (u32 included),
+ * a count not a whole number of blocks or a NULL pointer, nothing written. */
 loom_result loom_quantize_row(loom_dtype t, const float *src, uint64_t n, void *dst);
 loom_result loom_dequantize_row(loom_dtype t, const void *src, uint64_t n, float *dst);
+
+/* Kernel forms (shaders/forms.def, ir/forms.c): the built-in kernels made
+ * from one source by flags, once per weight type. Names returned are static
+ * storage; NULL (or false) where the table has no such kernel. Thread-safe.
+ * loom_form_kernel: form (a row's name, e.g. "rms_norm_matvec_pre") for
+ * weights w, and v for the third matrix of a q/k/v form (else v = w).
+ * loom_form_variant: the kernel of the same source and weight types whose
+ * flags are kernel's, plus add, minus drop (space-separated forms.def
+ * flags: "MV_PRE MV_X16"). loom_form_has: kernel is a form with all of
+ * flags. loom_form_row: the form (row name) of a kernel. loom_form_weights:
+ * a form's weight types. loom_form_count and
+ * loom_form_name list every kernel of the table. */
+const char *loom_form_kernel(const char *form, loom_dtype w, loom_dtype v);
+const char *loom_form_variant(const char *kernel, const char *add, const char *drop);
+const char *loom_form_row(const char *kernel);
+bool loom_form_has(const char *kernel, const char *flags);
+bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v);
+size_t loom_form_count(void);
+const char *loom_form_name(size_t i);
 
 /* A view of a buffer: rows x cols elements from a byte offset, row-major. A
  * vector is 1 x n. */

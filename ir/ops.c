@@ -77,6 +77,8 @@ typedef struct op_call {
     uint8_t variant;          /* the row's kernel: 1 and 3 f16 weights or ATTENTION's wide form,
                                  2 and 3 f16 KV caches */
     bool distinct_reads;      /* one read range per distinct view, not per binding */
+    uint8_t wt, wv;           /* block-typed weights (wv: a q/k/v form's Wv; else wt): the kernel is
+                                 the variant's form for them (forms.def); 0 for f32/f16 */
     op_view v[LOOM_MAX_BINDINGS];
     uint32_t n;
     const void *push;
@@ -240,8 +242,15 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
     for (uint32_t i = 0; i < c->n; i++, nb++)
         b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
                                 .size = bytes[i], .access = s[i].access };
+    const char *kernel = info->kernel[c->variant];
+    if (c->wt) {
+        kernel = loom_form_kernel(loom_form_row(kernel), (loom_dtype)c->wt, (loom_dtype)c->wv);
+        if (!kernel)
+            return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): no kernel form for %s weights (Wv %s)", node,
+                             info->name, loom_dtype_name((loom_dtype)c->wt), loom_dtype_name((loom_dtype)c->wv));
+    }
     loom_dispatch_desc d = {
-        .kernel = info->kernel[c->variant], .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
+        .kernel = kernel, .op = c->op, .groups = { (uint32_t)c->groups, 1, 1 },
         .bindings = b, .n_bindings = nb, .push = c->push, .push_size = info->push_size,
     };
     loom_range rr[LOOM_MAX_BINDINGS], ww[LOOM_MAX_BINDINGS];
@@ -294,6 +303,9 @@ static loom_result need_float(loom_graph *g, loom_op op, const char *name, const
                          loom_graph_node_count(g), loom_op_name(op), name, loom_dtype_name((loom_dtype)t->dtype));
     return LOOM_OK;
 }
+
+/* op_call.wt and .wv for weights of dtype t: the block type, or 0. */
+static uint8_t block_of(uint32_t t) { return loom_dtype_is_block((loom_dtype)t) ? (uint8_t)t : 0; }
 
 /* The row of ops.def's kernels for a KV cache's dtype: 2 for f16 (K1C, KFC,
  * K2C), added to the weights' or width's choice of 0 or 1. */
@@ -441,10 +453,13 @@ loom_result loom_op_step_log(loom_graph *g, loom_tensor src, loom_tensor dst, ui
     return emit(g, &c, out_node);
 }
 
-/* An embedding table, or any matrix the kernels read by rows: f32, or f16
- * with an even row length (a row starts on a packed pair). */
+/* An embedding table, or any matrix the kernels read by rows: f32, f16
+ * with an even row length (a row starts on a packed pair), or a block type
+ * (rows of whole blocks). */
 static loom_result need_table(loom_graph *g, loom_op op, const char *name, const loom_tensor *t)
 {
+    if (loom_dtype_is_block((loom_dtype)t->dtype))
+        return LOOM_OK;   /* rows of whole blocks: check_view's rule */
     loom_result rc = need_float(g, op, name, t);
     if (rc)
         return rc;
@@ -488,7 +503,8 @@ loom_result loom_op_embed(loom_graph *g, loom_tensor table, uint32_t token_buf, 
     if (rc)
         return rc;
     loom_pc_embed pc = { table.cols, table.rows, token_index };
-    op_call c = { .op = op, .variant = table.dtype == LOOM_F16, .n = 3, .push = &pc,
+    op_call c = { .op = op, .variant = table.dtype == LOOM_F16, .wt = block_of(table.dtype),
+                  .wv = block_of(table.dtype), .n = 3, .push = &pc,
                   .groups = groups_for(op, table.cols), .v = { { table, false }, { tok, false }, { out, false } } };
     return emit(g, &c, out_node);
 }
@@ -538,7 +554,8 @@ loom_result loom_op_embed_blocks(loom_graph *g, const loom_tensor *tables, uint3
     if (rc)
         return rc;
     loom_pc_embed_blocks pc = { tables[0].cols, (uint32_t)rows, token_index, tables[0].rows, first, total };
-    op_call c = { .op = op, .variant = tables[0].dtype == LOOM_F16, .distinct_reads = true,
+    op_call c = { .op = op, .variant = tables[0].dtype == LOOM_F16, .wt = block_of(tables[0].dtype),
+                  .wv = block_of(tables[0].dtype), .distinct_reads = true,
                   .n = LOOM_EMBED_MAX_BLOCKS + 2, .push = &pc, .groups = groups_for(op, tables[0].cols) };
     for (uint32_t i = 0; i < LOOM_EMBED_MAX_BLOCKS; i++)
         c.v[i] = (op_view){ tables[i < n_tables ? i : n_tables - 1], false };
@@ -710,7 +727,8 @@ static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W,
     if (rc)
         return rc;
     loom_pc_matvec pc = { W->rows, W->cols };
-    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = &pc, .groups = groups_for(op, W->rows) };
+    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .wt = block_of(W->dtype), .wv = block_of(W->dtype),
+                  .push = &pc, .groups = groups_for(op, W->rows) };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
         c.v[c.n++] = (op_view){ *U, false };
@@ -932,7 +950,8 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
         groups = ARGMAX_MAX_GROUPS;
     loom_pc_norm_matvec pc = { W->rows, W->cols, eps };
     loom_pc_norm_matvec_log pcl = { W->rows, W->cols, eps, ring ? ring->rows : 0 };
-    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .push = ring ? (const void *)&pcl : &pc,
+    op_call c = { .op = op, .variant = W->dtype == LOOM_F16, .wt = block_of(W->dtype), .wv = block_of(W->dtype),
+                  .push = ring ? (const void *)&pcl : &pc,
                   .groups = groups };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
@@ -1006,8 +1025,13 @@ static loom_result qkv_check(loom_graph *g, loom_op op, loom_tensor x, loom_tens
         rc = need_dtype(g, op, "Wk", &Wk, (loom_dtype)Wq.dtype);
     if (!rc && Wk.cols != Wq.cols)
         rc = bad(g, op, "Wk", ".cols", Wk.cols, Wq.cols);
-    if (!rc)
-        rc = need_same_shape(g, op, "Wv", &Wv, &Wk);
+    /* Wv of Wk's type, or Q6_K beside Q4_K (as Q4_K_M files have it). */
+    if (!rc && Wv.dtype != Wk.dtype && !(Wk.dtype == LOOM_Q4_K && Wv.dtype == LOOM_Q6_K))
+        rc = need_dtype(g, op, "Wv", &Wv, (loom_dtype)Wk.dtype);
+    if (!rc && Wv.rows != Wk.rows)
+        rc = bad(g, op, "Wv", ".rows", Wv.rows, Wk.rows);
+    if (!rc && Wv.cols != Wk.cols)
+        rc = bad(g, op, "Wv", ".cols", Wv.cols, Wk.cols);
     if (!rc && Wq.rows % head_dim)
         rc = bad(g, op, "Wq", ".rows (a multiple of head_dim)", Wq.rows, head_dim);
     if (!rc && Wk.rows % head_dim)
@@ -1051,7 +1075,8 @@ loom_result loom_op_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor x, loom_tens
     loom_result rc = qkv_check(g, op, x, gw, Wq, Wk, Wv, q, kcache, vcache, head_dim, theta, eps, &pc);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .n = 8,
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
+                  .wv = block_of(Wv.dtype), .n = 8,
                   .push = &pc, .groups = qkv_groups(op, &pc),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
@@ -1080,7 +1105,8 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
         rc = token_view(g, op, token_buf, token_index, &tok);
     if (rc)
         return rc;
-    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .n = 10,
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
+                  .wv = block_of(Wv.dtype), .n = 10,
                   .push = &pc, .groups = qkv_groups(op, &pc.qkv),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };

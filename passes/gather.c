@@ -36,18 +36,17 @@
 
 typedef struct gather_pc { uint32_t rows, cols, head_dim, splits; } gather_pc;   /* MV_COMB */
 
-/* A builder-made consumer, or the stage pass's f16-t form of one (f16
- * weights); *f16: its weights are f16, *t16: it is that form. */
-static bool consumer_made(const loom_graph *g, const loom_node *c, bool *f16, bool *t16)
+/* A builder-made consumer, or the stage pass's f16-t form of one; *f16:
+ * its weights are read in chunks of 8 (f16 or a block type), which the
+ * f16 shares need. */
+static bool consumer_made(const loom_graph *g, const loom_node *c, bool *f16)
 {
     const loom_op_info *in = loom_op_info_get((loom_op)c->op);
-    *t16 = c->op == LOOM_OP_MATVEC_ADD_STAGE && in && c->n_bindings == in->n_slots &&
-           c->push_size == in->push_size && !strcmp(loom_graph_kernel_name(g, c->kernel), STAGE_T16_KERNEL);
-    if (*t16) {
-        *f16 = true;
-        return true;
-    }
-    return pass_builder_made(g, c, f16);
+    const char *row = loom_form_row(loom_graph_kernel_name(g, c->kernel));
+    bool t16 = c->op == LOOM_OP_MATVEC_ADD_STAGE && in && c->n_bindings == in->n_slots &&
+               c->push_size == in->push_size && row && !strcmp(row, "matvec_add_stage_t16");
+    *f16 = pass_weight_dtype(g, c) != LOOM_F32;
+    return t16 || pass_builder_made(g, c, &(bool){ false });
 }
 
 /* The node that may combine A's shares (A at pos), or LOOM_NONE: the first
@@ -62,10 +61,10 @@ static uint32_t consumer_of(const loom_graph *g, uint32_t pos, const loom_bindin
             return LOOM_NONE;   /* a sentinel: nothing crosses it */
         if (!pass_reads(g, c, out))
             continue;
-        bool f16, t16;
+        bool f16;
         const loom_binding *x = pass_named(g, c, "x");
         const loom_range *r = loom_node_reads(g, c);
-        if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !consumer_made(g, c, &f16, &t16) ||
+        if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !consumer_made(g, c, &f16) ||
             (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out) || pass_writes(g, c, out))
             return LOOM_NONE;
         for (uint32_t k = 0; k < c->n_reads; k++)
@@ -137,8 +136,8 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
 {
     const loom_node *an = loom_graph_node(g, a);
     const loom_node *cn = loom_graph_node(g, c);
-    bool f16 = false, t16 = false;
-    consumer_made(g, cn, &f16, &t16);
+    bool f16 = false;
+    consumer_made(g, cn, &f16);
     half &= f16;
     loom_pc_attn apc;
     memcpy(&apc, loom_node_push(g, an), sizeof apc);
@@ -148,10 +147,12 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     uint32_t id;
     /* The shares are f32 (or f16 with half) whatever the caches hold: only
      * the attention's own kernel has a form for f16 caches. */
-    static const char *const part_kernel[2][2] = { { "attention_part", "attention_part_kh" },
-                                                   { "attention_part_h", "attention_part_h_kh" } };
-    bool kh = pass_builder_form(g, an) >= 2;
-    loom_result rc = add_node(g, a, part_kernel[half][kh], &ac, &apc, sizeof apc, &id);
+    const char *part_kernel = loom_form_variant(loom_graph_kernel_name(g, an->kernel),
+                                                half ? "ATT_PART ATT_PART_H" : "ATT_PART", NULL);
+    if (!part_kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "gather: node %u: no share form of kernel %s", a,
+                         loom_graph_kernel_name(g, an->kernel));
+    loom_result rc = add_node(g, a, part_kernel, &ac, &apc, sizeof apc, &id);
     if (rc)
         return rc;
     repl[a] = id;
@@ -175,10 +176,11 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
             cc.r[k].offset = part.offset;
             cc.r[k].size = part.size;
         }
-    char kernel[64];
-    snprintf(kernel, sizeof kernel, "%s_comb_%s%s%s",
-             cn->op == LOOM_OP_MATVEC_ADD_STAGE ? "matvec_add_stage" : "matvec_add", half ? "h_" : "", t16 ? "t16_" : "",
-             f16 ? "f16" : "f32");
+    const char *kernel = loom_form_variant(loom_graph_kernel_name(g, cn->kernel),
+                                           half ? "MV_COMB MV_COMB_H" : "MV_COMB", NULL);
+    if (!kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "gather: node %u: no combining form of kernel %s", c,
+                         loom_graph_kernel_name(g, cn->kernel));
     if ((rc = add_node(g, c, kernel, &cc, &pc, sizeof pc, &id)))
         return rc;
     repl[c] = id;

@@ -8,6 +8,7 @@
 
 #include <string.h>
 #include "loom_passes.h"
+#include "loom_ops.h"
 
 static inline void *pass_alloc(const loom_allocator *a, size_t n)
 {
@@ -74,9 +75,10 @@ bool pass_builder_made(const loom_graph *g, const loom_node *nd, bool *second);
 /* The same, as the index of nd's kernel in its op's row (2 and 3: f16 KV
  * caches), or -1. */
 int pass_builder_form(const loom_graph *g, const loom_node *nd);
-/* The stage pass's MATVEC_ADD_STAGE form that stores t as f16 (f16
- * weights); gather recognises it as a consumer. */
-#define STAGE_T16_KERNEL "matvec_add_stage_t16_f16"
+/* The weights' dtype of nd's kernel form (forms.def; f32 for a kernel
+ * outside the table). Forms of any dtype but f32 read x in chunks of 8,
+ * which the f16-activation forms (MV_X16, MV_Y16, MV_T16) need. */
+loom_dtype pass_weight_dtype(const loom_graph *g, const loom_node *nd);
 
 /* A buffer only the plan sees: no external memory, not kept for the host,
  * usage none or scratch. */

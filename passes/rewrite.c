@@ -31,11 +31,26 @@ int pass_builder_form(const loom_graph *g, const loom_node *nd)
     for (int v = 0; v < 4 && form < 0; v++)
         if (in->kernel[v] && !strcmp(kernel, in->kernel[v]))
             form = v;
+    /* The same form for block-typed weights (forms.def): the row's f32
+     * kernel, or its f16 KV-cache one. */
+    loom_dtype w, wv;
+    const char *row = loom_form_row(kernel);
+    for (int v = 0; v < 4 && form < 0 && row && loom_form_weights(kernel, &w, &wv) && loom_dtype_is_block(w); v += 2)
+        if (in->kernel[v] && loom_form_row(in->kernel[v]) && !strcmp(row, loom_form_row(in->kernel[v])))
+            form = v;
     const loom_binding *b = loom_node_bindings(g, nd);
     for (uint32_t i = 0; form >= 0 && i < nd->n_bindings; i++)
         if (b[i].slot != i)
             return -1;
     return form;
+}
+
+loom_dtype pass_weight_dtype(const loom_graph *g, const loom_node *nd)
+{
+    loom_dtype w = LOOM_F32, v;
+    if (nd->type == LOOM_NODE_DISPATCH && !loom_form_weights(loom_graph_kernel_name(g, nd->kernel), &w, &v))
+        w = LOOM_F32;
+    return w;
 }
 
 /* The same as a test; *second: f16 weights, or ATTENTION's wide form. */

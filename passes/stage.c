@@ -25,8 +25,9 @@
  *
  * With LOOM_ENABLE_HALF_STAGE, a producer whose weights are f16, whose y
  * has an even number of rows and whose every staged norm has f16 weights
- * stores t as f16 (kernel STAGE_T16_KERNEL, MV_T16), and those norms read
- * it so (*_pre_t16_f16, MV_X16). t keeps its f32 size.
+ * stores t as f16 (its MV_T16 form), and those norms read it so (their
+ * MV_PRE MV_X16 forms, *_pre_x16_*). t keeps its f32 size. "f16" here and
+ * below: weights read in chunks of 8, f16 or a block type (forms.def).
  *
  * With LOOM_ENABLE_HALF_ACT, last: a gated FFN (RMS_NORM_MATVEC_SILU_MUL,
  * any of its forms, f16 weights, not a row block) or an ATTENTION with the
@@ -37,7 +38,7 @@
  * reader reads it so (*_x16_f16, MV_X16). The buffer keeps its f32 size.
  *
  * With LOOM_ENABLE_LONG_ROWS, after that: a producer on the plain f16
- * kernel (STAGE_KERNEL) whose rows are at least LONG_MIN_CHUNKS 16-byte
+ * kernel (form matvec_add_stage) whose rows are at least LONG_MIN_CHUNKS 16-byte
  * chunks (two per invocation) takes its two-chunks-a-trip form
  * (matvec_add_stage_long_f16, MV_LONG). */
 #include <stdio.h>
@@ -140,43 +141,30 @@ static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint
     return pass_add_like(g, id, kernel, b, nb, r, nr, nw, push, nd->push_size, out);
 }
 
-/* The producer's plain f16 form (ops.def's matvec_add_stage, f16 variant). */
-#define STAGE_KERNEL "matvec_add_stage_f16"
-
-/* What half_act renames: writers of a vector (the op, the output slot, the
- * kernel and its f16-output form) and readers of it as x (the kernel and
- * its f16-x form). */
-static const struct {
-    loom_op op;
-    const char *slot, *kernel, *half;
-} ACT_WRITERS[] = {
-    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_y16_f16" },
-    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_pre_f16",
-      "rms_norm_matvec_silu_mul_pre_y16_f16" },
-    { LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, "y", "rms_norm_matvec_silu_mul_pre_t16_f16",
-      "rms_norm_matvec_silu_mul_pre_t16_y16_f16" },
-    /* The wide kernel only: gather (after this pass) takes the narrow one. */
-    { LOOM_OP_ATTENTION, "out", "attention_wide", "attention_wide_o16" },
-    { LOOM_OP_ATTENTION, "out", "attention_wide_kh", "attention_wide_o16_kh" },
-};
-static const struct {
-    const char *kernel, *half;
-} ACT_READERS[] = {
-    { "matvec_add_f16", "matvec_add_x16_f16" },
-    { STAGE_KERNEL, "matvec_add_stage_x16_f16" },
-    { STAGE_T16_KERNEL, "matvec_add_stage_t16_x16_f16" },
-};
-#define N_ACT_WRITERS (sizeof ACT_WRITERS / sizeof ACT_WRITERS[0])
-#define N_ACT_READERS (sizeof ACT_READERS / sizeof ACT_READERS[0])
-
-/* ACT_READERS' entry for node nd, or N_ACT_READERS. */
-static size_t act_reader_form(const loom_graph *g, const loom_node *nd)
+/* What half_act renames (forms.def): writers of a vector (a gated FFN's
+ * forms gaining MV_Y16; the wide attention gaining ATT_O16, since gather,
+ * after this pass, takes the narrow one) and readers of it as x (the
+ * residual forms gaining MV_X16). The kernel's f16-output or f16-x form,
+ * or NULL. */
+static const char *act_half(const loom_graph *g, const loom_node *nd, bool writer, const char **slot)
 {
-    const char *k = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
-    size_t i = 0;
-    while (k && i < N_ACT_READERS && strcmp(k, ACT_READERS[i].kernel))
-        i++;
-    return k ? i : N_ACT_READERS;
+    if (nd->type != LOOM_NODE_DISPATCH)
+        return NULL;
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    if (loom_form_has(k, "MV_Y16") || loom_form_has(k, "MV_X16") || loom_form_has(k, "ATT_O16"))
+        return NULL;
+    if (writer && nd->op == LOOM_OP_RMS_NORM_MATVEC_SILU_MUL && !loom_form_has(k, "MV_TAG")) {
+        *slot = "y";
+        return loom_form_variant(k, "MV_Y16", NULL);
+    }
+    if (writer && nd->op == LOOM_OP_ATTENTION && loom_form_has(k, "TPR=32u")) {
+        *slot = "out";
+        return loom_form_variant(k, "ATT_O16", NULL);
+    }
+    if (!writer && (nd->op == LOOM_OP_MATVEC_ADD || nd->op == LOOM_OP_MATVEC_ADD_STAGE) &&
+        !loom_form_has(k, "MV_TAG") && !loom_form_has(k, "MV_LONG"))
+        return loom_form_variant(k, "MV_X16", NULL);
+    return NULL;
 }
 
 /* The one reader of node f's output y that may read it as f16, or
@@ -190,7 +178,7 @@ static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *
             continue;
         const loom_binding *x = pass_named(g, nd, "x");
         if (found != LOOM_NONE || pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) ||
-            act_reader_form(g, nd) == N_ACT_READERS || !x || !pass_same(x, y))
+            !act_half(g, nd, false, NULL) || !x || !pass_same(x, y))
             return LOOM_NONE;
         const loom_range *r = loom_node_reads(g, nd);
         for (uint32_t k = 0; k < nd->n_reads; k++)
@@ -199,16 +187,6 @@ static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *
         found = i;
     }
     return found;
-}
-
-/* ACT_WRITERS' entry for node f, or N_ACT_WRITERS. */
-static size_t act_writer_form(const loom_graph *g, const loom_node *f)
-{
-    const char *k = f->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, f->kernel) : NULL;
-    size_t i = 0;
-    while (k && i < N_ACT_WRITERS && (ACT_WRITERS[i].op != f->op || strcmp(k, ACT_WRITERS[i].kernel)))
-        i++;
-    return k ? i : N_ACT_WRITERS;
 }
 
 /* The two-chunks-a-trip producers (LOOM_ENABLE_LONG_ROWS; see the top).
@@ -220,13 +198,15 @@ static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
     (void)arg;
     const loom_node *nd = loom_graph_node(g, i);
     loom_pc_matvec pc;
-    if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc ||
-        strcmp(loom_graph_kernel_name(g, nd->kernel), STAGE_KERNEL))
+    const char *k = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
+    const char *row = loom_form_row(k), *to = loom_form_variant(k, "MV_LONG", NULL);
+    if (!k || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc || !row ||
+        strcmp(row, "matvec_add_stage") || !to)
         return LOOM_OK;
     memcpy(&pc, loom_node_push(g, nd), sizeof pc);
     if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
         return LOOM_OK;
-    loom_result rc = retarget(g, i, "matvec_add_stage_long_f16", &repl[i]);
+    loom_result rc = retarget(g, i, to, &repl[i]);
     *count += !rc;
     return rc;
 }
@@ -237,10 +217,10 @@ static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
 {
     (void)arg;
     const loom_node *f = loom_graph_node(g, i);
-    size_t wf = act_writer_form(g, f);
-    if (wf == N_ACT_WRITERS || (f->flags & LOOM_NODE_SPLIT))
+    const char *slot = NULL, *fk = act_half(g, f, true, &slot);
+    if (!fk || (f->flags & LOOM_NODE_SPLIT))
         return LOOM_OK;
-    const loom_binding *yb = pass_named(g, f, ACT_WRITERS[wf].slot);
+    const loom_binding *yb = pass_named(g, f, slot);
     if (!yb || !pass_plan_buffer(g, yb->buffer) || (yb->size / 4) % 2 || yb->size % 4)
         return LOOM_OK;
     const loom_binding y = *yb;
@@ -251,8 +231,8 @@ static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
     uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
     if (d == LOOM_NONE || repl[d] != d)
         return LOOM_OK;
-    const char *dk = ACT_READERS[act_reader_form(g, loom_graph_node(g, d))].half;
-    loom_result rc = retarget(g, i, ACT_WRITERS[wf].half, &repl[i]);
+    const char *dk = act_half(g, loom_graph_node(g, d), false, NULL);
+    loom_result rc = retarget(g, i, fk, &repl[i]);
     if (!rc)
         rc = retarget(g, d, dk, &repl[d]);
     *count += !rc;
@@ -264,8 +244,6 @@ static loom_result build_producer(stage_state *s, staged *e)
 {
     loom_graph *g = s->g;
     const loom_node *p = loom_graph_node(g, e->prod);
-    bool f16 = false;
-    pass_builder_made(g, p, &f16);
     loom_binding W = *pass_named(g, p, "W"), x = *pass_named(g, p, "x"), r = *pass_named(g, p, "r"), y = *pass_named(g, p, "y");
     loom_pc_matvec pc;
     memcpy(&pc, loom_node_push(g, p), sizeof pc);
@@ -275,7 +253,7 @@ static loom_result build_producer(stage_state *s, staged *e)
         g, &(loom_buffer_desc){ .name = name, .size = e->gain.size, .usage = LOOM_USAGE_SCRATCH }, &e->t);
     if (rc)
         return rc;
-    loom_tensor Wt = { W.buffer, f16 ? LOOM_F16 : LOOM_F32, W.offset, pc.rows, pc.cols };
+    loom_tensor Wt = { W.buffer, pass_weight_dtype(g, p), W.offset, pc.rows, pc.cols };
     loom_binding tb = { .buffer = e->t, .offset = 0, .size = e->gain.size };
     uint32_t id, before = loom_graph_node_count(g);
     rc = loom_op_matvec_add_stage(g, Wt, vec_at(&x), vec_at(&r), vec_at(&e->gain), vec_at(&y), vec_at(&tb),
@@ -290,7 +268,9 @@ static loom_result build_producer(stage_state *s, staged *e)
         return rc;
     /* The builder's node (its kernel writes t as f32) is left out of the
      * plan by the permutation: only its copy is listed. */
-    if (e->t16 && (rc = retarget(g, id, STAGE_T16_KERNEL, &id)))
+    const char *t16 = e->t16 ? loom_form_variant(loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel), "MV_T16", NULL)
+                             : NULL;
+    if (e->t16 && (rc = t16 ? retarget(g, id, t16, &id) : loom_fail(LOOM_UNSUPPORTED, "stage: no t16 form")))
         return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
     s->repl[e->prod] = id;
     return LOOM_OK;
@@ -329,13 +309,11 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
             r[i].size = to->size;
         }
     }
-    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" (t16: "..._pre_t16_f16") */
+    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" (t16: "..._pre_x16_f16") */
     const char *k = loom_graph_kernel_name(g, nd->kernel);
-    size_t len = strlen(k);
-    char kernel[128];
-    if (len < 4 || len + 9 > sizeof kernel)
-        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel name '%s'", pos, k);
-    snprintf(kernel, sizeof kernel, "%.*s_pre%s%s", (int)(len - 4), k, e->t16 ? "_t16" : "", k + len - 4);
+    const char *kernel = loom_form_variant(k, e->t16 ? "MV_PRE MV_X16" : "MV_PRE", NULL);
+    if (!kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel %s has no staged form", pos, k);
     uint32_t id;
     loom_result rc = pass_add_like(g, pos, kernel, b, nb, r, nr, nw, push, nd->push_size, &id);
     if (rc)
@@ -367,9 +345,8 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         if (s.prod[i] != LOOM_NONE) {
             norms++;
             first = first == LOOM_NONE ? prod : first;
-            bool f16 = false;
-            pass_builder_made(g, nd, &f16);
-            s.st[s.prod[i]].t16 &= f16;   /* every norm of t must read f16 */
+            /* every norm of t must read it as f16 */
+            s.st[s.prod[i]].t16 &= pass_weight_dtype(g, nd) != LOOM_F32;
         }
     }
     /* t as f16 only where asked, from an f16 producer of an even row count
@@ -378,8 +355,7 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
     for (uint32_t k = 0; k < s.n_st; k++) {
         const loom_node *p = loom_graph_node(g, s.st[k].prod);
         const loom_binding *y = pass_named(g, p, "y");
-        bool f16 = false;
-        pass_builder_made(g, p, &f16);
+        bool f16 = pass_weight_dtype(g, p) != LOOM_F32;
         s.st[k].t16 &= half && f16 && y && (y->size / 4) % 2 == 0;
     }
     uint32_t zero = LOOM_NONE;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "loom_ops.h"
 
 /* The kernels with a tagged form (MV_TAG in matvec.glsl, ATT_TAG in
  * attention.glsl), the form that waits for all of x before it loads
@@ -19,28 +20,43 @@
  *   the attention by more than the barrier costs.
  * Tagging the other vectors of a layer gained nothing: behind a one-wave
  * producer nothing starts early. */
-static const struct tag_kernel {
-    const char *name, *tag_name, *gate_name;
+/* By form (forms.def), for every weight type that has the tagged forms
+ * (those read in chunks of 8: f16 and the block types). */
+static const struct tag_form {
+    const char *form, *tag_flags, *gate_flags;
     int x, y;
     bool gate;   /* as a producer: its reader waits for all of y before loading anything */
-} tag_kernels[] = {
-    { "attention", "attention_tag", NULL, -1, 4, true },
-    { "attention_kh", "attention_kh_tag", NULL, -1, 4, true },
-    { "rms_norm_matvec_silu_mul_f16", "rms_norm_matvec_silu_mul_tag_f16", NULL, -1, 4, false },
-    { "rms_norm_matvec_silu_mul_pre_f16", "rms_norm_matvec_silu_mul_pre_tag_f16", NULL, -1, 4, false },
-    { "matvec_add_f16", "matvec_add_tag_f16", "matvec_add_gate_f16", 1, -1, false },
-    { "matvec_add_stage_f16", "matvec_add_stage_tag_f16", "matvec_add_stage_gate_f16", 1, -1, false },
+} tag_forms[] = {
+    { "attention", "ATT_TAG", NULL, -1, 4, true },
+    { "attention_kh", "ATT_TAG", NULL, -1, 4, true },
+    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false },
+    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false },
+    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
+    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
 };
 
-static const struct tag_kernel *tag_kernel_of(const loom_graph *g, const loom_node *n)
+/* Node n's kernel as a tagged producer or reader, or NULL: its form's row,
+ * where the form has the tagged kernel for its weights. */
+typedef struct tag_kernel {
+    const char *tag_name, *gate_name;
+    int x, y;
+    bool gate;
+} tag_kernel;
+
+static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *out)
 {
     if (n->type != LOOM_NODE_DISPATCH)
-        return NULL;
-    const char *name = loom_graph_kernel_name(g, n->kernel);
-    for (size_t k = 0; k < sizeof tag_kernels / sizeof tag_kernels[0]; k++)
-        if (!strcmp(name, tag_kernels[k].name))
-            return &tag_kernels[k];
-    return NULL;
+        return false;
+    const char *name = loom_graph_kernel_name(g, n->kernel), *row = loom_form_row(name);
+    for (size_t k = 0; row && k < sizeof tag_forms / sizeof tag_forms[0]; k++)
+        if (!strcmp(row, tag_forms[k].form)) {
+            const struct tag_form *f = &tag_forms[k];
+            *out = (tag_kernel){ loom_form_variant(name, f->tag_flags, NULL),
+                                 f->gate_flags ? loom_form_variant(name, f->gate_flags, NULL) : NULL, f->x, f->y,
+                                 f->gate };
+            return out->tag_name && (!f->gate_flags || out->gate_name);
+        }
+    return false;
 }
 
 static const loom_binding *binding_at(const loom_graph *g, const loom_node *n, int slot)
@@ -80,7 +96,8 @@ static uint32_t tag_reader(const loom_graph *g, uint32_t j, const loom_binding *
             reads |= overlaps(&r[k], y);
         if (i == j || !(reads || writes))
             continue;
-        const struct tag_kernel *t = tag_kernel_of(g, n);
+        tag_kernel tk;
+        const tag_kernel *t = tag_kernel_of(g, n, &tk) ? &tk : NULL;
         if (reader != LOOM_NONE || writes || !t || !same_range(binding_at(g, n, t->x), y))
             return LOOM_NONE;
         reader = i;
@@ -149,10 +166,11 @@ loom_result rt_tags_plan(loom_rt_program *p)
     uint32_t n_cand = 0;
     for (uint32_t j = 0; j + 1 < nn; j++) {
         const loom_node *n = loom_graph_node(g, j);
-        const struct tag_kernel *t = tag_kernel_of(g, n);
+        tag_kernel tk, uk;
+        const tag_kernel *t = tag_kernel_of(g, n, &tk) ? &tk : NULL;
         const loom_binding *y = t ? binding_at(g, n, t->y) : NULL;
         /* the reader is the next node, alone in its level */
-        const struct tag_kernel *u = tag_kernel_of(g, loom_graph_node(g, j + 1));
+        const tag_kernel *u = tag_kernel_of(g, loom_graph_node(g, j + 1), &uk) ? &uk : NULL;
         if (t && t->gate && (!u || !u->gate_name))
             continue;
         if (!y || !writes_only(g, j, y) || cand[y->buffer] || tag_reader(g, j, y) != j + 1 || !level_alone(g, j) ||
@@ -188,7 +206,8 @@ loom_result rt_tags_plan(loom_rt_program *p)
         if (!i || edge == RT_TAG_MAX)
             continue;
         p->tags[i - 1].out = p->tags[i].in = ++edge;
-        if (tag_kernel_of(g, loom_graph_node(g, i - 1))->gate)
+        tag_kernel tk;
+        if (tag_kernel_of(g, loom_graph_node(g, i - 1), &tk) && tk.gate)
             p->tags[i].in |= RT_TAG_GATE;
         p->tags[i].no_barrier = !keep;
         polled += !keep;
@@ -198,8 +217,9 @@ loom_result rt_tags_plan(loom_rt_program *p)
     rt_free_bytes(p->rt, cand, nb * sizeof *cand);
     for (uint32_t i = 0; i < nn; i++)
         if (p->tags[i].in || p->tags[i].out) {
-            const struct tag_kernel *t = tag_kernel_of(g, loom_graph_node(g, i));
-            p->tags[i].kernel = p->tags[i].in & RT_TAG_GATE ? t->gate_name : t->tag_name;
+            tag_kernel t = { 0 };
+            tag_kernel_of(g, loom_graph_node(g, i), &t);
+            p->tags[i].kernel = p->tags[i].in & RT_TAG_GATE ? t.gate_name : t.tag_name;
         }
     p->n_polled = polled;
     p->tag_seq_at = rt_round_up(loom_graph_buffer(g, p->params_buffer)->size, align);

@@ -1,23 +1,88 @@
 // out = table[token_buf[token_index]] for one row of dim elements; a token
 // outside the vocabulary gives zeros rather than reading out of bounds.
-// EMBED_BLOCKS: the table is up to seven row blocks, one binding each
-// (embed_blocks.glsl); the node covers tokens [first, first + vocab) of a
-// table of total rows and writes nothing for another node's tokens, zeros
-// for a token past the table when it holds the table's last rows.
+// The table's type is the form's (forms.def): f32, f16 read as packed pairs
+// (dim is even, so a row starts on a pair; no 16-bit storage needed), or a
+// block type (quant.glsl; dim is whole blocks), an invocation decoding the
+// chunk of 8 that holds its element.
+// EMBED_BLOCKS: the table is up to seven row blocks, one binding each; the
+// node covers tokens [first, first + vocab) of a table of total rows and
+// writes nothing for another node's tokens, zeros for a token past the
+// table when it holds the table's last rows.
 layout(local_size_x = 256) in;
+#if defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)
+#define EMB_Q
+#endif
+#if defined(MV_F16) || defined(EMB_Q)
+#define TABLE_WORD uint
+#else
+#define TABLE_WORD float
+#endif
+
 #ifdef EMBED_BLOCKS
+#define TABLE_BLOCK(k) \
+    layout(set = 0, binding = k) readonly buffer Table##k { TABLE_WORD t##k[]; };
+TABLE_BLOCK(0)
+TABLE_BLOCK(1)
+TABLE_BLOCK(2)
+TABLE_BLOCK(3)
+TABLE_BLOCK(4)
+TABLE_BLOCK(5)
+TABLE_BLOCK(6)
+// Word i of block b: every block is bound; the token picks the one read.
+TABLE_WORD word(uint b, uint i)
+{
+    switch (b) {
+    case 0u: return t0[i];
+    case 1u: return t1[i];
+    case 2u: return t2[i];
+    case 3u: return t3[i];
+    case 4u: return t4[i];
+    case 5u: return t5[i];
+    default: return t6[i];
+    }
+}
 layout(set = 0, binding = 7) readonly buffer Tokens { uint tokens[]; };
 layout(set = 0, binding = 8) writeonly buffer Out { float out_row[]; };
 layout(push_constant) uniform Pc {
     uint dim; uint vocab; uint token_index; uint block_rows; uint first; uint total;
 } pc;
-float table_at(uint block, uint i);
 #else
+layout(set = 0, binding = 0) readonly buffer Table { TABLE_WORD table[]; };
+TABLE_WORD word(uint b, uint i) { return table[i]; }
 layout(set = 0, binding = 1) readonly buffer Tokens { uint tokens[]; };
 layout(set = 0, binding = 2) writeonly buffer Out { float out_row[]; };
 layout(push_constant) uniform Pc { uint dim; uint vocab; uint token_index; } pc;
-float table_at(uint i);
 #endif
+
+#ifdef EMB_Q
+#define QWORD(m, i) word(m, i)
+#include "quant.glsl"
+#endif
+
+// Element col of row row of block b.
+float table_at(uint b, uint row, uint col)
+{
+#if defined(EMB_Q)
+    vec4 a, v;
+#if defined(MV_Q8_0)
+    q8_0_chunk(b, row * (pc.dim / 32u) * 34u, col >> 3u, a, v);
+#elif defined(MV_Q4_0)
+    q4_0_chunk(b, row * (pc.dim / 32u) * 18u, col >> 3u, a, v);
+#elif defined(MV_Q4_K)
+    q4_k_chunk(b, row * (pc.dim / 256u) * 144u, col >> 3u, a, v);
+#else
+    q6_k_chunk(b, row * (pc.dim / 256u) * 210u, col >> 3u, a, v);
+#endif
+    uint k = col & 7u;
+    return k < 4u ? a[k] : v[k - 4u];
+#elif defined(MV_F16)
+    uint i = row * pc.dim + col;
+    vec2 h = unpackHalf2x16(word(b, i >> 1));
+    return (i & 1u) != 0u ? h.y : h.x;
+#else
+    return word(b, row * pc.dim + col);
+#endif
+}
 
 void main()
 {
@@ -29,11 +94,11 @@ void main()
     uint t = token - pc.first;   // wraps past vocab for a token below first
     if (t < pc.vocab) {
         uint b = t / pc.block_rows;
-        out_row[i] = table_at(b, (t - b * pc.block_rows) * pc.dim + i);
+        out_row[i] = table_at(b, t - b * pc.block_rows, i);
     } else if (token >= pc.total && pc.first + pc.vocab == pc.total) {
         out_row[i] = 0.0;
     }
 #else
-    out_row[i] = token < pc.vocab ? table_at(token * pc.dim + i) : 0.0;
+    out_row[i] = token < pc.vocab ? table_at(0u, token, i) : 0.0;
 #endif
 }

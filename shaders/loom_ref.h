@@ -14,11 +14,6 @@
 extern "C" {
 #endif
 
-/* IEEE binary16 <-> binary32; f32 -> f16 rounds to nearest even and
- * saturates to infinity. */
-float loom_f16_to_f32(uint16_t h);
-uint16_t loom_f32_to_f16(float f);
-
 void loom_ref_copy(const void *src, void *dst, uint64_t bytes);
 /* out = table[token] (table vocab x dim of dtype f32|f16); a token >= vocab
  * gives zeros. */

@@ -8,6 +8,13 @@
 // length is not a multiple of the vector width take the scalar path.
 // Variants (defines):
 //   MV_F16    weights are f16 pairs packed in u32 (no 16-bit storage needed);
+//   MV_Q8_0, MV_Q4_0, MV_Q4_K, MV_Q6_K
+//             weights are blocks of that type (quant.glsl), streamed as
+//             chunks of 8 weights as f16 is, so every form below that
+//             takes MV_F16 takes them too (MV_VW8: chunks of 8); rows are
+//             whole blocks, so only the vector path is compiled.
+//             MV_W2_Q4_K, MV_W2_Q6_K (with MV_QKV) the third matrix (Wv) is
+//             of that type instead (Q4_K_M files mix them so);
 //   MV_NORM   x is first RMS-normalised and scaled by g: each workgroup sums
 //             x^2 over the chunks it reads anyway, so no separate pass;
 //   MV_ADD    y = W x + r (residual), r read by the invocation writing y;
@@ -65,6 +72,12 @@
 //             workgroup loops over row blocks; where a row is at most one
 //             chunk per invocation (the LM head) short_blocks() keeps the
 //             next block's weights in flight while a block's sums meet.
+#if defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)
+#define MV_Q
+#endif
+#if defined(MV_F16) || defined(MV_Q)
+#define MV_VW8   // x in chunks of 8 elements (two vec4)
+#endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #ifdef MV_KH
@@ -78,7 +91,7 @@
 #include "tag.glsl"
 #define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
 #if defined(MV_COMB) || defined(MV_X16) || defined(MV_Y16) || defined(MV_T16) || defined(MV_LONG) || \
-    defined(MV_QKV) || defined(MV_ARGMAX) || !defined(MV_F16)
+    defined(MV_QKV) || defined(MV_ARGMAX) || !defined(MV_VW8)
 #error "MV_TAG: the f16-weight forms that read x and write y as whole f32 words"
 #endif
 #else
@@ -100,7 +113,46 @@ layout(local_size_x = 256) in;
 #define MV_ROWS 2u
 #endif
 
-#ifdef MV_F16
+#ifdef MV_Q
+// Bytes of a row of matrix m: its blocks (QK weights each) times their size.
+#if defined(MV_Q8_0)
+#define QK0 32u
+#define QB0 34u
+#define QCHUNK0 q8_0_chunk
+#elif defined(MV_Q4_0)
+#define QK0 32u
+#define QB0 18u
+#define QCHUNK0 q4_0_chunk
+#elif defined(MV_Q4_K)
+#define QK0 256u
+#define QB0 144u
+#define QCHUNK0 q4_k_chunk
+#else
+#define QK0 256u
+#define QB0 210u
+#define QCHUNK0 q6_k_chunk
+#endif
+#if defined(MV_W2_Q6_K)
+#define QK2 256u
+#define QB2 210u
+#define QCHUNK2 q6_k_chunk
+#elif defined(MV_W2_Q4_K)
+#define QK2 256u
+#define QB2 144u
+#define QCHUNK2 q4_k_chunk
+#else
+#define QK2 QK0
+#define QB2 QB0
+#define QCHUNK2 QCHUNK0
+#endif
+#endif
+
+#ifdef MV_Q
+#define WVEC mat2x4   // a chunk's 8 weights, decoded
+#define WSCALAR uint
+#define VW 8u
+#define SW 2u
+#elif defined(MV_F16)
 #define WVEC uvec4
 #define WSCALAR uint
 #define VW 8u   // elements per 16-byte load
@@ -191,6 +243,29 @@ layout(push_constant) uniform Pc { uint rows; uint cols; TAG_PC } pc;
 #endif
 #endif
 
+#ifdef MV_Q
+// Blocks are read as words (quant.glsl); matrix 3 is MV_EMBED's table.
+layout(set = 0, binding = B_W0) readonly buffer W0q { uint w0q[]; };
+#if defined(MV_SILU) || defined(MV_QKV)
+layout(set = 0, binding = B_W1) readonly buffer W1q { uint w1q[]; };
+#endif
+#ifdef MV_QKV
+layout(set = 0, binding = B_W2) readonly buffer W2q { uint w2q[]; };
+#endif
+#ifdef MV_EMBED
+layout(set = 0, binding = B_TAB) readonly buffer TabQ { uint tabq[]; };
+#endif
+#if defined(MV_EMBED)
+#define QWORD(m, i) ((m) == 0u ? w0q[i] : (m) == 1u ? w1q[i] : (m) == 2u ? w2q[i] : tabq[i])
+#elif defined(MV_QKV)
+#define QWORD(m, i) ((m) == 0u ? w0q[i] : (m) == 1u ? w1q[i] : w2q[i])
+#elif defined(MV_SILU)
+#define QWORD(m, i) ((m) == 0u ? w0q[i] : w1q[i])
+#else
+#define QWORD(m, i) w0q[i]
+#endif
+#include "quant.glsl"
+#else
 layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
 layout(set = 0, binding = B_W0) readonly buffer W0s { WSCALAR w0s[]; };
 #if defined(MV_SILU) || defined(MV_QKV)
@@ -201,9 +276,12 @@ layout(set = 0, binding = B_W1) readonly buffer W1s { WSCALAR w1s[]; };
 layout(set = 0, binding = B_W2) readonly buffer W2v { WVEC w2v[]; };
 layout(set = 0, binding = B_W2) readonly buffer W2s { WSCALAR w2s[]; };
 #endif
+#endif
 #ifdef MV_EMBED
+#ifndef MV_Q
 layout(set = 0, binding = B_TAB) readonly buffer TabV { WVEC tabv[]; };
 layout(set = 0, binding = B_TAB) readonly buffer TabS { WSCALAR tabs[]; };
+#endif
 layout(set = 0, binding = B_TOK) readonly buffer Tok { uint tokens[]; };
 layout(set = 0, binding = B_XOUT) writeonly buffer XOv { vec4 xo4[]; };
 layout(set = 0, binding = B_XOUT) writeonly buffer XOs { float xo1[]; };
@@ -328,6 +406,25 @@ uint mat_of(uint k) { return 0u; }
 uint local_row(uint k) { return row_of(k); }
 #endif
 
+#ifdef MV_Q
+// Matrix m's row lrow starts at byte row_base(m, lrow); loadw decodes its
+// chunk c. The third matrix may be of another type (MV_W2_*); m is the
+// same for a workgroup's rows but in MV_SILU, where both are one type.
+uint row_base(uint m, uint lrow)
+{
+    return m == 2u ? lrow * (pc.cols / QK2) * QB2 : lrow * (pc.cols / QK0) * QB0;
+}
+WVEC loadw(uint m, uint rb, uint c)
+{
+    vec4 a, b;
+    if (m == 2u)
+        QCHUNK2(m, rb, c, a, b);
+    else
+        QCHUNK0(m, rb, c, a, b);
+    return WVEC(a, b);
+}
+float vdot(mat2x4 w, vec4 xa, vec4 xb) { return dot(w[0], xa) + dot(w[1], xb); }
+#else
 WVEC loadv(uint m, uint idx)
 {
 #if defined(MV_QKV)
@@ -361,6 +458,9 @@ float sdot(uint w, vec2 xs) { vec2 h = unpackHalf2x16(w); return h.x * xs.x + h.
 #else
 float vdot(vec4 w, vec4 xa, vec4 xb) { return dot(w, xa); }
 float sdot(float w, vec2 xs) { return w * xs.x; }
+#endif
+uint row_base(uint m, uint lrow) { return lrow * (pc.cols / VW); }
+WVEC loadw(uint m, uint rb, uint c) { return loadv(m, rb + c); }
 #endif
 
 // ---- cross-invocation sums ---------------------------------------------
@@ -451,6 +551,10 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
     xa = vec4(0.0);
     xb = vec4(0.0);
     if (emb_token < pc.vocab) {
+#ifdef MV_Q
+        // The table is of Wq's type (the builder's rule).
+        QCHUNK0(3u, row_base(0u, emb_token), c, xa, xb);
+#else
         WVEC v = tabv[emb_token * (pc.cols / VW) + c];
 #ifdef MV_F16
         xa = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
@@ -458,9 +562,10 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 #else
         xa = v;
 #endif
+#endif
     }
     if (gl_WorkGroupID.x == 0u) {
-#ifdef MV_F16
+#ifdef MV_VW8
         xo4[2u * c] = xa;
         xo4[2u * c + 1u] = xb;
 #else
@@ -471,6 +576,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 vec2 x_pair(uint c)
 {
     vec2 xs = vec2(0.0);
+#ifndef MV_Q   // rows of whole blocks take the vector path only
     if (emb_token < pc.vocab) {
 #ifdef MV_F16
         xs = unpackHalf2x16(tabs[emb_token * (pc.cols / 2u) + c]);
@@ -478,8 +584,9 @@ vec2 x_pair(uint c)
         xs.x = tabs[emb_token * pc.cols + c];
 #endif
     }
+#endif
     if (gl_WorkGroupID.x == 0u) {
-#ifdef MV_F16
+#ifdef MV_VW8
         xo1[2u * c] = xs.x;
         xo1[2u * c + 1u] = xs.y;
 #else
@@ -548,7 +655,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
         p[i] = 2u * i < S ? part4[head + i] : vec4(NEG_BIG, 0.0, NEG_BIG, 0.0);
     for (uint s = 0u; s < COMB_SHARES; s++) {
         oa[s] = s < S ? part4[at + s * stride] : vec4(0.0);
-#ifdef MV_F16
+#ifdef MV_VW8
         ob[s] = s < S ? part4[at + s * stride + 1u] : vec4(0.0);
 #else
         ob[s] = vec4(0.0);
@@ -596,7 +703,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
         return;
     }
 #endif
-#ifdef MV_F16
+#ifdef MV_VW8
     xa = x4[2u * c];
     xb = x4[2u * c + 1u];
 #else
@@ -616,7 +723,7 @@ vec2 x_pair(uint c)
         return tags_ok2(a, b, tag) ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
     }
 #endif
-#ifdef MV_F16
+#ifdef MV_VW8
     return vec2(x1[2u * c], x1[2u * c + 1u]);
 #else
     return vec2(x1[c], 0.0);
@@ -687,7 +794,7 @@ void block()
     if (cols % VW == 0u) {
         uint n = cols / VW;
         for (uint k = 0u; k < MV_ROWS; k++)
-            base[k] = local_row(k) * n;
+            base[k] = row_base(mat[k], local_row(k));
 #ifdef MV_LONG
         // Chunks c and c + WG a trip: twice the weight loads in flight in
         // an invocation whose row spans several chunks; the loop below
@@ -699,7 +806,7 @@ void block()
                 for (uint k = 0u; k < MV_ROWS; k++)
                     for (uint j = 0u; j < NMAT; j++)
                         if (live[k])
-                            w2[(h * MV_ROWS + k) * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c + h * WG);
+                            w2[(h * MV_ROWS + k) * NMAT + j] = loadw(NMAT == 1u ? mat[k] : j, base[k], c + h * WG);
             vec4 xa0, xb0, xa1, xb1;
             x_chunk(c, xa0, xb0);
             x_chunk(c + WG, xa1, xb1);
@@ -720,11 +827,11 @@ void block()
             for (uint k = 0u; k < MV_ROWS; k++)
                 for (uint j = 0u; j < NMAT; j++)
                     if (live[k])
-                        w[k * NMAT + j] = loadv(NMAT == 1u ? mat[k] : j, base[k] + c);
+                        w[k * NMAT + j] = loadw(NMAT == 1u ? mat[k] : j, base[k], c);
             vec4 xa, xb;
             x_chunk(c, xa, xb);
 #if defined(HAS_NORM) && !defined(MV_PRE)
-#ifdef MV_F16
+#ifdef MV_VW8
             vec4 ga = g4[2u * c], gb = g4[2u * c + 1u];
 #else
             vec4 ga = g4[c], gb = vec4(0.0);
@@ -738,7 +845,9 @@ void block()
                     if (live[k])
                         acc[k * NMAT + j] += vdot(w[k * NMAT + j], xa, xb);
         }
-    } else {
+    }
+#ifndef MV_Q   // rows of whole blocks are whole chunks
+    else {
         uint n = cols / SW;
         for (uint k = 0u; k < MV_ROWS; k++)
             base[k] = local_row(k) * n;
@@ -746,7 +855,7 @@ void block()
             vec2 xs = x_pair(c);
 #if defined(HAS_NORM) && !defined(MV_PRE)
             acc[NS - 1u] += dot(xs, xs);
-#ifdef MV_F16
+#ifdef MV_VW8
             xs *= vec2(g1[2u * c], g1[2u * c + 1u]);
 #else
             xs.x *= g1[c];
@@ -758,6 +867,7 @@ void block()
                         acc[k * NMAT + j] += sdot(loads(NMAT == 1u ? mat[k] : j, base[k] + c), xs);
         }
     }
+#endif
     wg_sum(acc);
 
     float scale = 1.0;
@@ -857,7 +967,7 @@ void load_rows(uint blk, uint t, uint n, out WVEC w[MV_ROWS])
 {
     for (uint k = 0u; k < MV_ROWS; k++) {
         uint row = blk * MV_ROWS + k;
-        w[k] = row < pc.rows && t < n ? w0v[row * n + t] : WVEC(0);
+        w[k] = row < pc.rows && t < n ? loadw(0u, row_base(0u, row), t) : WVEC(0);
     }
 }
 
@@ -880,7 +990,7 @@ void short_blocks(uint nblocks)
 #endif
 #if defined(HAS_NORM) && !defined(MV_PRE)
     if (t < n) {
-#ifdef MV_F16
+#ifdef MV_VW8
         xa *= g4[2u * t];
         xb *= g4[2u * t + 1u];
 #else

@@ -5,47 +5,6 @@
 #include <string.h>
 #include "loom_ref.h"
 
-float loom_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else {
-        /* zero or subnormal: exact in f32 */
-        float f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t loom_f32_to_f16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
-    float a = fabsf(f);
-    if (isnan(f))
-        return sign | 0x7e00;
-    if (a >= 65520.0f)  /* rounds past the largest half */
-        return sign | 0x7c00;
-    if (a < 0x1p-14f) {
-        /* subnormal half: units of 2^-24, round to nearest even */
-        float q = nearbyintf(a * 0x1p24f);
-        return sign | (uint16_t)q;
-    }
-    uint32_t ab = bits & 0x7fffffffu;
-    uint32_t exp = (ab >> 23) - 112, man = ab & 0x7fffff;
-    uint32_t h = (exp << 10) | (man >> 13);
-    uint32_t rest = man & 0x1fff;
-    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-        h++;  /* may carry into the exponent, which is still right */
-    return sign | (uint16_t)h;
-}
-
 void loom_ref_copy(const void *src, void *dst, uint64_t bytes) { memmove(dst, src, bytes); }
 
 static double weight(loom_dtype dtype, const void *W, uint64_t i)

@@ -447,7 +447,7 @@ START_TEST(test_env_enable)
         const loom_graph *pg = loom_plan_graph(p[k]);
         for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
             const char *kn = loom_graph_kernel_name(pg, loom_graph_node(pg, i)->kernel);
-            if (kn && !strcmp(kn, k ? "rms_norm_matvec_pre_t16_f16" : "rms_norm_matvec_pre_f16"))
+            if (kn && !strcmp(kn, k ? "rms_norm_matvec_pre_x16_f16" : "rms_norm_matvec_pre_f16"))
                 *(k ? &half : &plain) = true;
         }
     }

@@ -1329,9 +1329,9 @@ START_TEST(test_stage_half)
         ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel),
                          half ? "matvec_add_stage_t16_f16" : c == 2 ? "matvec_add_stage_f32" : "matvec_add_stage_f16");
         ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 2)->kernel),
-                         half ? "rms_norm_matvec_pre_t16_f16" : "rms_norm_matvec_pre_f16");
+                         half ? "rms_norm_matvec_pre_x16_f16" : "rms_norm_matvec_pre_f16");
         ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 3)->kernel),
-                         half ? "rms_norm_matvec_pre_t16_f16" : c == 1 ? "rms_norm_matvec_pre_f32" : "rms_norm_matvec_pre_f16");
+                         half ? "rms_norm_matvec_pre_x16_f16" : c == 1 ? "rms_norm_matvec_pre_f32" : "rms_norm_matvec_pre_f16");
         /* one t, of f32 size, written by the producer and read by both */
         uint32_t t = slot_of(1, 5)->buffer;
         ck_assert_uint_eq(loom_graph_buffer(G, t)->size, dim * 4);

@@ -1,6 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// MATVEC_ADD_STAGE, f32 weights: see matvec.glsl.
-#define MV_ADD
-#define MV_STAGE
-#include "matvec.glsl"

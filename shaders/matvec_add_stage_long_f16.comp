@@ -1,8 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// MATVEC_ADD_STAGE, f16 weights, two chunks a trip (MV_LONG): see matvec.glsl.
-#define MV_F16
-#define MV_ADD
-#define MV_STAGE
-#define MV_LONG
-#include "matvec.glsl"

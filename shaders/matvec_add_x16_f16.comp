@@ -1,8 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// MATVEC_ADD (fused), f16 weights, x stored as f16 (MV_X16): see
-// matvec.glsl.
-#define MV_F16
-#define MV_ADD
-#define MV_X16
-#include "matvec.glsl"

@@ -1,5 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// MATVEC_SILU_MUL, f32 weights: see matvec.glsl.
-#define MV_SILU
-#include "matvec.glsl"

@@ -1,0 +1,122 @@
+// Decoders of the block dtypes (ir/loom_ops.h: GGUF's layouts byte for
+// byte), as chunks of 8 consecutive weights of a row: the unit in which the
+// matvec kernels stream f16 weights, so that every form reads x, g and the
+// epilogue as it does for f16. The includer defines QWORD(m, i): the 32-bit
+// word i of the weights bound for matrix m. Blocks of Q8_0, Q4_0 and Q6_K
+// are 34, 18 and 210 bytes, so a block starts on a 2-byte boundary: a span
+// is read as the aligned words that hold it and shifted into place, which
+// needs no 16-bit storage; the words read are only those that hold a byte
+// of the span, so a read never passes the end of a binding of whole words.
+//
+// Chunk c of a row is weights [8c, 8c + 8); rb is the row's first byte.
+// Each decoder returns the 8 weights scaled (a, b: weights 0-3 and 4-7).
+
+// The 16-bit value at (2-aligned) byte o.
+uint q_u16(uint m, uint o)
+{
+    uint w = QWORD(m, o >> 2u);
+    return (o & 2u) != 0u ? w >> 16u : w & 0xffffu;
+}
+
+// The 8 bytes at (2-aligned) byte o, as two words: the words holding them,
+// shifted by 2 bytes where o is not 4-aligned.
+uvec2 q_8bytes(uint m, uint o)
+{
+    uint i = o >> 2u;
+    uint w0 = QWORD(m, i), w1 = QWORD(m, i + 1u), w2 = QWORD(m, (o + 7u) >> 2u);
+    if ((o & 2u) == 0u)
+        return uvec2(w0, w1);
+    return uvec2((w0 >> 16u) | (w1 << 16u), (w1 >> 16u) | (w2 << 16u));
+}
+
+float q_half(uint bits) { return unpackHalf2x16(bits).x; }
+
+// Four signed bytes of w as floats.
+vec4 q_i8x4(uint w)
+{
+    int s = int(w);
+    return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8),
+                bitfieldExtract(s, 24, 8));
+}
+
+// The nibbles at bit sh of each of the four bytes of w, as floats 0..15.
+vec4 q_nib4(uint w, uint sh)
+{
+    uint v = (w >> sh) & 0x0f0f0f0fu;
+    return vec4(v & 0xffu, (v >> 8u) & 0xffu, (v >> 16u) & 0xffu, v >> 24u);
+}
+
+// Q8_0: f16 d, then 32 int8; chunk j of a block is bytes 2 + 8j.
+void q8_0_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+{
+    uint o = rb + (c >> 2u) * 34u;
+    float d = q_half(q_u16(m, o));
+    uvec2 q = q_8bytes(m, o + 2u + (c & 3u) * 8u);
+    a = q_i8x4(q.x) * d;
+    b = q_i8x4(q.y) * d;
+}
+
+// Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
+// j + 16 its high nibble, each minus 8. Chunk j (0-3) is the low (j < 2) or
+// high nibbles of bytes 8 (j & 1) to 8 (j & 1) + 8.
+void q4_0_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+{
+    uint o = rb + (c >> 2u) * 18u, j = c & 3u;
+    float d = q_half(q_u16(m, o));
+    uvec2 q = q_8bytes(m, o + 2u + (j & 1u) * 8u);
+    uint sh = (j >> 1u) * 4u;
+    a = (q_nib4(q.x, sh) - 8.0) * d;
+    b = (q_nib4(q.y, sh) - 8.0) * d;
+}
+
+// Q4_K: 256 weights in 144 bytes (4-aligned): f16 d and dmin, 12 bytes of
+// 6-bit (scale, min) pairs of 8 sub-blocks of 32, then four groups of 32
+// bytes, group g holding weights 64g + l (low nibbles) and 64g + 32 + l
+// (high). Weight = d * scale * q - dmin * min.
+void q4_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+{
+    uint o = rb + (c >> 5u) * 144u, e = (c & 31u) * 8u;
+    uint w = o >> 2u;
+    vec2 dm = unpackHalf2x16(QWORD(m, w));
+    uint s0 = QWORD(m, w + 1u), s1 = QWORD(m, w + 2u), s2 = QWORD(m, w + 3u);
+    uint g = e >> 6u, hi = (e >> 5u) & 1u, sb = 2u * g + hi;
+    uint qi = w + 4u + 8u * g + ((e & 31u) >> 2u);
+    uint q0 = QWORD(m, qi), q1 = QWORD(m, qi + 1u);
+    // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
+    // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
+    // the top 2 from the top bits of bytes sb - 4 (scale) and sb (min).
+    uint sc, mn;
+    if (sb < 4u) {
+        sc = (s0 >> (8u * sb)) & 63u;
+        mn = (s1 >> (8u * sb)) & 63u;
+    } else {
+        uint k = 8u * (sb - 4u), b8 = (s2 >> k) & 0xffu;
+        sc = (b8 & 15u) | (((s0 >> k) >> 6u) & 3u) << 4u;
+        mn = (b8 >> 4u) | (((s1 >> k) >> 6u) & 3u) << 4u;
+    }
+    float ds = dm.x * float(sc), dn = dm.y * float(mn);
+    uint sh = hi * 4u;
+    a = q_nib4(q0, sh) * ds - dn;
+    b = q_nib4(q1, sh) * ds - dn;
+}
+
+// Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
+// bit pairs qh, 16 int8 scales, f16 d. Half h (128 weights) uses ql[64h..],
+// qh[32h..], scales[8h..]; within it weight 32q + l (quarter q, l < 32) is
+// the low (q < 2) or high nibble of ql[32 (q & 1) + l], with bits 2q, 2q + 1
+// of qh[l] above it, minus 32, times d * scales[l / 16 + 2q].
+void q6_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+{
+    uint o = rb + (c >> 5u) * 210u, e = (c & 31u) * 8u;
+    uint h = e >> 7u, q = (e >> 5u) & 3u, l = e & 31u;
+    uvec2 lo = q_8bytes(m, o + 64u * h + 32u * (q & 1u) + l);
+    uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l);
+    uint si = 192u + 8u * h + (l >> 4u) + 2u * q;
+    uint sw = q_u16(m, o + (si & ~1u));
+    float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
+    float d = q_half(q_u16(m, o + 208u)) * s;
+    uint ns = (q >> 1u) * 4u, hs = 2u * q;
+    uvec2 v = ((lo >> ns) & 0x0f0f0f0fu) | (((hb >> hs) & 0x03030303u) << 4u);
+    a = (vec4(v.x & 0xffu, (v.x >> 8u) & 0xffu, (v.x >> 16u) & 0xffu, v.x >> 24u) - 32.0) * d;
+    b = (vec4(v.y & 0xffu, (v.y >> 8u) & 0xffu, (v.y >> 16u) & 0xffu, v.y >> 24u) - 32.0) * d;
+}

@@ -1,9 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// RMS_NORM_MATVEC_ARGMAX (fused), f16 weights, reading a staged input (MV_PRE): see matvec.glsl.
-#define MV_F16
-#define MV_NORM
-#define MV_ARGMAX
-#define MV_ROWS 4u   // ir/ops.def: per_group
-#define MV_PRE
-#include "matvec.glsl"

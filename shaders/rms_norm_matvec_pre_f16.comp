@@ -1,8 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// RMS_NORM_MATVEC (fused), f16 weights, reading a staged input (MV_PRE): see matvec.glsl.
-#define MV_F16
-#define MV_NORM
-#define MV_ROWS 4u   // ir/ops.def: per_group (x and g read per workgroup: fewer, larger ones)
-#define MV_PRE
-#include "matvec.glsl"

@@ -1,6 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// RMS_NORM_MATVEC_SILU_MUL (fused), f32 weights: see matvec.glsl.
-#define MV_NORM
-#define MV_SILU
-#include "matvec.glsl"

@@ -1,7 +1,0 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-// RMS_NORM_MATVEC_SILU_MUL (fused), f32 weights, reading a staged input (MV_PRE): see matvec.glsl.
-#define MV_NORM
-#define MV_SILU
-#define MV_PRE
-#include "matvec.glsl"

@@ -92,14 +92,12 @@ if(TARGET llama-decode)
   # Quantized weights: the random weights quantized on the host (--wtype),
   # each block type and llama.cpp's Q4_K_M mix (tiny's ffn_down, rows of
   # 688, falls back to f16); every matrix in whole K blocks (ffn 768); with
-  # f16 caches; the q4_k matrices in row blocks at a forced binding limit.
+  # f16 caches.
   foreach(w q8_0 q4_0 q4_k q6_k q4_k_m)
     decode_test(decode_check_${w} ${check} --wtype ${w})
   endforeach()
   decode_test(decode_check_q4_k_m_ffn768 ${check} --wtype q4_k_m --ffn 768 --in-flight 1)
   decode_test(decode_check_q4_k_m_kv-f16 ${check} --wtype q4_k_m --kv-f16 --early-log)
-  decode_test(decode_check_q4_k_split ${check} --wtype q4_k --ffn 768 --in-flight 1)
-  set_tests_properties(decode_check_q4_k_split PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=65536")
   # GGUF files of them (--model): tensors to the GPU as stored, the file's
   # context and types in the banner and JSON, the synthetic model's tokens.
   foreach(w q8_0 q4_k_m)

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gguf.h"
-#include "llama.h"
+#include "llama_run.h"
 #include "loom_ref.h"
 #include "runner.h"
 
@@ -1268,6 +1268,36 @@ START_TEST(rope_layout_matches_the_file)
 }
 END_TEST
 
+/* A shapes-only load plans as the model it describes: the q4_k_m file's
+ * dry plan is the synthetic q4_k_m model's (same dtypes, bytes, plan). */
+START_TEST(shapes_only_file_plans_like_its_model)
+{
+    loom_llama_config mix;
+    model_opts o = round_trip_opts(7, false, &mix);
+    loom_llama_weights *W = reference_weights_of(tiny_k), *shapes = NULL;
+    buf f = model_file(W, &o);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .shapes_only = true },
+                                                         &shapes),
+                     LOOM_OK);
+    free(f.p);
+    mix.max_seq = shapes->cfg.max_seq;
+    ck_assert_uint_eq(mix.max_seq, CONTEXT);
+    loom_llama_figures a, b;
+    ck_assert_int_eq(loom_llama_dry_figures(NULL, shapes, NULL, false, &a), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&mix, NULL, NULL, false, &b), LOOM_OK);
+    ck_assert_uint_eq(a.weight_bytes, b.weight_bytes);
+    ck_assert_uint_eq(a.dispatches, b.dispatches);
+    ck_assert_uint_eq(a.barriers, b.barriers);
+    ck_assert(a.levels_per_layer == b.levels_per_layer);
+    char ta[128], tb[128];
+    ck_assert_str_eq(loom_llama_describe_types(NULL, shapes, ta, sizeof ta),
+                     loom_llama_describe_types(&mix, NULL, tb, sizeof tb));
+    ck_assert_str_eq(ta, "q4_k x 13, q6_k x 3");
+    loom_llama_weights_destroy(shapes);
+    loom_llama_weights_destroy(W);
+}
+END_TEST
+
 /* The reference decodes a quantized file: as an f32 model whose every
  * matrix holds what the file's rows decode to (made here from the
  * original weights, row by row), logit for logit. */
@@ -1488,6 +1518,7 @@ static Suite *gguf_suite(void)
     tcase_add_test(tc, bad_metadata_keys_fail);
     tcase_add_loop_test(tc, model_truncations_fail, 0, 2);
     tcase_add_test(tc, quantized_errors_name_the_tensor);
+    tcase_add_test(tc, shapes_only_file_plans_like_its_model);
     tcase_add_loop_test(tc, reference_decodes_quantized_file, 0, sizeof round_trips / sizeof round_trips[0] - 3);
     tcase_add_loop_test(tc, rope_layout_matches_the_file, 0, sizeof rope_files / sizeof rope_files[0]);
     suite_add_tcase(s, tc);

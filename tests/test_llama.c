@@ -471,6 +471,27 @@ START_TEST(bad_input_is_rejected)
     ck_assert_int_eq(loom_llama_create(rt, NULL, NULL, &none), LOOM_INVALID_ARGUMENT);
     ck_assert_ptr_null(none);
     loom_llama_destroy(m);
+    /* Matrices that do not fit: a dtype whose blocks do not divide the
+     * rows (64 wide, q4_k), a missing upload, a wrong shape; each named. */
+    loom_llama_weights bad = *weights;
+    loom_llama_layer layer1 = weights->layers[1];
+    loom_llama_layer *layers = malloc(weights->cfg.n_layers * sizeof *layers);
+    ck_assert_ptr_nonnull(layers);
+    memcpy(layers, weights->layers, weights->cfg.n_layers * sizeof *layers);
+    bad.layers = layers;
+    layers[1].wv.type = LOOM_Q4_K;
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "l1.wv"));
+    layers[1] = layer1;
+    layers[1].wo.type = LOOM_F16;   /* f16 with no f16 bits to upload */
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "l1.wo"));
+    layers[1] = layer1;
+    bad.out.rows--;
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "out"));
+    ck_assert_ptr_null(none);
+    free(layers);
 }
 END_TEST
 

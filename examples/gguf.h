@@ -178,6 +178,11 @@ typedef struct loom_llama_gguf_desc {
      * their shapes and dtypes and nothing else (loom_llama_weights.no_
      * values), for a dry run or a description of the file's model. */
     bool shapes_only;
+    /* Matrices stored in a dtype other than f32 keep their stored bytes
+     * alone, without the f32 copy only the CPU reference reads (which then
+     * refuses the weights): a quarter of the host memory for a q4_k model,
+     * and no time spent decoding it. */
+    bool raw_only;
 } loom_llama_gguf_desc;
 
 /* Loads a llama-architecture model into the decoder's weights (llama.h).
@@ -195,7 +200,8 @@ typedef struct loom_llama_gguf_desc {
  * Matrices load as they are stored, each in its own dtype: f32 and f16
  * keep their values and bits, Q8_0, Q4_0, Q4_K and Q6_K their blocks byte
  * for byte (what the GPU reads; the matrix's f32 copy, the blocks
- * dequantized, is host memory for the CPU reference); bf16 widens to f32
+ * dequantized, is host memory for the CPU reference, made unless raw_only
+ * says not to); bf16 widens to f32
  * exactly. Norms are f32 vectors whatever their stored type. The config's
  * wtype is the dtype most matrices have (mix NONE), its kvtype f32.
  *

@@ -272,9 +272,10 @@ static uint64_t src_row(uint64_t r, uint32_t heads, uint32_t head_dim)
 
 /* The matrix in the tensor's own dtype (bf16: f32), whole rows moved by
  * src_row: raw rows copied as stored (the GPU's little-endian layout), f32
- * decoded from them. values false: the shape and dtype alone. */
+ * decoded from them unless raw_only. values false: the shape and dtype
+ * alone. */
 static loom_result load_matrix(const loom_gguf_tensor *t, uint32_t heads, uint32_t head_dim, bool values,
-                               loom_llama_matrix *mx)
+                               bool raw_only, loom_llama_matrix *mx)
 {
     uint32_t rows = (uint32_t)t->dims[1], cols = (uint32_t)t->dims[0];
     mx->rows = rows;
@@ -285,9 +286,10 @@ static loom_result load_matrix(const loom_gguf_tensor *t, uint32_t heads, uint32
         return LOOM_OK;
     size_t n = (size_t)t->n_elems, src_bytes = (size_t)(t->bytes / rows);
     size_t raw_bytes = (size_t)loom_dtype_row_bytes(mx->type, cols);
-    mx->f32 = malloc(n * sizeof *mx->f32);
+    bool f32 = mx->type == LOOM_F32 || !raw_only;
+    mx->f32 = f32 ? malloc(n * sizeof *mx->f32) : NULL;
     mx->raw = mx->type == LOOM_F32 ? NULL : malloc(raw_bytes * rows);
-    if (!mx->f32 || (mx->type != LOOM_F32 && !mx->raw))
+    if ((f32 && !mx->f32) || (mx->type != LOOM_F32 && !mx->raw))
         return loom_fail(LOOM_OUT_OF_MEMORY, "gguf: tensor '%.*s' (%ux%u)", (int)t->name.len, t->name.data, rows,
                          cols);
     loom_result rc = LOOM_OK;
@@ -297,12 +299,13 @@ static loom_result load_matrix(const loom_gguf_tensor *t, uint32_t heads, uint32
             memcpy((uint8_t *)mx->raw + (size_t)r * raw_bytes, src, raw_bytes);
             src = (const uint8_t *)mx->raw + (size_t)r * raw_bytes;
         }
-        rc = decode(t, src, cols, mx->f32 + (size_t)r * cols);
+        if (f32)
+            rc = decode(t, src, cols, mx->f32 + (size_t)r * cols);
     }
     return rc;
 }
 
-static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_t l, bool values)
+static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_t l, const loom_llama_gguf_desc *d)
 {
     const loom_llama_config *c = &w->cfg;
     loom_llama_layer *L = &w->layers[l];
@@ -315,8 +318,8 @@ static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_
         const loom_gguf_tensor *t;
         loom_result rc = find_layer(g, c, l, i, &t);
         if (!rc && mats[i])
-            rc = load_matrix(t, heads[i], c->head_dim, values, mats[i]);
-        else if (!rc && values)
+            rc = load_matrix(t, heads[i], c->head_dim, !d->shapes_only, d->raw_only, mats[i]);
+        else if (!rc && !d->shapes_only)
             rc = load_vector(t, i == T_ATTN_NORM ? &L->attn_norm : &L->ffn_norm);
         if (rc)
             return rc;
@@ -356,19 +359,21 @@ static loom_result load_tokens(const loom_gguf *g, loom_llama_weights *w)
     return LOOM_OK;
 }
 
-static loom_result load(const loom_gguf *g, loom_llama_weights *w, bool values)
+static loom_result load(const loom_gguf *g, loom_llama_weights *w, const loom_llama_gguf_desc *d)
 {
     const loom_llama_config *c = &w->cfg;
     const loom_gguf_tensor *t;
+    bool values = !d->shapes_only;
     loom_result rc;
     if ((rc = find(g, "token_embd.weight", c->dim, c->vocab, &t)) ||
-        (rc = load_matrix(t, 0, 0, values, &w->embed)) || (rc = find_output(g, c, &t)) ||
-        (rc = load_matrix(t, 0, 0, values, &w->out)) || (rc = find(g, "output_norm.weight", c->dim, 0, &t)))
+        (rc = load_matrix(t, 0, 0, values, d->raw_only, &w->embed)) || (rc = find_output(g, c, &t)) ||
+        (rc = load_matrix(t, 0, 0, values, d->raw_only, &w->out)) ||
+        (rc = find(g, "output_norm.weight", c->dim, 0, &t)))
         return rc;
     if (values && (rc = load_vector(t, &w->final_norm)))
         return rc;
     for (uint32_t l = 0; l < c->n_layers; l++)
-        if ((rc = load_layer(g, w, l, values)))
+        if ((rc = load_layer(g, w, l, d)))
             return rc;
     return load_tokens(g, w);
 }
@@ -409,7 +414,7 @@ loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, const loom_l
     }
     w->cfg = cfg;
     w->no_values = d.shapes_only;
-    if ((rc = load(g, w, !d.shapes_only))) {
+    if ((rc = load(g, w, &d))) {
         loom_llama_weights_destroy(w);
         return rc;
     }

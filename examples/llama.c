@@ -90,6 +90,8 @@ const char *loom_llama_wtype_name(const loom_llama_config *c)
 static const char *const mat_names[LOOM_LLAMA_MAT_COUNT] = { "embed", "wq", "wk", "wv", "wo",
                                                               "wg",    "wu", "wd", "out" };
 
+const char *loom_llama_mat_name(loom_llama_mat k) { return (unsigned)k < LOOM_LLAMA_MAT_COUNT ? mat_names[k] : "?"; }
+
 /* Bytes of a rows x cols matrix of dtype t; 0 when a row is not whole blocks. */
 static uint64_t matrix_bytes(loom_dtype t, uint32_t rows, uint32_t cols)
 {
@@ -417,8 +419,8 @@ fail:
 
 /* Weights a model can describe: every matrix of the config's shape, in a
  * matrix dtype whose rows are whole blocks; and run (run): at most 4 GiB a
- * matrix (a device's limit), with its values (raw for every dtype but
- * f32) and every norm. */
+ * matrix (a device's limit), with the values it uploads (raw for every
+ * dtype but f32; the f32 copy is the reference's) and every norm. */
 static loom_result check_weights(const loom_llama_weights *w, bool run)
 {
     bool values = run;
@@ -442,8 +444,8 @@ static loom_result check_weights(const loom_llama_weights *w, bool run)
                 return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s: dtype %s with rows of %u (%llu bytes): "
                                  "not a matrix dtype, rows not whole blocks, or over 4 GiB", name,
                                  loom_dtype_name(mx->type), cols, (unsigned long long)bytes);
-            if (values && (!mx->f32 || !loom_llama_matrix_data(mx)))
-                return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s has no values", name);
+            if (values && !loom_llama_matrix_data(mx))
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s has no values to upload", name);
         }
     for (uint32_t l = 0; values && l < c->n_layers; l++)
         if (!w->layers[l].attn_norm || !w->layers[l].ffn_norm)

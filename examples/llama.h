@@ -77,6 +77,8 @@ typedef enum loom_llama_mat {
 
 static inline bool loom_llama_mat_per_layer(loom_llama_mat k) { return k >= LOOM_LLAMA_WQ && k <= LOOM_LLAMA_WD; }
 
+/* "embed", "wq", ..., "out"; "?" out of range. */
+const char *loom_llama_mat_name(loom_llama_mat k);
 /* The shape of matrix k under c. */
 void loom_llama_mat_shape(const loom_llama_config *c, loom_llama_mat k, uint32_t *rows, uint32_t *cols);
 
@@ -100,7 +102,8 @@ const char *loom_llama_wtype_name(const loom_llama_config *c);
  * dequantized), which the CPU reference reads, so it sees what the GPU
  * sees. raw holds the rows as uploaded, loom_dtype_row_bytes(type, cols)
  * bytes each: f16 bits or GGUF blocks; NULL for f32, whose f32 is uploaded.
- * A shapes-only load (gguf.h) leaves both NULL. */
+ * A shapes-only load (gguf.h) leaves both NULL, a raw-only load f32 (of
+ * every dtype but f32): a GPU model needs only what it uploads. */
 typedef struct loom_llama_matrix {
     uint32_t rows, cols;
     loom_dtype type;

@@ -568,7 +568,8 @@ static int load_model(opts *o)
         loom_gguf_close(g);
         return 2;
     }
-    loom_llama_gguf_desc d = { .max_seq = want, .shapes_only = o->dry_run };
+    /* The f32 copies of quantized and f16 matrices are the reference's. */
+    loom_llama_gguf_desc d = { .max_seq = want, .shapes_only = o->dry_run, .raw_only = !o->check };
     if (!rc)
         rc = loom_llama_weights_from_gguf_reader(g, &d, &o->w);
     loom_gguf_close(g);

@@ -45,6 +45,13 @@ loom_result loom_llama_ref_create(const loom_llama_weights *w, loom_llama_ref **
     *out = NULL;
     if (!w || w->no_values)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: weights are NULL or shapes only");
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? w->cfg.n_layers : 1); l++) {
+            const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, l);
+            if (!mx || !mx->f32 || (mx->type == LOOM_F16 && !mx->raw))
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: matrix %s of layer %u has no f32 values (weights "
+                                 "loaded raw only?)", loom_llama_mat_name((loom_llama_mat)k), l);
+        }
     const loom_llama_config *c = &w->cfg;
     loom_llama_ref *r = calloc(1, sizeof *r);
     if (!r)

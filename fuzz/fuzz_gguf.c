@@ -88,9 +88,9 @@ static void check_tensor(const loom_gguf *g, const loom_gguf_tensor *t, const ui
 static void check_model(const uint8_t *data, size_t size)
 {
     loom_llama_weights *w = NULL;
-    bool shapes_only = size % 2;
+    bool shapes_only = size % 2, raw_only = size % 4 == 2;
     loom_result rc = loom_llama_weights_from_gguf_memory(data, size, &(loom_llama_gguf_desc){
-                                                             .shapes_only = shapes_only }, &w);
+                                                             .shapes_only = shapes_only, .raw_only = raw_only }, &w);
     check(rc == LOOM_OK || rc == LOOM_PARSE || rc == LOOM_UNSUPPORTED || rc == LOOM_NOT_FOUND ||
           rc == LOOM_INVALID_ARGUMENT);
     check((rc == LOOM_OK) == (w != NULL));
@@ -108,8 +108,9 @@ static void check_model(const uint8_t *data, size_t size)
         uint32_t rows, cols;
         loom_llama_mat_shape(c, (loom_llama_mat)k, &rows, &cols);
         check(mx->rows == rows && mx->cols == cols && loom_llama_matrix_bytes(mx) > 0);
-        check(shapes_only ? !mx->f32 && !mx->raw : mx->f32 && (mx->type == LOOM_F32) == !mx->raw);
-        for (size_t i = 0; !shapes_only && i < (size_t)rows * cols; i++)
+        check(shapes_only ? !mx->f32 && !mx->raw
+                          : (mx->type == LOOM_F32) == !mx->raw && !mx->f32 == (raw_only && mx->type != LOOM_F32));
+        for (size_t i = 0; mx->f32 && i < (size_t)rows * cols; i++)
             sum += mx->f32[i];
         const uint8_t *raw = mx->raw;
         for (uint64_t i = 0; raw && i < loom_llama_matrix_bytes(mx); i++)

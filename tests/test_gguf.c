@@ -1352,7 +1352,8 @@ END_TEST
 /* ---- decoding with loaded weights on the device ------------------------- */
 
 /* Every round-trip file, quantized and mixed ones included: the GPU reads
- * the blocks as loaded, the reference their dequantized values. */
+ * the blocks as loaded (raw only: no f32 copies, which the reference then
+ * refuses), the reference their dequantized values (a full load). */
 START_TEST(loaded_model_decodes_like_reference)
 {
     loom_llama_config mix;
@@ -1360,15 +1361,30 @@ START_TEST(loaded_model_decodes_like_reference)
     o.vocab = true;
     loom_llama_weights *W = reference_weights_of(round_trips[_i].shape);
     buf f = model_file(W, &o);
-    loom_llama_weights *got = NULL;
+    loom_llama_weights *got = NULL, *raw = NULL;
     ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &EIGHT, &got), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .max_seq = 8,
+                                                                                               .raw_only = true },
+                                                         &raw),
+                     LOOM_OK);
     free(f.p);
+    bool f32_copies = true;
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++) {
+        const loom_llama_matrix *a = loom_llama_weights_matrix(raw, (loom_llama_mat)k, 1);
+        const loom_llama_matrix *b = loom_llama_weights_matrix(got, (loom_llama_mat)k, 1);
+        ck_assert(a->type == b->type && (a->f32 != NULL) == (a->type == LOOM_F32));
+        ck_assert_int_eq(memcmp(loom_llama_matrix_data(a), loom_llama_matrix_data(b), loom_llama_matrix_bytes(a)), 0);
+        f32_copies &= a->type == LOOM_F32;
+    }
 
     loom_rt *rt = NULL;
     loom_llama *m = NULL;
     loom_llama_ref *ref = NULL, *ref0 = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(raw, &ref), f32_copies ? LOOM_OK : LOOM_INVALID_ARGUMENT);
+    loom_llama_ref_destroy(ref);
+    ref = NULL;
     ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
-    ck_assert_int_eq(loom_llama_create(rt, got, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_llama_create(rt, raw, NULL, &m), LOOM_OK);
     ck_assert_int_eq(loom_llama_ref_create(got, &ref), LOOM_OK);
     ck_assert_int_eq(loom_llama_ref_create(W, &ref0), LOOM_OK);
     uint32_t v = got->cfg.vocab, tok = 3;
@@ -1399,6 +1415,7 @@ START_TEST(loaded_model_decodes_like_reference)
     uint64_t vmsg = loom_rt_validation_messages(rt);
     loom_rt_destroy(rt);
     ck_assert_uint_eq(vmsg, 0);
+    loom_llama_weights_destroy(raw);
     loom_llama_weights_destroy(got);
     loom_llama_weights_destroy(W);
 }

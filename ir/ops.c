@@ -85,9 +85,13 @@ typedef struct op_call {
     uint64_t groups;
 } op_call;
 
+/* The bytes a view binds. Blocks of Q8_0, Q4_0 and Q6_K are not whole
+ * 32-bit words, which the kernels read: such a view binds its last word
+ * whole, up to 3 bytes past its blocks, which the buffer must hold. */
 static uint64_t view_bytes(const loom_tensor *t)
 {
-    return t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
+    uint64_t n = t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
+    return loom_dtype_is_block((loom_dtype)t->dtype) ? (n + 3) & ~3ull : n;
 }
 
 static bool views_overlap(const loom_tensor *a, const loom_tensor *b)
@@ -168,6 +172,8 @@ static inline bool view_ok(const loom_graph *g, const loom_op_slot *s, const op_
         t->offset % LOOM_BIND_ALIGN || t->cols % dtypes[t->dtype].block)
         return false;
     *bytes = (uint64_t)t->rows * (t->cols / dtypes[t->dtype].block) * dtypes[t->dtype].bytes;
+    if (dtypes[t->dtype].block > 1)
+        *bytes = (*bytes + 3) & ~3ull;   /* view_bytes' rule */
     const loom_buffer *b = &g->buffers.v[t->buffer];
     return *bytes % 4 == 0 && t->offset <= b->size && *bytes <= b->size - t->offset &&
            !(writes(s) && b->usage == LOOM_USAGE_PARAMS);

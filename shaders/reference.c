@@ -7,11 +7,31 @@
 
 void loom_ref_copy(const void *src, void *dst, uint64_t bytes) { memmove(dst, src, bytes); }
 
+/* Element i of W, row-major. A block type's rows are whole blocks, so its
+ * rows run on as one sequence of blocks: element i lies in block i / block.
+ * The last block decoded is kept (per thread), with its bytes, since the
+ * loops read on through it and W's address may come back with other
+ * contents. */
 static double weight(loom_dtype dtype, const void *W, uint64_t i)
 {
     if (dtype == LOOM_F16)
         return loom_f16_to_f32(((const uint16_t *)W)[i]);
-    return ((const float *)W)[i];
+    if (!loom_dtype_is_block(dtype))
+        return ((const float *)W)[i];
+    static _Thread_local struct {
+        loom_dtype t;
+        uint8_t raw[256];
+        float v[256];
+    } last = { LOOM_F32, { 0 }, { 0 } };
+    uint32_t qk = loom_dtype_block(dtype), qb = loom_dtype_block_bytes(dtype);
+    const uint8_t *b = (const uint8_t *)W + i / qk * qb;
+    if (last.t != dtype || memcmp(last.raw, b, qb)) {
+        if (loom_dequantize_row(dtype, b, qk, last.v))
+            return NAN;
+        last.t = dtype;
+        memcpy(last.raw, b, qb);
+    }
+    return last.v[i % qk];
 }
 
 void loom_ref_embed(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, uint32_t token, float *out)

@@ -868,6 +868,238 @@ START_TEST(qkv_rope_kv)
 }
 END_TEST
 
+/* ---- block-typed weights (Q8_0, Q4_0, Q4_K, Q6_K) -------------------------- */
+
+static const loom_dtype BLOCK_TYPES[] = { LOOM_Q8_0, LOOM_Q4_0, LOOM_Q4_K, LOOM_Q6_K };
+#define N_BLOCK_TYPES 4
+#define N_BLOCK_FORMS 11
+
+/* Byte offset of a block's f16 d (GGUF's layouts): Q6_K keeps it last. */
+static uint32_t block_d_at(loom_dtype t) { return t == LOOM_Q6_K ? 208 : 0; }
+
+/* rows x cols weights of type t as a frontend writes them: random values
+ * quantized a row at a time, then block 0's d set to 0 and block 1's to a
+ * subnormal f16 (scales a quantizer can write for tiny rows), so the
+ * kernels meet them. */
+static uint8_t *rand_blocks(loom_dtype t, uint32_t rows, uint32_t cols, float scale)
+{
+    uint64_t rb = loom_dtype_row_bytes(t, cols), nb = (uint64_t)rows * cols / loom_dtype_block(t);
+    uint8_t *w = malloc(rb * rows + 4);
+    float *v = rand_f32(cols, scale);
+    ck_assert_ptr_nonnull(w);
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t c = 0; c < cols; c++)
+            v[c] = uniform() * scale;
+        ck_assert_int_eq(loom_quantize_row(t, v, cols, w + r * rb), LOOM_OK);
+    }
+    uint32_t bb = loom_dtype_block_bytes(t), d = block_d_at(t);
+    w[d] = w[d + 1] = 0;
+    if (nb > 1) {
+        w[bb + d] = 3;
+        w[bb + d + 1] = 0;
+    }
+    free(v);
+    return w;
+}
+
+/* Shapes: one block of 256 in a row (a whole K-quant row), odd block
+ * counts, a row count past a workgroup's, rows of 3 blocks of 32. */
+static const uint32_t blk_shapes[][2] = { { 1, 256 }, { 5, 768 }, { 130, 2304 }, { 257, 512 }, { 3, 96 } };
+
+/* One matvec form over block-typed weights against the CPU reference, which
+ * decodes the same bytes (loom_dequantize_row). */
+static void block_matvec_case(loom_dtype t, int form, uint32_t rows, uint32_t cols, uint64_t sd)
+{
+    static const loom_op ops[] = { LOOM_OP_MATVEC, LOOM_OP_MATVEC_ADD, LOOM_OP_MATVEC_SILU_MUL,
+                                   LOOM_OP_MATVEC_ADD_STAGE, LOOM_OP_RMS_NORM_MATVEC,
+                                   LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, LOOM_OP_MATVEC_ARGMAX,
+                                   LOOM_OP_RMS_NORM_MATVEC_ARGMAX };
+    const loom_op op = ops[form];
+    const float eps = 1e-5f;
+    seed(sd);
+    uint64_t wb = loom_dtype_row_bytes(t, cols) * rows;
+    uint8_t *W = rand_blocks(t, rows, cols, 1), *U = rand_blocks(t, rows, cols, 1);
+    float *x = rand_f32(cols, 2), *r = rand_f32(rows, 1), *gw = rand_f32(cols, 1), *s = rand_f32(rows, 1);
+    float *want = alloc_f32(rows), *t_want = alloc_f32(rows);
+    switch (form) {
+    case 0: case 6: loom_ref_matvec(t, W, x, NULL, want, rows, cols); break;
+    case 1: case 3: loom_ref_matvec(t, W, x, r, want, rows, cols); break;
+    case 2: loom_ref_matvec_silu_mul(t, W, U, x, want, rows, cols); break;
+    case 5: loom_ref_rms_norm_matvec_silu_mul(t, W, U, x, gw, want, rows, cols, eps); break;
+    default: loom_ref_rms_norm_matvec(t, W, x, gw, want, rows, cols, eps); break;
+    }
+    for (uint32_t i = 0; i < rows; i++)
+        t_want[i] = want[i] * s[i];
+    harness h = begin();
+    uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx = input(&h, "x", x, cols * 4);
+    uint32_t br = input(&h, "r", r, rows * 4), bg = input(&h, "g", gw, cols * 4), bs = input(&h, "s", s, rows * 4);
+    uint32_t by = output(&h, "y", rows * 4), bo = output(&h, "out", 4), bt = output(&h, "t", rows * 4);
+    uint32_t ba = output(&h, "acc", LOOM_STAGE_SUM_WORDS * 4);
+    loom_tensor tw = loom_mat(bw, t, rows, cols), tu = loom_mat(bu, t, rows, cols), tx = loom_vec(bx, cols);
+    loom_tensor ty = loom_vec(by, rows), tg = loom_vec(bg, cols), to = { bo, LOOM_U32, 0, 1, 1 };
+    loom_result rc = LOOM_OK;
+    switch (form) {
+    case 0: rc = loom_op_matvec(h.g, tw, tx, ty, NULL); break;
+    case 1: rc = loom_op_matvec_add(h.g, tw, tx, loom_vec(br, rows), loom_vec(br, rows), NULL); break;
+    case 2: rc = loom_op_matvec_silu_mul(h.g, tw, tu, tx, ty, NULL); break;
+    case 3: {
+        float zero[LOOM_STAGE_SUM_WORDS] = { 0 };
+        ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[ba], 0, zero, sizeof zero), LOOM_OK);
+        rc = loom_op_matvec_add_stage(h.g, tw, tx, loom_vec(br, rows), loom_vec(bs, rows), loom_vec(br, rows),
+                                      loom_vec(bt, rows), loom_vec(ba, LOOM_STAGE_SUM_WORDS), NULL);
+        break;
+    }
+    case 4: rc = loom_op_rms_norm_matvec(h.g, tw, tx, tg, ty, eps, NULL); break;
+    case 5: rc = loom_op_rms_norm_matvec_silu_mul(h.g, tw, tu, tx, tg, ty, eps, NULL); break;
+    case 6: rc = loom_op_matvec_argmax(h.g, tw, tx, ty, to, NULL); break;
+    default: rc = loom_op_rms_norm_matvec_argmax(h.g, tw, tx, tg, ty, to, eps, NULL); break;
+    }
+    ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    run(&h, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "%s %ux%u", loom_dtype_name(t), rows, cols);
+    expect_buffer(&h, op, what, form == 1 || form == 3 ? br : by, want, rows);
+    if (form == 3)
+        expect_buffer(&h, op, what, bt, t_want, rows);
+    if (form >= 6) {
+        float *got = alloc_f32(rows);
+        fetch(&h, by, got, rows * 4);
+        uint32_t idx;
+        fetch(&h, bo, &idx, 4);
+        ck_assert_uint_eq(idx, loom_ref_argmax(got, rows));
+        free(got);
+    }
+    end(&h);
+    free(W);
+    free(U);
+    free(x);
+    free(r);
+    free(gw);
+    free(s);
+    free(want);
+    free(t_want);
+}
+
+/* The q/k/v form (form 8; 9 fed by EMBED, its table of Wq's type; 10
+ * EMBED alone), f16 caches on odd shapes. */
+static void block_qkv_case(loom_dtype t, int form, size_t k, uint64_t sd)
+{
+    static const uint32_t cases[][5] = { { 4, 2, 64, 512, 8 }, { 8, 8, 32, 256, 4 } };
+    uint32_t nh = cases[k][0], nkv = cases[k][1], hd = cases[k][2], cols = cases[k][3], max_seq = cases[k][4];
+    uint32_t qr = nh * hd, kr = nkv * hd, cn = max_seq * kr, pos = max_seq - 3, vocab = 7;
+    bool embed = form >= 9, kh = k == 1;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
+    const float eps = 1e-5f, theta = 10000.0f;
+    seed(sd);
+    uint64_t rb = loom_dtype_row_bytes(t, cols);
+    uint8_t *Wq = rand_blocks(t, qr, cols, 1), *Wk = rand_blocks(t, kr, cols, 1), *Wv = rand_blocks(t, kr, cols, 1);
+    uint8_t *table = rand_blocks(t, vocab, cols, 2);
+    uint32_t tokens[2] = { 0xffffffffu, 1 + (uint32_t)k };
+    float *x = rand_f32(cols, 2), *gw = rand_f32(cols, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
+    float *want_q = alloc_f32(qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
+    harness h = begin();
+    char what[64];
+    snprintf(what, sizeof what, "%s case %zu", loom_dtype_name(t), k);
+    if (embed)
+        loom_ref_embed(t, table, vocab, cols, tokens[1], x);
+    uint32_t bt = input(&h, "table", table, vocab * rb), btok = input(&h, "tokens", tokens, sizeof tokens);
+    if (form == 10) {
+        uint32_t bo = output(&h, "out", cols * 4);
+        ck_assert_int_eq(loom_op_embed(h.g, loom_mat(bt, t, vocab, cols), btok, 1, loom_vec(bo, cols), NULL), LOOM_OK);
+        run(&h, NULL);
+        expect_buffer(&h, LOOM_OP_EMBED, what, bo, x, cols);
+    } else {
+        uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
+        memcpy(want_kc, kc, cn * 4);
+        memcpy(want_vc, vc, cn * 4);
+        loom_ref_rms_norm_qkv_rope_kv(t, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
+                                      theta, eps, pos);
+        uint32_t bx = embed ? output(&h, "x", cols * 4) : input(&h, "x", x, cols * 4);
+        uint32_t bg = input(&h, "g", gw, cols * 4), bq = input(&h, "Wq", Wq, qr * rb);
+        uint32_t bk = input(&h, "Wk", Wk, kr * rb), bv = input(&h, "Wv", Wv, kr * rb), by = output(&h, "q", qr * 4);
+        loom_tensor tq = loom_mat(bq, t, qr, cols), tk = loom_mat(bk, t, kr, cols), tv = loom_mat(bv, t, kr, cols);
+        loom_tensor tkc = loom_mat(bkc, cdt, max_seq, kr), tvc = loom_mat(bvc, cdt, max_seq, kr);
+        loom_result rc = embed ? loom_op_embed_rms_norm_qkv_rope_kv(h.g, loom_mat(bt, t, vocab, cols), btok, 1,
+                                                                   loom_vec(bg, cols), tq, tk, tv, loom_vec(bx, cols),
+                                                                   loom_vec(by, qr), tkc, tvc, hd, theta, eps, NULL)
+                               : loom_op_rms_norm_qkv_rope_kv(h.g, loom_vec(bx, cols), loom_vec(bg, cols), tq, tk, tv,
+                                                              loom_vec(by, qr), tkc, tvc, hd, theta, eps, NULL);
+        ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        run(&h, &(loom_step_params){ .pos = pos, .kv_len = pos + 1 });
+        loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+        if (embed)
+            expect_buffer(&h, op, what, bx, x, cols);
+        expect_buffer(&h, op, what, by, want_q, qr);
+        expect_cache(&h, op, what, bkc, want_kc, cn, kh);
+        expect_cache(&h, op, what, bvc, want_vc, cn, kh);
+    }
+    end(&h);
+    free(Wq);
+    free(Wk);
+    free(Wv);
+    free(table);
+    free(x);
+    free(gw);
+    free(kc);
+    free(vc);
+    free(want_q);
+    free(want_kc);
+    free(want_vc);
+}
+
+/* _i: type * N_BLOCK_FORMS + form (block_matvec_case's 0-7, then the
+ * q/k/v, EMBED-fed q/k/v and EMBED forms). */
+START_TEST(blocks)
+{
+    loom_dtype t = BLOCK_TYPES[_i / N_BLOCK_FORMS];
+    int form = _i % N_BLOCK_FORMS;
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    if (form == 3 && !info.atomic_float_add)
+        return;
+    if (form >= 8) {
+        for (size_t k = 0; k < 2; k++)
+            block_qkv_case(t, form, k, 1500 + 8 * (uint64_t)_i + k);
+        return;
+    }
+    for (size_t k = 0; k < sizeof blk_shapes / sizeof blk_shapes[0]; k++)
+        if (blk_shapes[k][1] % loom_dtype_block(t) == 0)
+            block_matvec_case(t, form, blk_shapes[k][0], blk_shapes[k][1], 1400 + 8 * (uint64_t)_i + k);
+}
+END_TEST
+
+/* A NaN scale poisons its row and no other: the kernels must not turn a
+ * broken block into plausible numbers. _i: the type. */
+START_TEST(blocks_nan)
+{
+    loom_dtype t = BLOCK_TYPES[_i];
+    const uint32_t rows = 6, cols = 512;
+    seed(1600 + (uint64_t)_i);
+    uint64_t rb = loom_dtype_row_bytes(t, cols);
+    uint8_t *W = rand_blocks(t, rows, cols, 1);
+    uint32_t d = block_d_at(t);
+    W[2 * rb + d] = 0x00;
+    W[2 * rb + d + 1] = 0x7e;   /* f16 NaN in row 2's first block */
+    float *x = rand_f32(cols, 1), *want = alloc_f32(rows), *got = alloc_f32(rows);
+    loom_ref_matvec(t, W, x, NULL, want, rows, cols);
+    harness h = begin();
+    uint32_t bw = input(&h, "W", W, rows * rb), bx = input(&h, "x", x, cols * 4), by = output(&h, "y", rows * 4);
+    ck_assert_int_eq(loom_op_matvec(h.g, loom_mat(bw, t, rows, cols), loom_vec(bx, cols), loom_vec(by, rows), NULL),
+                     LOOM_OK);
+    run(&h, NULL);
+    fetch(&h, by, got, rows * 4);
+    ck_assert_msg(isnan(got[2]) && isnan(want[2]), "%s: row 2 is %g (reference %g), want NaN", loom_dtype_name(t),
+                  got[2], want[2]);
+    want[2] = got[2] = 0;
+    expect_close(LOOM_OP_MATVEC, loom_dtype_name(t), got, want, rows);
+    end(&h);
+    free(W);
+    free(x);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* One attention program replayed at growing kv_len: the per-head counters of
  * the in-dispatch combine must be back at zero after every replay. */
 START_TEST(attention_replays)
@@ -1032,6 +1264,7 @@ static Suite *ops_suite(void)
         { "fused_matvec", fused_matvec, 10 }, { "qkv_rope_kv", qkv_rope_kv, 8 },
         { "attention_replays", attention_replays, 1 }, { "matvec_add_stage", matvec_add_stage, 2 },
         { "zero", zero, 1 },         { "step_log", step_log, 1 },
+        { "blocks", blocks, N_BLOCK_TYPES * N_BLOCK_FORMS }, { "blocks_nan", blocks_nan, N_BLOCK_TYPES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -550,18 +550,28 @@ static loom_dtype mat_type(const loom_llama *m, loom_llama_mat k, uint32_t l)
     return w ? loom_llama_weights_matrix(w, k, l)->type : loom_llama_matrix_type(&m->cfg, k, l);
 }
 
-static uint64_t mat_bytes(const loom_llama *m, loom_llama_mat k, uint32_t l)
+/* The buffer a matrix of bytes in dtype t needs: a view of blocks binds its
+ * last 32-bit word whole (ir/ops.c), up to 3 bytes past the blocks. */
+static uint64_t buffer_bytes(loom_dtype t, uint64_t bytes)
+{
+    return loom_dtype_is_block(t) ? (bytes + 3) & ~3ull : bytes;
+}
+
+static uint64_t mat_buffer_bytes(const loom_llama *m, loom_llama_mat k, uint32_t l)
 {
     uint32_t rows, cols;
     loom_llama_mat_shape(&m->cfg, k, &rows, &cols);
-    return matrix_bytes(mat_type(m, k, l), rows, cols);
+    loom_dtype t = mat_type(m, k, l);
+    return buffer_bytes(t, matrix_bytes(t, rows, cols));
 }
 
 /* A matrix goes up as stored: f32 values, f16 bits or GGUF blocks. */
 static loom_result upload_matrix(loom_llama *m, loom_rt_buffer **slot, const char *name,
                                  const loom_llama_matrix *mx)
 {
-    return rt_buffer(m, slot, name, loom_llama_matrix_bytes(mx), LOOM_USAGE_WEIGHT, loom_llama_matrix_data(mx));
+    uint64_t bytes = loom_llama_matrix_bytes(mx);
+    loom_result rc = rt_buffer(m, slot, name, buffer_bytes(mx->type, bytes), LOOM_USAGE_WEIGHT, NULL);
+    return rc ? rc : loom_rt_buffer_write(m->rt, *slot, 0, loom_llama_matrix_data(mx), bytes);
 }
 
 static loom_result upload(loom_llama *m)
@@ -747,15 +757,15 @@ static loom_result create_dry(const loom_llama_config *cfg, const loom_llama_wei
      * plan-owned). */
     for (size_t i = 0; i < n_layer_bufs; i++) {
         int b = (int)(i % LB_COUNT);
-        uint64_t size = lb_mat[b] >= 0 ? mat_bytes(m, (loom_llama_mat)lb_mat[b], (uint32_t)(i / LB_COUNT))
+        uint64_t size = lb_mat[b] >= 0 ? mat_buffer_bytes(m, (loom_llama_mat)lb_mat[b], (uint32_t)(i / LB_COUNT))
                         : b == LB_KC || b == LB_VC ? kv
                                                    : c->dim * 4ull;
         m->ph[i] = (placeholder){ i + 1, size };
         m->lbuf[i] = (loom_rt_buffer *)(void *)&m->ph[i];
     }
     uint64_t global_bytes[GB_COUNT] = {
-        [GB_EMBED] = mat_bytes(m, LOOM_LLAMA_EMBED, 0), [GB_FINAL_NORM] = c->dim * 4ull,
-        [GB_OUT] = mat_bytes(m, LOOM_LLAMA_OUT, 0), [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
+        [GB_EMBED] = mat_buffer_bytes(m, LOOM_LLAMA_EMBED, 0), [GB_FINAL_NORM] = c->dim * 4ull,
+        [GB_OUT] = mat_buffer_bytes(m, LOOM_LLAMA_OUT, 0), [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
         [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
     };
     for (int i = 0; i < GB_COUNT; i++) {

@@ -98,6 +98,11 @@ if(TARGET llama-decode)
   endforeach()
   decode_test(decode_check_q4_k_m_ffn768 ${check} --wtype q4_k_m --ffn 768 --in-flight 1)
   decode_test(decode_check_q4_k_m_kv-f16 ${check} --wtype q4_k_m --kv-f16 --early-log)
+  # Matrices whose blocks end mid-word (q8_0 rows of 3 blocks, 102 bytes, and
+  # q6_k's 210-byte blocks, over 513 rows): the buffer holds the last word.
+  decode_test(decode_check_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32 --ffn 96
+              --vocab 513 --in-flight 1)
+  decode_test(decode_check_q6_k_odd ${check} --wtype q6_k --vocab 513)
   # GGUF files of them (--model): tensors to the GPU as stored, the file's
   # context and types in the banner and JSON, the synthetic model's tokens.
   foreach(w q8_0 q4_k_m)

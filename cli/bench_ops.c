@@ -3,7 +3,8 @@
  * replays a program of many independent matvecs (no barriers between them)
  * that rotate over enough distinct weight matrices to overflow the GPU's L2
  * cache, times replay + wait on the host after a warm-up, and keeps the best
- * replay. Copy counts bytes read + written; matvec counts weight bytes only.
+ * replay. Copy counts bytes read + written; matvec counts weight bytes only
+ * (for the block types, the blocks' bytes: scales included).
  * --quick uses small shapes and working sets, for CPU implementations such
  * as lavapipe. --device NAME (repeatable) picks devices; --all takes every
  * device index until one fails to open.
@@ -162,7 +163,7 @@ static loom_result bench_copy(loom_rt *rt, const bench_cfg *cfg, double *gbs)
 static loom_result bench_matvec(loom_rt *rt, const bench_cfg *cfg, loom_dtype dt, uint32_t rows, uint32_t cols,
                                 double *gbs, uint32_t *out_mats, uint32_t *out_disp)
 {
-    uint64_t wbytes = (uint64_t)rows * cols * loom_dtype_size(dt);
+    uint64_t wbytes = (uint64_t)rows * loom_dtype_row_bytes(dt, cols);
     uint32_t n_mat = clampu((cfg->working_set + wbytes - 1) / wbytes, 2, 64);
     uint32_t n_disp = clampu(cfg->per_replay / wbytes, n_mat, cfg->max_dispatches);
     uint64_t yslice = ALIGN_UP((uint64_t)rows * 4);
@@ -434,8 +435,8 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
         return status;
     }
     printf("%-12s %-5s %6s %6s %10s %10s %7s\n", "shape", "dtype", "mats", "disp", "GB/s", "copy GB/s", "ratio");
-    static const loom_dtype dts[] = { LOOM_F16, LOOM_F32 };
-    for (int d = 0; d < 2; d++)
+    static const loom_dtype dts[] = { LOOM_F16, LOOM_F32, LOOM_Q8_0, LOOM_Q4_0, LOOM_Q4_K, LOOM_Q6_K };
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (int s = 0; s < 4; s++) {
             uint32_t rows = cfg->shapes[s][0], cols = cfg->shapes[s][1], mats, disp;
             double gbs;

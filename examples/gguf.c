@@ -112,6 +112,21 @@ static bool tensor_blocks(uint32_t type, uint32_t *block, uint32_t *bytes)
     return true;
 }
 
+uint64_t loom_gguf_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims)
+{
+    uint32_t block, block_bytes;
+    if (!tensor_blocks(type, &block, &block_bytes) || n_dims == 0 || n_dims > LOOM_GGUF_MAX_DIMS || !dims ||
+        dims[0] % block)
+        return 0;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        if (dims[d] == 0 || dims[d] > (UINT64_C(1) << 60) / n)
+            return 0;
+        n *= dims[d];
+    }
+    return n / block * block_bytes;
+}
+
 /* ---- cursor ------------------------------------------------------------- */
 
 typedef struct rd {

@@ -152,6 +152,11 @@ uint64_t loom_gguf_tensor_count(const loom_gguf *g);
 const loom_gguf_tensor *loom_gguf_tensor_at(const loom_gguf *g, uint64_t i);
 const loom_gguf_tensor *loom_gguf_find_tensor(const loom_gguf *g, const char *name);
 
+/* Bytes of a tensor of a type taken and these dims (fastest-varying
+ * first), as the reader lays it out: n_elems / block x bytes a block. 0 when
+ * the type is not taken, n_dims is not 1..LOOM_GGUF_MAX_DIMS, a dim is 0,
+ * dims[0] is not whole blocks, or the count passes 2^60. */
+uint64_t loom_gguf_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims);
 /* Names for messages; "?" for codes outside the tables. Tensor types are
  * named for every ggml type, taken or not ("q5_k"). */
 const char *loom_gguf_type_name(uint32_t type);
@@ -229,6 +234,91 @@ loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, const loom_l
  * byte reads as its prefix), or NULL when w has no vocabulary or id is past
  * its end. Owned by w. */
 const char *loom_llama_token_str(const struct loom_llama_weights *w, uint32_t id);
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* A GGUF file put together in memory, then written whole (gguf_write.c):
+ * version 3, metadata and tensors in the order they were added, tensor data
+ * aligned to general.alignment when that key is set (else 32) and no padding
+ * after the last tensor. What the reader above takes, the writer writes:
+ * F32, F16, BF16 and the block types (rows of whole blocks), little-endian.
+ *
+ * Ownership: the writer copies every key, name, value and tensor's data it
+ * is given; the caller owns nothing it passes in after the call returns.
+ * Threading: one thread per writer. Failure: LOOM_INVALID_ARGUMENT for an
+ * empty or too long key or name, a duplicate tensor name, bad dims or type,
+ * a general.alignment that is not a power of two; LOOM_NOT_FOUND for a key
+ * or tensor that is not there; LOOM_OUT_OF_MEMORY; LOOM_IO when the file
+ * cannot be written. A failed call leaves the writer as it was. */
+typedef struct loom_gguf_writer loom_gguf_writer;
+
+loom_result loom_gguf_writer_create(loom_gguf_writer **out);
+void loom_gguf_writer_destroy(loom_gguf_writer *w);   /* NULL is fine */
+
+/* Metadata: a key set again gets the new type and value in its old place. */
+loom_result loom_gguf_writer_set_u32(loom_gguf_writer *w, const char *key, uint32_t v);
+loom_result loom_gguf_writer_set_f32(loom_gguf_writer *w, const char *key, float v);
+loom_result loom_gguf_writer_set_str(loom_gguf_writer *w, const char *key, const char *v);
+/* An array of n strings, or of n elements of a fixed-size type (elem is not
+ * STRING or ARRAY) given as their little-endian bytes. */
+loom_result loom_gguf_writer_set_strs(loom_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+loom_result loom_gguf_writer_set_array(loom_gguf_writer *w, const char *key, loom_gguf_type elem, const void *elems,
+                                       uint64_t n);
+loom_result loom_gguf_writer_remove_key(loom_gguf_writer *w, const char *key);
+
+/* Adds a tensor of n_dims dims (fastest-varying first) whose bytes are a
+ * copy of data, or zeros when data is NULL. *out_data (may be NULL) is the
+ * writer's copy, for the caller to fill in; it lives until the tensor is
+ * removed or the writer destroyed. */
+loom_result loom_gguf_writer_add_tensor(loom_gguf_writer *w, const char *name, loom_gguf_tensor_type type,
+                                        uint32_t n_dims, const uint64_t *dims, const void *data, void **out_data);
+loom_result loom_gguf_writer_remove_tensor(loom_gguf_writer *w, const char *name);
+/* The dims of a tensor added: n_dims and dims[0, n_dims). */
+loom_result loom_gguf_writer_tensor_dims(const loom_gguf_writer *w, const char *name, uint32_t *n_dims,
+                                         uint64_t dims[LOOM_GGUF_MAX_DIMS]);
+
+/* The file: in a malloc'ed buffer the caller frees (*data NULL and *size 0
+ * on failure), or at path (replaced; a failed write may leave part of it). */
+loom_result loom_gguf_writer_to_memory(const loom_gguf_writer *w, void **data, size_t *size);
+loom_result loom_gguf_writer_to_file(const loom_gguf_writer *w, const char *path);
+
+/* How loom_gguf_writer_add_llama lays a model out; zero is the default. */
+typedef struct loom_gguf_llama_desc {
+    /* Matrices and the embedding: F32 (0), F16, BF16 or a block type, made
+     * from the f32 values (f16 and blocks the matrix has in that very dtype
+     * go as they are; a block type quantizes with loom_quantize_row).
+     * Norms are F32. */
+    loom_gguf_tensor_type type;
+    /* Each matrix in its own dtype instead, its bytes as uploaded (type is
+     * not read): the model bit for bit, a raw-only load's too. */
+    bool as_stored;
+    const char *name;             /* general.name; NULL: "loom" */
+    uint32_t context;             /* llama.context_length; 0: the config's max_seq */
+    bool tied;                    /* no output.weight: readers tie it to token_embd */
+    /* tokenizer.ggml.tokens: vocab strings, with tokenizer.ggml.model
+     * "llama". NULL: made-up ones llama.cpp's loader takes as a
+     * SentencePiece vocabulary ("<unk>", "<s>", "</s>", the byte tokens
+     * "<0x00>".."<0xFF>", then "tok<id>"), with their token types. */
+    const char *const *tokens;
+    bool no_vocab;                /* no tokenizer keys at all */
+} loom_gguf_llama_desc;
+
+/* Adds a llama model's metadata (llama.* keys, as
+ * loom_llama_weights_from_gguf reads them) and tensors to w, laid out as
+ * llama.cpp's converter writes them: q and k rows permuted so that RoPE
+ * rotates adjacent pairs, the inverse of the loader's permutation (whole
+ * rows: block rows move as they are). Matrices written as stored, or in
+ * the dtype they have, load back bit for bit; a narrower float type rounds
+ * each value to nearest even, a block type quantizes the values.
+ * LOOM_UNSUPPORTED for a matrix without the values to write (a raw-only
+ * load has no f32 copies to convert); LOOM_INVALID_ARGUMENT naming the
+ * tensor for rows that are not whole blocks of type. On failure w holds
+ * part of the model (destroy it). */
+loom_result loom_gguf_writer_add_llama(loom_gguf_writer *w, const struct loom_llama_weights *weights,
+                                       const loom_gguf_llama_desc *desc);
+/* The same model written to path in one call. */
+loom_result loom_llama_weights_to_gguf(const struct loom_llama_weights *weights, const loom_gguf_llama_desc *desc,
+                                       const char *path);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,9 @@
  *   --model FILE GGUF weights: the shape, the context and every matrix's
  *                dtype come from the file (quantized tensors run as stored)
  *   --wtype T    synthetic weights quantized on the host (f32 ... q4_k_m)
+ *   --write-gguf FILE  the model as a GGUF file (each matrix in its own
+ *                dtype, as stored), no device: for other engines to run the
+ *                same weights
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -43,7 +46,7 @@ typedef struct opts {
     uint64_t max_binding_range;   /* 0: the device's (dry run: $LOOM_MAX_BINDING_RANGE, else none) */
     bool check, json, bench, dry_run, quiet, steps_set, token_set, early_log;
     loom_rt_profile_level profile;
-    const char *device, *model, *trace;
+    const char *device, *model, *trace, *write_gguf;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
     /* The model run: the synthetic weights of shape.cfg, or --model's file,
      * whose shape then replaces shape.cfg (banner, JSON and figures all
@@ -111,6 +114,8 @@ static void usage(FILE *f)
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
             "  --trace FILE.json     Chrome trace of the steps, for Perfetto (LOOM_TRACE=FILE)\n"
+            "  --write-gguf FILE     write the model's weights as GGUF (each matrix in its own type, as\n"
+            "                        stored; llama.cpp's layout) and exit; no device\n"
             "  --quiet               no per-step lines\n",
             loom_llama_args_help, BENCH_STEPS, WARMUP_S, LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ);
 }
@@ -262,6 +267,8 @@ static int parse(int argc, char **argv, opts *o)
             o->device = v;
         } else if (!strcmp(a, "--model")) {
             o->model = v;
+        } else if (!strcmp(a, "--write-gguf")) {
+            o->write_gguf = v;
         } else if (!strcmp(a, "--trace")) {
             o->trace = v;
         } else if (!strcmp(a, "--prompt-ids")) {
@@ -278,6 +285,8 @@ static int parse(int argc, char **argv, opts *o)
         return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
     if (o->n_prompt && o->token_set)
         return bad("--token and --prompt-ids exclude each other (--token T is --prompt-ids T)", NULL);
+    if (o->write_gguf && o->dry_run)
+        return bad("--write-gguf and --dry-run exclude each other (a dry run has no weights to write)", NULL);
     if (o->model && (o->shape.wtype_set || o->shape.shape_set))
         return bad("--model: the shape and the weight types come from the file; --wtype, --f16, --f32 and the "
                    "shape flags (but --max-seq, to lower the context) do not apply", NULL);
@@ -583,6 +592,26 @@ static int load_model(opts *o)
     return check_run(o);
 }
 
+/* --write-gguf: the weights (made, or read with --model) as a GGUF file,
+ * each matrix in its own dtype. */
+static int write_gguf(opts *o)
+{
+    loom_result rc = o->w ? LOOM_OK : loom_llama_weights_create(&o->shape.cfg, &o->w);
+    const loom_llama_config *c = &o->shape.cfg;
+    if (!rc) {
+        loom_gguf_llama_desc d = { .as_stored = true, .name = o->model ? NULL : o->shape.config_name };
+        rc = loom_llama_weights_to_gguf(o->w, &d, o->write_gguf);
+    }
+    char types[160];
+    if (!rc)
+        printf("wrote %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, %s matrices (%s)\n",
+               o->write_gguf, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab,
+               c->max_seq, wtype_label(o), loom_llama_describe_types(c, o->w, types, sizeof types));
+    else
+        fprintf(stderr, "llama-decode: --write-gguf: %s: %s\n", loom_result_str(rc), loom_last_error());
+    return rc ? 1 : 0;
+}
+
 static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -675,8 +704,8 @@ int main(int argc, char **argv)
     int code = parse(argc, argv, &o);
     if (code < 0 && o.model)
         code = load_model(&o);
-    if (code >= 0 || o.dry_run) {
-        code = code >= 0 ? code : dry_run(&o);
+    if (code >= 0 || o.dry_run || o.write_gguf) {
+        code = code >= 0 ? code : o.dry_run ? dry_run(&o) : write_gguf(&o);
         loom_llama_weights_destroy(o.w);
         return code;
     }

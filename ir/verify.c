@@ -4,6 +4,8 @@
  * the node index, op, field and value. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
+#include "loom_ops.h"
 #include "internal.h"
 
 static loom_result check_extent(const loom_graph *g, uint32_t node, const loom_node *n, const char *field,
@@ -109,6 +111,54 @@ static loom_result check_ranges(const loom_graph *g, uint32_t i, const loom_node
     return LOOM_OK;
 }
 
+/* A kernel form over block-typed weights (forms.def) reads rows of whole
+ * blocks: its push constants' shape must be whole blocks a row, and each
+ * weight slot must bind exactly the rows it names (its last word whole,
+ * ops.c's rule). The builders keep to this; a captured or parsed node may
+ * not. Shapes by op: the matvec forms' rows and cols lead their push
+ * constants; the q/k/v forms' are q_rows, kv_rows, cols (and the EMBED-fed
+ * form's table has vocab rows, its eighth word); EMBED's table is vocab
+ * (word 1) rows of dim (word 0). EMBED_BLOCKS splits its table: skipped. */
+static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node *n)
+{
+    const char *kname = g->strings.v + g->kernels.v[n->kernel];
+    loom_dtype wt, wv;
+    if (!loom_form_weights(kname, &wt, &wv) || !loom_dtype_is_block(wt) || n->op == LOOM_OP_EMBED_BLOCKS)
+        return LOOM_OK;
+    uint32_t p[10] = { 0 };
+    memcpy(p, g->push.v + n->push_offset, n->push_size < sizeof p ? n->push_size : sizeof p);
+    const loom_op_info *in = loom_op_info_get((loom_op)n->op);
+    const loom_binding *b = loom_node_bindings(g, n);
+    bool qkv = n->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV || n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
+    uint32_t cols = qkv ? p[2] : n->op == LOOM_OP_EMBED ? p[0] : p[1];
+    const char *op = loom_op_name((loom_op)n->op);
+    for (uint32_t k = 0; k < n->n_bindings; k++) {
+        const char *slot = b[k].slot < in->n_slots ? in->slot[b[k].slot].name : "";
+        uint32_t rows;
+        loom_dtype t = wt;
+        if (!strcmp(slot, "W") || !strcmp(slot, "Wg") || !strcmp(slot, "Wu"))
+            rows = p[0];
+        else if (!strcmp(slot, "Wq"))
+            rows = p[0];
+        else if (!strcmp(slot, "Wk") || !strcmp(slot, "Wv")) {
+            rows = p[1];
+            t = slot[1] == 'v' ? wv : wt;
+        } else if (!strcmp(slot, "table"))
+            rows = qkv ? p[7] : p[1];
+        else
+            continue;
+        if (cols == 0 || cols % loom_dtype_block(t))
+            return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s': %s has %u columns, not a whole number of %s "
+                             "blocks of %u", i, op, kname, slot, cols, loom_dtype_name(t), loom_dtype_block(t));
+        uint64_t want = ((uint64_t)rows * loom_dtype_row_bytes(t, cols) + 3) & ~3ull;
+        if (b[k].size != want)
+            return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s': %s binds %" PRIu64 " bytes, but %u rows of %u "
+                             "%s weights are %" PRIu64, i, op, kname, slot, b[k].size, rows, cols,
+                             loom_dtype_name(t), want);
+    }
+    return LOOM_OK;
+}
+
 static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *op = loom_op_name((loom_op)n->op);
@@ -142,6 +192,9 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
     }
     if (n->n_writes == 0)
         return loom_fail(LOOM_VERIFY, "node %u (%s): writes nothing", i, op);
+    loom_result brc = check_blocks(g, i, n);
+    if (brc)
+        return brc;
 
     const loom_binding *b = loom_node_bindings(g, n);
     for (uint32_t k = 0; k < n->n_bindings; k++) {

@@ -65,13 +65,13 @@ float table_at(uint b, uint row, uint col)
 #if defined(EMB_Q)
     vec4 a, v;
 #if defined(MV_Q8_0)
-    q8_0_chunk(b, row * (pc.dim / 32u) * 34u, col >> 3u, a, v);
+    q_weights(q8_0_chunk(b, row * (pc.dim / 32u) * 34u, col >> 3u), a, v);
 #elif defined(MV_Q4_0)
-    q4_0_chunk(b, row * (pc.dim / 32u) * 18u, col >> 3u, a, v);
+    q_weights(q4_0_chunk(b, row * (pc.dim / 32u) * 18u, col >> 3u), a, v);
 #elif defined(MV_Q4_K)
-    q4_k_chunk(b, row * (pc.dim / 256u) * 144u, col >> 3u, a, v);
+    q_weights(q4_k_chunk(b, row * (pc.dim / 256u) * 144u, col >> 3u), a, v);
 #else
-    q6_k_chunk(b, row * (pc.dim / 256u) * 210u, col >> 3u, a, v);
+    q_weights(q6_k_chunk(b, row * (pc.dim / 256u) * 210u, col >> 3u), a, v);
 #endif
     uint k = col & 7u;
     return k < 4u ? a[k] : v[k - 4u];

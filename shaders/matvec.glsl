@@ -148,17 +148,20 @@ layout(local_size_x = 256) in;
 #endif
 
 #ifdef MV_Q
-#define WVEC mat2x4   // a chunk's 8 weights, decoded
+#define WVEC QChunk   // a chunk's 8 codes and its scale (quant.glsl)
+#define WZERO QChunk(vec4(0.0), vec4(0.0), vec2(0.0))
 #define WSCALAR uint
 #define VW 8u
 #define SW 2u
 #elif defined(MV_F16)
 #define WVEC uvec4
+#define WZERO uvec4(0u)
 #define WSCALAR uint
 #define VW 8u   // elements per 16-byte load
 #define SW 2u   // elements per scalar load
 #else
 #define WVEC vec4
+#define WZERO vec4(0.0)
 #define WSCALAR float
 #define VW 4u
 #define SW 1u
@@ -414,16 +417,13 @@ uint row_base(uint m, uint lrow)
 {
     return m == 2u ? lrow * (pc.cols / QK2) * QB2 : lrow * (pc.cols / QK0) * QB0;
 }
-WVEC loadw(uint m, uint rb, uint c)
+WVEC loadw(uint m, uint rb, uint c) { return m == 2u ? QCHUNK2(m, rb, c) : QCHUNK0(m, rb, c); }
+// The chunk's offset meets the sum of x once (the compiler shares that sum
+// between the rows reading the same chunk of x).
+float vdot(QChunk w, vec4 xa, vec4 xb)
 {
-    vec4 a, b;
-    if (m == 2u)
-        QCHUNK2(m, rb, c, a, b);
-    else
-        QCHUNK0(m, rb, c, a, b);
-    return WVEC(a, b);
+    return w.s.x * (dot(w.a, xa) + dot(w.b, xb)) - w.s.y * (dot(xa, vec4(1.0)) + dot(xb, vec4(1.0)));
 }
-float vdot(mat2x4 w, vec4 xa, vec4 xb) { return dot(w[0], xa) + dot(w[1], xb); }
 #else
 WVEC loadv(uint m, uint idx)
 {
@@ -553,7 +553,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
     if (emb_token < pc.vocab) {
 #ifdef MV_Q
         // The table is of Wq's type (the builder's rule).
-        QCHUNK0(3u, row_base(0u, emb_token), c, xa, xb);
+        q_weights(QCHUNK0(3u, row_base(0u, emb_token), c), xa, xb);
 #else
         WVEC v = tabv[emb_token * (pc.cols / VW) + c];
 #ifdef MV_F16
@@ -967,7 +967,7 @@ void load_rows(uint blk, uint t, uint n, out WVEC w[MV_ROWS])
 {
     for (uint k = 0u; k < MV_ROWS; k++) {
         uint row = blk * MV_ROWS + k;
-        w[k] = row < pc.rows && t < n ? loadw(0u, row_base(0u, row), t) : WVEC(0);
+        w[k] = row < pc.rows && t < n ? loadw(0u, row_base(0u, row), t) : WZERO;
     }
 }
 

@@ -9,7 +9,6 @@
 // of the span, so a read never passes the end of a binding of whole words.
 //
 // Chunk c of a row is weights [8c, 8c + 8); rb is the row's first byte.
-// Each decoder returns the 8 weights scaled (a, b: weights 0-3 and 4-7).
 
 // The 16-bit value at (2-aligned) byte o.
 uint q_u16(uint m, uint o)
@@ -31,49 +30,58 @@ uvec2 q_8bytes(uint m, uint o)
 
 float q_half(uint bits) { return unpackHalf2x16(bits).x; }
 
-// Four signed bytes of w as floats.
-vec4 q_i8x4(uint w)
+// A chunk as its kernels use it: the signed codes q of its 8 weights as
+// floats, and s such that weight = s.x * q - s.y. A code is made a float
+// without an integer-to-float conversion (a quarter of the FMA rate): the
+// f16 bits 0x6400 | byte are 1024 + byte, made f32 two at a time, then the
+// bias comes off exactly. s.y (Q4_K's min) meets the sum of x once a chunk:
+// sum w x = s.x (q . x) - s.y (sum x).
+struct QChunk {
+    vec4 a, b;   // codes of weights 0-3 and 4-7
+    vec2 s;
+};
+
+// Four bytes of w as floats, less bias (1024 + the codes' own offset).
+vec4 q_code4(uint w, float bias)
 {
-    int s = int(w);
-    return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8),
-                bitfieldExtract(s, 24, 8));
+    vec2 lo = unpackHalf2x16((w & 0x00ff00ffu) | 0x64006400u);
+    vec2 hi = unpackHalf2x16(((w >> 8u) & 0x00ff00ffu) | 0x64006400u);
+    return vec4(lo.x, hi.x, lo.y, hi.y) - bias;
 }
 
-// The nibbles at bit sh of each of the four bytes of w, as floats 0..15.
-vec4 q_nib4(uint w, uint sh)
+// The chunk's 8 weights (EMBED and the tests read weights one by one).
+void q_weights(QChunk q, out vec4 a, out vec4 b)
 {
-    uint v = (w >> sh) & 0x0f0f0f0fu;
-    return vec4(v & 0xffu, (v >> 8u) & 0xffu, (v >> 16u) & 0xffu, v >> 24u);
+    a = q.a * q.s.x - q.s.y;
+    b = q.b * q.s.x - q.s.y;
 }
 
-// Q8_0: f16 d, then 32 int8; chunk j of a block is bytes 2 + 8j.
-void q8_0_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+// Q8_0: f16 d, then 32 int8; chunk j of a block is bytes 2 + 8j. The sign
+// bit flipped, a byte is q + 128.
+QChunk q8_0_chunk(uint m, uint rb, uint c)
 {
     uint o = rb + (c >> 2u) * 34u;
     float d = q_half(q_u16(m, o));
-    uvec2 q = q_8bytes(m, o + 2u + (c & 3u) * 8u);
-    a = q_i8x4(q.x) * d;
-    b = q_i8x4(q.y) * d;
+    uvec2 q = q_8bytes(m, o + 2u + (c & 3u) * 8u) ^ 0x80808080u;
+    return QChunk(q_code4(q.x, 1152.0), q_code4(q.y, 1152.0), vec2(d, 0.0));
 }
 
 // Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
 // j + 16 its high nibble, each minus 8. Chunk j (0-3) is the low (j < 2) or
 // high nibbles of bytes 8 (j & 1) to 8 (j & 1) + 8.
-void q4_0_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+QChunk q4_0_chunk(uint m, uint rb, uint c)
 {
     uint o = rb + (c >> 2u) * 18u, j = c & 3u;
     float d = q_half(q_u16(m, o));
-    uvec2 q = q_8bytes(m, o + 2u + (j & 1u) * 8u);
-    uint sh = (j >> 1u) * 4u;
-    a = (q_nib4(q.x, sh) - 8.0) * d;
-    b = (q_nib4(q.y, sh) - 8.0) * d;
+    uvec2 q = (q_8bytes(m, o + 2u + (j & 1u) * 8u) >> ((j >> 1u) * 4u)) & 0x0f0f0f0fu;
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(d, 0.0));
 }
 
 // Q4_K: 256 weights in 144 bytes (4-aligned): f16 d and dmin, 12 bytes of
 // 6-bit (scale, min) pairs of 8 sub-blocks of 32, then four groups of 32
 // bytes, group g holding weights 64g + l (low nibbles) and 64g + 32 + l
 // (high). Weight = d * scale * q - dmin * min.
-void q4_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+QChunk q4_k_chunk(uint m, uint rb, uint c)
 {
     uint o = rb + (c >> 5u) * 144u, e = (c & 31u) * 8u;
     uint w = o >> 2u;
@@ -81,7 +89,7 @@ void q4_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
     uint s0 = QWORD(m, w + 1u), s1 = QWORD(m, w + 2u), s2 = QWORD(m, w + 3u);
     uint g = e >> 6u, hi = (e >> 5u) & 1u, sb = 2u * g + hi;
     uint qi = w + 4u + 8u * g + ((e & 31u) >> 2u);
-    uint q0 = QWORD(m, qi), q1 = QWORD(m, qi + 1u);
+    uvec2 q = (uvec2(QWORD(m, qi), QWORD(m, qi + 1u)) >> (hi * 4u)) & 0x0f0f0f0fu;
     // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
     // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
     // the top 2 from the top bits of bytes sb - 4 (scale) and sb (min).
@@ -94,10 +102,11 @@ void q4_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
         sc = (b8 & 15u) | (((s0 >> k) >> 6u) & 3u) << 4u;
         mn = (b8 >> 4u) | (((s1 >> k) >> 6u) & 3u) << 4u;
     }
-    float ds = dm.x * float(sc), dn = dm.y * float(mn);
-    uint sh = hi * 4u;
-    a = q_nib4(q0, sh) * ds - dn;
-    b = q_nib4(q1, sh) * ds - dn;
+    float ds = dm.x * float(sc);
+    // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
+    // weights around 0 both parts of the sum are then small, and little
+    // cancels between them.
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
 }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
@@ -105,7 +114,7 @@ void q4_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
 // qh[32h..], scales[8h..]; within it weight 32q + l (quarter q, l < 32) is
 // the low (q < 2) or high nibble of ql[32 (q & 1) + l], with bits 2q, 2q + 1
 // of qh[l] above it, minus 32, times d * scales[l / 16 + 2q].
-void q6_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
+QChunk q6_k_chunk(uint m, uint rb, uint c)
 {
     uint o = rb + (c >> 5u) * 210u, e = (c & 31u) * 8u;
     uint h = e >> 7u, q = (e >> 5u) & 3u, l = e & 31u;
@@ -115,8 +124,6 @@ void q6_k_chunk(uint m, uint rb, uint c, out vec4 a, out vec4 b)
     uint sw = q_u16(m, o + (si & ~1u));
     float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
     float d = q_half(q_u16(m, o + 208u)) * s;
-    uint ns = (q >> 1u) * 4u, hs = 2u * q;
-    uvec2 v = ((lo >> ns) & 0x0f0f0f0fu) | (((hb >> hs) & 0x03030303u) << 4u);
-    a = (vec4(v.x & 0xffu, (v.x >> 8u) & 0xffu, (v.x >> 16u) & 0xffu, v.x >> 24u) - 32.0) * d;
-    b = (vec4(v.y & 0xffu, (v.y >> 8u) & 0xffu, (v.y >> 16u) & 0xffu, v.y >> 24u) - 32.0) * d;
+    uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
+    return QChunk(q_code4(v.x, 1056.0), q_code4(v.y, 1056.0), vec2(d, 0.0));
 }

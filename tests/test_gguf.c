@@ -1,16 +1,21 @@
-/* Suite "gguf": the strict GGUF reader and the llama loader (examples/gguf.h).
+/* Suite "gguf": the strict GGUF reader, the llama loader and gguf.h's
+ * writer (examples/gguf.h).
  *
- * Files are made by this test's own writer, written from the format's
- * description and independent of the reader: a small file with every value
- * type and f32/f16/bf16 tensors, and a tiny llama model written from the
- * decoder's random weights the way llama.cpp's converter lays them out (q/k
- * rows permuted for adjacent-pair RoPE). The reader must take them and
- * refuse every malformed variant (every truncation, corrupt header fields,
- * bad types, offsets, dims, names, missing keys and tensors, wrong shapes)
- * with the right code and no crash. The loaded model must equal what was
- * written bit for bit, compute what the file means (RoPE checked against an
- * adjacent-pair rotation on the file's own rows), and decode on the device
- * like the CPU reference, under the validation layer.
+ * Files the loader is tested on are made by this test's own writer, written
+ * from the format's description and independent of the reader and of
+ * gguf.h's writer: a small file with every value type and f32/f16/bf16
+ * tensors, and a tiny llama model written from the decoder's random weights
+ * the way llama.cpp's converter lays them out (q/k rows permuted for
+ * adjacent-pair RoPE), its matrices in any type the reader takes or mixed
+ * per tensor, block types packed by loom_quantize_row. The reader must take
+ * them and refuse every malformed variant (every truncation, corrupt header
+ * fields, bad types, offsets, dims, names, rows that are not whole blocks,
+ * missing keys and tensors, wrong shapes) with the right code and no crash,
+ * naming the tensor. The loaded model must equal what was written bit for
+ * bit, compute what the file means (RoPE checked against an adjacent-pair
+ * rotation on the file's own rows, block rows too), and decode on the device
+ * like the CPU reference, under the validation layer. gguf.h's writer must
+ * read back as meant, a model as stored bit for bit.
  *
  * `test_gguf --write-corpus DIR` writes the seed files of the fuzz corpus;
  * `test_gguf --write-model FILE TYPE` the default-config model. */
@@ -630,6 +635,162 @@ START_TEST(bad_names_fail)
 }
 END_TEST
 
+/* ---- gguf.h's writer ----------------------------------------------------- */
+
+/* Keys set, replaced in place and removed, tensors added, filled in place
+ * and removed, a set alignment: the file reads back as meant, in order. */
+START_TEST(writer_round_trips)
+{
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    const int32_t ints[3] = { -1, 0, 5 };
+    const char *words[] = { "a", "", "bc" };
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "k.u32", 7), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_str(w, "k.was_str", "x"), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_f32(w, "k.f32", 1.5f), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "k.ints", LOOM_GGUF_INT32, ints, 3), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_strs(w, "k.strs", words, 3), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 64), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "k.was_str", 9), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_remove_key(w, "k.f32"), LOOM_OK);
+    void *d = NULL;
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "v", LOOM_GGUF_TENSOR_F16, 1, (uint64_t[]){ 5 }, small_f16, NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "gone", LOOM_GGUF_TENSOR_BF16, 1, (uint64_t[]){ 8 }, small_bf16,
+                                                 NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "m", LOOM_GGUF_TENSOR_F32, 2, (uint64_t[]){ 3, 2 }, NULL, &d),
+                     LOOM_OK);
+    memcpy(d, small_f32, sizeof small_f32);
+    ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, "gone"), LOOM_OK);
+    uint32_t nd = 0;
+    uint64_t dims[LOOM_GGUF_MAX_DIMS] = { 0 };
+    ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, "m", &nd, dims), LOOM_OK);
+    ck_assert(nd == 2 && dims[0] == 3 && dims[1] == 2);
+
+    void *p = NULL;
+    size_t n = 0;
+    loom_gguf *g = NULL;
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    ck_assert_int_eq(open_copy(p, n, &g), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_open_memory(p, n, &g), LOOM_OK);
+    ck_assert_uint_eq(loom_gguf_version(g), 3);
+    ck_assert_uint_eq(loom_gguf_alignment(g), 64);
+    ck_assert_uint_eq(loom_gguf_kv_count(g), 5);
+    const char *order[] = { "k.u32", "k.was_str", "k.ints", "k.strs", "general.alignment" };
+    for (uint64_t i = 0; i < 5; i++) {
+        const loom_gguf_kv *kv = loom_gguf_kv_at(g, i);
+        ck_assert(kv->key.len == strlen(order[i]) && memcmp(kv->key.data, order[i], kv->key.len) == 0);
+    }
+    uint32_t u = 0;
+    ck_assert_int_eq(loom_gguf_get_u32(g, "k.was_str", &u), LOOM_OK);
+    ck_assert_uint_eq(u, 9);
+    const loom_gguf_kv *kv = loom_gguf_find_kv(g, "k.ints");
+    ck_assert(kv && kv->value.elem_type == LOOM_GGUF_INT32 && kv->value.count == 3);
+    ck_assert_int_eq(memcmp(kv->value.elems, ints, sizeof ints), 0);
+    loom_gguf_str items[3];
+    ck_assert_int_eq(loom_gguf_array_strings(&loom_gguf_find_kv(g, "k.strs")->value, items), LOOM_OK);
+    ck_assert(items[0].len == 1 && items[1].len == 0 && items[2].len == 2 && memcmp(items[2].data, "bc", 2) == 0);
+    ck_assert_uint_eq(loom_gguf_tensor_count(g), 2);
+    const loom_gguf_tensor *v = loom_gguf_tensor_at(g, 0), *m = loom_gguf_tensor_at(g, 1);
+    ck_assert(v->name.len == 1 && v->name.data[0] == 'v' && m->name.len == 1 && m->name.data[0] == 'm');
+    ck_assert_int_eq(memcmp(v->data, small_f16, sizeof small_f16), 0);
+    ck_assert_int_eq(memcmp(m->data, small_f32, sizeof small_f32), 0);
+    ck_assert_uint_eq(((const uint8_t *)m->data - (const uint8_t *)p) % 64, 0);
+    ck_assert_ptr_eq((const uint8_t *)m->data + m->bytes, (const uint8_t *)p + n);   /* no trailing padding */
+    loom_gguf_close(g);
+
+    /* The same bytes through a file. */
+    char path[] = "/tmp/loom-gguf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(loom_gguf_writer_to_file(w, path), LOOM_OK);
+    FILE *f = fopen(path, "rb");
+    uint8_t *back = malloc(n + 1);
+    ck_assert(f && back);
+    ck_assert_uint_eq(fread(back, 1, n + 1, f), n);
+    ck_assert_int_eq(memcmp(back, p, n), 0);
+    fclose(f);
+    free(back);
+    unlink(path);
+    ck_assert_int_eq(loom_gguf_writer_to_file(w, "/nonexistent-dir/x.gguf"), LOOM_IO);
+    free(p);
+    loom_gguf_writer_destroy(w);
+}
+END_TEST
+
+/* What the writer refuses, leaving the file as it was. */
+START_TEST(writer_refuses_bad_input)
+{
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "t", LOOM_GGUF_TENSOR_F32, 1, (uint64_t[]){ 2 }, small_f32, NULL),
+                     LOOM_OK);
+    char long_name[LOOM_GGUF_MAX_NAME + 2];
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    const uint64_t d2[] = { 2, 2, 2, 2, 2 }, d0[] = { 2, 0 };
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "t", LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "", LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, long_name, LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    long_name[LOOM_GGUF_MAX_NAME] = '\0';
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, long_name, LOOM_GGUF_TENSOR_F32, 1, d2, NULL, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 2, d0, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 0, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 5, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)TT_Q5_K, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    /* rows that are not whole blocks */
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)TT_Q8_0, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 2,
+                                                 (uint64_t[]){ UINT64_C(1) << 62, 4 }, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 48), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_u32(w, "general.alignment", 0), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_f32(w, "general.alignment", 64), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "a", LOOM_GGUF_STRING, "x", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_array(w, "a", LOOM_GGUF_ARRAY, "x", 1), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_set_str(w, "a", NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_gguf_writer_remove_key(w, "a"), LOOM_NOT_FOUND);
+    ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, "u"), LOOM_NOT_FOUND);
+    uint32_t nd;
+    uint64_t dims[LOOM_GGUF_MAX_DIMS];
+    ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, "u", &nd, dims), LOOM_NOT_FOUND);
+    /* A llama model of a type the loader does not take. */
+    loom_llama_config c;
+    loom_llama_default_config(&c);
+    c = (loom_llama_config){ .dim = 4, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .head_dim = 2, .ffn = 4,
+                             .vocab = 8, .max_seq = 8, .eps = 1e-5f, .rope_theta = 10000.0f, .seed = 1 };
+    loom_llama_weights *W = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = (loom_gguf_tensor_type)
+                                                                                 TT_Q5_K }),
+                     LOOM_INVALID_ARGUMENT);
+    loom_llama_weights_destroy(W);
+
+    void *p = NULL;
+    size_t n = 0;
+    loom_gguf *g = NULL;
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_open_memory(p, n, &g), LOOM_OK);
+    ck_assert_uint_eq(loom_gguf_kv_count(g), 0);
+    ck_assert_uint_eq(loom_gguf_tensor_count(g), 2);
+    ck_assert_uint_eq(loom_gguf_alignment(g), 32);
+    loom_gguf_close(g);
+    free(p);
+    loom_gguf_writer_destroy(w);
+}
+END_TEST
+
 /* ---- a tiny llama model ------------------------------------------------- */
 
 static void tiny(loom_llama_config *c)
@@ -994,6 +1155,70 @@ START_TEST(model_round_trips)
     loom_llama_weights_destroy(shapes);
     loom_llama_weights_destroy(got);
     free(f.p);
+    loom_llama_weights_destroy(W);
+}
+END_TEST
+
+/* A model through gguf.h's writer and back: as stored, every matrix in its
+ * own dtype, bit for bit (q/k block rows permuted and back); a raw-only
+ * load of it written again, the same bytes; an f32 model written in a
+ * block type, rows as loom_quantize_row packs them. */
+static const char *const writer_wtypes[] = { "f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m" };
+
+START_TEST(writer_writes_models_as_stored)
+{
+    loom_llama_config c;
+    tiny_k(&c);
+    c.max_seq = CONTEXT;
+    ck_assert_int_eq(loom_llama_wtype_parse(writer_wtypes[_i], &c), LOOM_OK);
+    loom_llama_weights *W = NULL, *got = NULL, *raw = NULL, *again = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
+    void *p = NULL, *q = NULL;
+    size_t n = 0, m = 0;
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .as_stored = true }), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    loom_gguf_writer_destroy(w);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, NULL, &got), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, &(loom_llama_gguf_desc){ .raw_only = true }, &raw),
+                     LOOM_OK);
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? c.n_layers : 1); l++) {
+            const loom_llama_matrix *a = loom_llama_weights_matrix(W, (loom_llama_mat)k, l);
+            const loom_llama_matrix *b = loom_llama_weights_matrix(got, (loom_llama_mat)k, l);
+            ck_assert_msg(a->type == b->type && memcmp(a->f32, b->f32, (size_t)a->rows * a->cols * 4) == 0 &&
+                              memcmp(loom_llama_matrix_data(a), loom_llama_matrix_data(b),
+                                     loom_llama_matrix_bytes(a)) == 0,
+                          "%s: matrix %s of layer %u differs", writer_wtypes[_i],
+                          loom_llama_mat_name((loom_llama_mat)k), l);
+        }
+    ck_assert_int_eq(loom_llama_weights_to_gguf(raw, &(loom_gguf_llama_desc){ .as_stored = true }, "/dev/null"),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, raw, &(loom_gguf_llama_desc){ .as_stored = true }), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &q, &m), LOOM_OK);
+    loom_gguf_writer_destroy(w);
+    ck_assert(m == n && memcmp(p, q, n) == 0);
+    free(q);
+    /* Converting needs the f32 values a raw-only load has not got. */
+    bool all_f32 = strcmp(writer_wtypes[_i], "f32") == 0;
+    ck_assert_int_eq(loom_llama_weights_to_gguf(raw, &(loom_gguf_llama_desc){ .type = LOOM_GGUF_TENSOR_BF16 },
+                                                "/dev/null"),
+                     all_f32 ? LOOM_OK : LOOM_UNSUPPORTED);
+    loom_llama_weights_destroy(raw);
+    loom_llama_weights_destroy(got);
+    free(p);
+    if (all_f32) {   /* the f32 model written as q4_k */
+        ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+        ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = LOOM_GGUF_TENSOR_Q4_K }), LOOM_OK);
+        ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+        loom_gguf_writer_destroy(w);
+        ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, NULL, &again), LOOM_OK);
+        free(p);
+        expect_weights(again, W, &(model_opts){ .ttype = TT_Q4_K });
+        loom_llama_weights_destroy(again);
+    }
     loom_llama_weights_destroy(W);
 }
 END_TEST
@@ -1528,6 +1753,11 @@ static Suite *gguf_suite(void)
     tcase_add_test(tc, bad_metadata_fails);
     tcase_add_test(tc, bad_names_fail);
     suite_add_tcase(s, tc);
+    tc = tcase_create("writer");
+    tcase_add_test(tc, writer_round_trips);
+    tcase_add_test(tc, writer_refuses_bad_input);
+    tcase_add_loop_test(tc, writer_writes_models_as_stored, 0, sizeof writer_wtypes / sizeof writer_wtypes[0]);
+    suite_add_tcase(s, tc);
     tc = tcase_create("loader");
     tcase_add_loop_test(tc, model_round_trips, 0, 2 * (int)(sizeof round_trips / sizeof round_trips[0]));
     tcase_add_test(tc, model_from_file);
@@ -1546,30 +1776,23 @@ static Suite *gguf_suite(void)
 }
 
 /* `--write-model FILE TYPE`: the default-config decoder (loom_llama_
- * default_config, seed and all) as a GGUF file with a vocabulary, context
- * length = max_seq; for frontends' tests. TYPE is bf16 or a --wtype value
- * (f32, f16, q8_0, q4_0, q4_k, q6_k, q4_k_m): each matrix is then stored
- * in the dtype loom_llama_matrix_type gives, quantized from the f32 draws
- * as `llama-decode --wtype TYPE` quantizes them, so the file's model is
- * that one, bit for bit. */
+ * default_config, seed and all) as a GGUF file with gguf.h's made-up
+ * vocabulary, context length = max_seq; for frontends' tests. TYPE is bf16
+ * (from the f32 model) or a --wtype value (f32, f16, q8_0, q4_0, q4_k, q6_k,
+ * q4_k_m): the model `llama-decode --wtype TYPE` makes, written as stored,
+ * so the file's model is that one, bit for bit. */
 static const char *model_path, *model_type;
 
 static void write_model(void)
 {
-    loom_llama_config c, types;
+    loom_llama_config c;
     loom_llama_default_config(&c);
+    bool bf16 = strcmp(model_type, "bf16") == 0;
+    ck_assert_msg(bf16 || loom_llama_wtype_parse(model_type, &c) == LOOM_OK, "unknown type %s", model_type);
     loom_llama_weights *W = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
-    types = c;
-    model_opts o = { .ttype = TT_BF16, .vocab = true, .context = c.max_seq };
-    if (strcmp(model_type, "bf16") != 0) {
-        ck_assert_msg(loom_llama_wtype_parse(model_type, &types) == LOOM_OK, "unknown type %s", model_type);
-        o.types = &types;
-    }
-    buf f = model_file(W, &o);
-    FILE *out = fopen(model_path, "wb");
-    ck_assert_msg(out && fwrite(f.p, 1, f.len, out) == f.len && fclose(out) == 0, "cannot write %s", model_path);
-    free(f.p);
+    loom_gguf_llama_desc d = { .type = LOOM_GGUF_TENSOR_BF16, .as_stored = !bf16, .name = "tiny" };
+    ck_assert_msg(loom_llama_weights_to_gguf(W, &d, model_path) == LOOM_OK, "%s", loom_last_error());
     loom_llama_weights_destroy(W);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "loom_ir.h"
+#include "loom_ops.h"
 #include "loom_ir_edit.h"
 #include "runner.h"
 
@@ -685,6 +686,48 @@ START_TEST(test_json_truncated)
 }
 END_TEST
 
+/* Block-typed weights: the builders refuse a row that is not whole blocks
+ * (naming the field), and the verifier refuses a captured node whose push
+ * constants or weight binding disagree with its kernel's block type. */
+START_TEST(test_verify_blocks)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(&(loom_graph_desc){ .name = "blocks" }, &g), LOOM_OK);
+    uint32_t W, X, Y;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "W", 1 << 16, LOOM_USAGE_WEIGHT, 0 }, &W), LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "x", 4096, LOOM_USAGE_NONE, 0 }, &X), LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "y", 4096, LOOM_USAGE_NONE, 0 }, &Y), LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(g, loom_mat(W, LOOM_Q4_K, 4, 500), loom_vec(X, 500), loom_vec(Y, 4), NULL),
+                     LOOM_INVALID_ARGUMENT);
+    /* 3 rows of 3 Q8_0 blocks: 306 bytes, bound as 308 */
+    ck_assert_int_eq(loom_op_matvec(g, loom_mat(W, LOOM_Q8_0, 3, 96), loom_vec(X, 96), loom_vec(Y, 3), NULL), LOOM_OK);
+    ck_assert_str_eq(loom_graph_kernel_name(g, loom_graph_node(g, 0)->kernel), "matvec_q8_0");
+    ck_assert_uint_eq(loom_node_bindings(g, loom_graph_node(g, 0))[0].size, 308);
+    ck_assert_int_eq(loom_op_matvec(g, loom_mat(W, LOOM_Q4_K, 4, 512), loom_vec(X, 512), loom_vec(Y, 4), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(g), LOOM_OK);
+    /* captured: cols not whole blocks, then a binding short of its rows */
+    static const struct { uint32_t cols; uint64_t wbytes; } bad[] = { { 500, 4 * 288 }, { 512, 4 * 288 - 4 } };
+    for (size_t k = 0; k < 2; k++) {
+        loom_graph_reset(g);
+        ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "W", 1 << 16, LOOM_USAGE_WEIGHT, 0 }, &W), LOOM_OK);
+        ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "x", 4096, LOOM_USAGE_NONE, 0 }, &X), LOOM_OK);
+        ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ "y", 4096, LOOM_USAGE_NONE, 0 }, &Y), LOOM_OK);
+        uint32_t push[2] = { 4, bad[k].cols };
+        loom_binding b[] = { { W, 0, 0, bad[k].wbytes, LOOM_ACCESS_READ, 0 }, { X, 1, 0, 2048, LOOM_ACCESS_READ, 0 },
+                             { Y, 2, 0, 16, LOOM_ACCESS_WRITE, 0 } };
+        ck_assert_int_eq(loom_graph_add_dispatch(g, &(loom_dispatch_desc){ .kernel = "matvec_q4_k", .op = LOOM_OP_MATVEC,
+                                                                           .groups = { 2, 1, 1 }, .bindings = b,
+                                                                           .n_bindings = 3, .push = push,
+                                                                           .push_size = 8 },
+                                                 NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(g), LOOM_VERIFY);
+        ck_assert_ptr_nonnull(strstr(loom_last_error(), k ? "binds" : "whole number"));
+    }
+    loom_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(test_json_semantic_errors_parse)
 {
     /* Wrong but well-formed: parses, then fails verification. */
@@ -998,6 +1041,7 @@ static Suite *ir_suite(void)
     tc = tcase_create("verifier");
     tcase_add_test(tc, test_verify_valid);
     tcase_add_loop_test(tc, test_verify_each_check, 0, N_BREAKS);
+    tcase_add_test(tc, test_verify_blocks);
     suite_add_tcase(s, tc);
     tc = tcase_create("hash");
     tcase_add_test(tc, test_hash_layout);

@@ -919,7 +919,7 @@ static void block_matvec_case(loom_dtype t, int form, uint32_t rows, uint32_t co
     seed(sd);
     uint64_t wb = loom_dtype_row_bytes(t, cols) * rows;
     uint8_t *W = rand_blocks(t, rows, cols, 1), *U = rand_blocks(t, rows, cols, 1);
-    float *x = rand_f32(cols, 2), *r = rand_f32(rows, 1), *gw = rand_f32(cols, 1), *s = rand_f32(rows, 1);
+    float *x = rand_f32(cols, 1), *r = rand_f32(rows, 1), *gw = rand_f32(cols, 1), *s = rand_f32(rows, 1);
     float *want = alloc_f32(rows), *t_want = alloc_f32(rows);
     switch (form) {
     case 0: case 6: loom_ref_matvec(t, W, x, NULL, want, rows, cols); break;

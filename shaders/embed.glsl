@@ -56,6 +56,8 @@ layout(push_constant) uniform Pc { uint dim; uint vocab; uint token_index; } pc;
 
 #ifdef EMB_Q
 #define QWORD(m, i) word(m, i)
+#define QVEC2(m, i) uvec2(word(m, 2u * (i)), word(m, 2u * (i) + 1u))
+#define QVEC4(m, i) uvec4(word(m, 4u * (i)), word(m, 4u * (i) + 1u), word(m, 4u * (i) + 2u), word(m, 4u * (i) + 3u))
 #include "quant.glsl"
 #endif
 
@@ -65,13 +67,13 @@ float table_at(uint b, uint row, uint col)
 #if defined(EMB_Q)
     vec4 a, v;
 #if defined(MV_Q8_0)
-    q_weights(q8_0_chunk(b, row * (pc.dim / 32u) * 34u, col >> 3u), a, v);
+    q_weights(q8_0_chunk(b, row * (pc.dim / 32u) * 34u, col >> 5u, (col >> 3u) & 3u), a, v);
 #elif defined(MV_Q4_0)
-    q_weights(q4_0_chunk(b, row * (pc.dim / 32u) * 18u, col >> 3u), a, v);
+    q_weights(q4_0_chunk(b, row * (pc.dim / 32u) * 18u, col >> 5u, (col >> 3u) & 3u), a, v);
 #elif defined(MV_Q4_K)
-    q_weights(q4_k_chunk(b, row * (pc.dim / 256u) * 144u, col >> 3u), a, v);
+    q_weights(q4_k_chunk(b, row * (pc.dim / 256u) * 144u, col >> 8u, (col >> 3u) & 31u), a, v);
 #else
-    q_weights(q6_k_chunk(b, row * (pc.dim / 256u) * 210u, col >> 3u), a, v);
+    q_weights(q6_k_chunk(b, row * (pc.dim / 256u) * 210u, col >> 8u, (col >> 3u) & 31u), a, v);
 #endif
     uint k = col & 7u;
     return k < 4u ? a[k] : v[k - 4u];

@@ -119,28 +119,35 @@ layout(local_size_x = 256) in;
 #define QK0 32u
 #define QB0 34u
 #define QCHUNK0 q8_0_chunk
+#define QCPB0 Q8_0_CHUNKS
 #elif defined(MV_Q4_0)
 #define QK0 32u
 #define QB0 18u
 #define QCHUNK0 q4_0_chunk
+#define QCPB0 Q4_0_CHUNKS
 #elif defined(MV_Q4_K)
 #define QK0 256u
 #define QB0 144u
 #define QCHUNK0 q4_k_chunk
+#define QCPB0 Q4_K_CHUNKS
 #else
 #define QK0 256u
 #define QB0 210u
 #define QCHUNK0 q6_k_chunk
+#define QCPB0 Q6_K_CHUNKS
 #endif
 #if defined(MV_W2_Q6_K)
 #define QK2 256u
 #define QB2 210u
 #define QCHUNK2 q6_k_chunk
+#define QCPB2 Q6_K_CHUNKS
 #elif defined(MV_W2_Q4_K)
 #define QK2 256u
 #define QB2 144u
 #define QCHUNK2 q4_k_chunk
+#define QCPB2 Q4_K_CHUNKS
 #else
+#define QCPB2 QCPB0
 #define QK2 QK0
 #define QB2 QB0
 #define QCHUNK2 QCHUNK0
@@ -248,25 +255,34 @@ layout(push_constant) uniform Pc { uint rows; uint cols; TAG_PC } pc;
 
 #ifdef MV_Q
 // Blocks are read as words (quant.glsl); matrix 3 is MV_EMBED's table.
-layout(set = 0, binding = B_W0) readonly buffer W0q { uint w0q[]; };
+// Each binding as words, 8-byte pairs and 16-byte quads (QWORD, QVEC2,
+// QVEC4 of quant.glsl).
+#define QBIND(k, b)                                                      \
+    layout(set = 0, binding = b) readonly buffer W##k##q { uint w##k##q[]; };   \
+    layout(set = 0, binding = b) readonly buffer W##k##q2 { uvec2 w##k##q2[]; }; \
+    layout(set = 0, binding = b) readonly buffer W##k##q4 { uvec4 w##k##q4[]; };
+QBIND(0, B_W0)
 #if defined(MV_SILU) || defined(MV_QKV)
-layout(set = 0, binding = B_W1) readonly buffer W1q { uint w1q[]; };
+QBIND(1, B_W1)
 #endif
 #ifdef MV_QKV
-layout(set = 0, binding = B_W2) readonly buffer W2q { uint w2q[]; };
+QBIND(2, B_W2)
 #endif
 #ifdef MV_EMBED
-layout(set = 0, binding = B_TAB) readonly buffer TabQ { uint tabq[]; };
+QBIND(3, B_TAB)
 #endif
 #if defined(MV_EMBED)
-#define QWORD(m, i) ((m) == 0u ? w0q[i] : (m) == 1u ? w1q[i] : (m) == 2u ? w2q[i] : tabq[i])
+#define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : (m) == 1u ? w1##v[i] : (m) == 2u ? w2##v[i] : w3##v[i])
 #elif defined(MV_QKV)
-#define QWORD(m, i) ((m) == 0u ? w0q[i] : (m) == 1u ? w1q[i] : w2q[i])
+#define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : (m) == 1u ? w1##v[i] : w2##v[i])
 #elif defined(MV_SILU)
-#define QWORD(m, i) ((m) == 0u ? w0q[i] : w1q[i])
+#define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : w1##v[i])
 #else
-#define QWORD(m, i) w0q[i]
+#define QSEL(m, v, i) w0##v[i]
 #endif
+#define QWORD(m, i) QSEL(m, q, i)
+#define QVEC2(m, i) QSEL(m, q2, i)
+#define QVEC4(m, i) QSEL(m, q4, i)
 #include "quant.glsl"
 #else
 layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
@@ -417,7 +433,15 @@ uint row_base(uint m, uint lrow)
 {
     return m == 2u ? lrow * (pc.cols / QK2) * QB2 : lrow * (pc.cols / QK0) * QB0;
 }
-WVEC loadw(uint m, uint rb, uint c) { return m == 2u ? QCHUNK2(m, rb, c) : QCHUNK0(m, rb, c); }
+// Chunk c lies in block c / QCPB at chunk c % QCPB, which is the
+// invocation's index modulo QCPB (quant.glsl: the same on every trip).
+WVEC loadw(uint m, uint rb, uint c)
+{
+    uint t = gl_LocalInvocationID.x;
+    if (m == 2u)
+        return QCHUNK2(m, rb, c / QCPB2, t % QCPB2);
+    return QCHUNK0(m, rb, c / QCPB0, t % QCPB0);
+}
 // The chunk's offset meets the sum of x once (the compiler shares that sum
 // between the rows reading the same chunk of x).
 float vdot(QChunk w, vec4 xa, vec4 xb)
@@ -553,7 +577,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
     if (emb_token < pc.vocab) {
 #ifdef MV_Q
         // The table is of Wq's type (the builder's rule).
-        q_weights(QCHUNK0(3u, row_base(0u, emb_token), c), xa, xb);
+        q_weights(QCHUNK0(3u, row_base(0u, emb_token), c / QCPB0, c % QCPB0), xa, xb);
 #else
         WVEC v = tabv[emb_token * (pc.cols / VW) + c];
 #ifdef MV_F16

@@ -1,14 +1,18 @@
 // Decoders of the block dtypes (ir/loom_ops.h: GGUF's layouts byte for
 // byte), as chunks of 8 consecutive weights of a row: the unit in which the
 // matvec kernels stream f16 weights, so that every form reads x, g and the
-// epilogue as it does for f16. The includer defines QWORD(m, i): the 32-bit
-// word i of the weights bound for matrix m. Blocks of Q8_0, Q4_0 and Q6_K
+// epilogue as it does for f16. The includer defines QWORD(m, i), QVEC2(m,
+// i) and QVEC4(m, i): the 32-bit word i, the 8-byte pair i and the 16-byte
+// quad i of the weights bound for matrix m. Blocks of Q8_0, Q4_0 and Q6_K
 // are 34, 18 and 210 bytes, so a block starts on a 2-byte boundary: a span
 // is read as the aligned words that hold it and shifted into place, which
 // needs no 16-bit storage; the words read are only those that hold a byte
 // of the span, so a read never passes the end of a binding of whole words.
 //
-// Chunk c of a row is weights [8c, 8c + 8); rb is the row's first byte.
+// Chunk j of block blk of a row (rb: the row's first byte) is weights
+// 8j to 8j + 8 of the block. The matvec kernels take chunks t, t + 256, ...
+// in invocation t, so j (t modulo the chunks a block) is the same on every
+// trip: what depends on j alone is computed once, outside the loop.
 
 // The 16-bit value at (2-aligned) byte o.
 uint q_u16(uint m, uint o)
@@ -58,20 +62,22 @@ void q_weights(QChunk q, out vec4 a, out vec4 b)
 
 // Q8_0: f16 d, then 32 int8; chunk j of a block is bytes 2 + 8j. The sign
 // bit flipped, a byte is q + 128.
-QChunk q8_0_chunk(uint m, uint rb, uint c)
+#define Q8_0_CHUNKS 4u
+QChunk q8_0_chunk(uint m, uint rb, uint blk, uint j)
 {
-    uint o = rb + (c >> 2u) * 34u;
+    uint o = rb + blk * 34u;
     float d = q_half(q_u16(m, o));
-    uvec2 q = q_8bytes(m, o + 2u + (c & 3u) * 8u) ^ 0x80808080u;
+    uvec2 q = q_8bytes(m, o + 2u + j * 8u) ^ 0x80808080u;
     return QChunk(q_code4(q.x, 1152.0), q_code4(q.y, 1152.0), vec2(d, 0.0));
 }
 
 // Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
 // j + 16 its high nibble, each minus 8. Chunk j (0-3) is the low (j < 2) or
 // high nibbles of bytes 8 (j & 1) to 8 (j & 1) + 8.
-QChunk q4_0_chunk(uint m, uint rb, uint c)
+#define Q4_0_CHUNKS 4u
+QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j)
 {
-    uint o = rb + (c >> 2u) * 18u, j = c & 3u;
+    uint o = rb + blk * 18u;
     float d = q_half(q_u16(m, o));
     uvec2 q = (q_8bytes(m, o + 2u + (j & 1u) * 8u) >> ((j >> 1u) * 4u)) & 0x0f0f0f0fu;
     return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(d, 0.0));
@@ -81,27 +87,24 @@ QChunk q4_0_chunk(uint m, uint rb, uint c)
 // 6-bit (scale, min) pairs of 8 sub-blocks of 32, then four groups of 32
 // bytes, group g holding weights 64g + l (low nibbles) and 64g + 32 + l
 // (high). Weight = d * scale * q - dmin * min.
-QChunk q4_k_chunk(uint m, uint rb, uint c)
+#define Q4_K_CHUNKS 32u
+QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
 {
-    uint o = rb + (c >> 5u) * 144u, e = (c & 31u) * 8u;
-    uint w = o >> 2u;
-    vec2 dm = unpackHalf2x16(QWORD(m, w));
-    uint s0 = QWORD(m, w + 1u), s1 = QWORD(m, w + 2u), s2 = QWORD(m, w + 3u);
-    uint g = e >> 6u, hi = (e >> 5u) & 1u, sb = 2u * g + hi;
-    uint qi = w + 4u + 8u * g + ((e & 31u) >> 2u);
-    uvec2 q = (uvec2(QWORD(m, qi), QWORD(m, qi + 1u)) >> (hi * 4u)) & 0x0f0f0f0fu;
+    // A row of Q4_K blocks is a multiple of 16 bytes (144 = 9 x 16) and a
+    // binding starts 256-aligned: the header is one 16-byte load, a chunk's
+    // codes one 8-byte load.
+    uint o = rb + blk * 144u;
+    uint g = j >> 3u, hi = (j >> 2u) & 1u, sb = 2u * g + hi;
+    uvec4 hd = QVEC4(m, o >> 4u);
+    vec2 dm = unpackHalf2x16(hd.x);
+    uvec2 q = (QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u) >> (hi * 4u)) & 0x0f0f0f0fu;
     // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
     // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
     // the top 2 from the top bits of bytes sb - 4 (scale) and sb (min).
-    uint sc, mn;
-    if (sb < 4u) {
-        sc = (s0 >> (8u * sb)) & 63u;
-        mn = (s1 >> (8u * sb)) & 63u;
-    } else {
-        uint k = 8u * (sb - 4u), b8 = (s2 >> k) & 0xffu;
-        sc = (b8 & 15u) | (((s0 >> k) >> 6u) & 3u) << 4u;
-        mn = (b8 >> 4u) | (((s1 >> k) >> 6u) & 3u) << 4u;
-    }
+    // Both ways, then a select: the two halves of a subgroup take both.
+    uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
+    uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
+    uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
     float ds = dm.x * float(sc);
     // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
     // weights around 0 both parts of the sum are then small, and little
@@ -114,10 +117,11 @@ QChunk q4_k_chunk(uint m, uint rb, uint c)
 // qh[32h..], scales[8h..]; within it weight 32q + l (quarter q, l < 32) is
 // the low (q < 2) or high nibble of ql[32 (q & 1) + l], with bits 2q, 2q + 1
 // of qh[l] above it, minus 32, times d * scales[l / 16 + 2q].
-QChunk q6_k_chunk(uint m, uint rb, uint c)
+#define Q6_K_CHUNKS 32u
+QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
 {
-    uint o = rb + (c >> 5u) * 210u, e = (c & 31u) * 8u;
-    uint h = e >> 7u, q = (e >> 5u) & 3u, l = e & 31u;
+    uint o = rb + blk * 210u;
+    uint h = j >> 4u, q = (j >> 2u) & 3u, l = (j & 3u) * 8u;
     uvec2 lo = q_8bytes(m, o + 64u * h + 32u * (q & 1u) + l);
     uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l);
     uint si = 192u + 8u * h + (l >> 4u) + 2u * q;

@@ -157,6 +157,9 @@ char *loom_llama_describe_types(const loom_llama_config *c, const loom_llama_wei
 
 typedef struct loom_llama_ref loom_llama_ref;
 
+/* Reads every matrix's f32 values (f16 ones their bits): LOOM_INVALID_
+ * ARGUMENT, naming the matrix, for weights without them (shapes only, or a
+ * raw-only load). */
 loom_result loom_llama_ref_create(const loom_llama_weights *w, loom_llama_ref **out);
 void loom_llama_ref_destroy(loom_llama_ref *r);
 /* Decodes token at position pos (pos < max_seq, positions in order from 0);

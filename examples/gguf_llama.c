@@ -75,8 +75,10 @@ static loom_result check_unsupported_keys(const loom_gguf *g)
     return LOOM_OK;
 }
 
-/* The shape and hyper-parameters; wtype stays f32 until the tensors are
- * known (loom_llama_weights_from_gguf_reader). */
+/* The shape and hyper-parameters. wtype is the embedding's dtype for the
+ * config's checks (the 4 GiB a matrix, sized in it: a quantized model's
+ * f32-sized LM head may exceed what its blocks do not), and the dtype most
+ * matrices have once they are loaded. */
 static loom_result read_config(const loom_gguf *g, uint32_t max_seq, loom_llama_config *c)
 {
     uint32_t ctx, key_len, val_len, rot;
@@ -112,6 +114,7 @@ static loom_result read_config(const loom_gguf *g, uint32_t max_seq, loom_llama_
     c->max_seq = max_seq ? max_seq : ctx < LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ ? ctx : LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ;
     if ((rc = read_vocab_size(g, c->dim, &c->vocab)))
         return rc;
+    loom_gguf_tensor_dtype(loom_gguf_find_tensor(g, "token_embd.weight")->type, &c->wtype);
     return loom_llama_config_check(c);
 }
 

@@ -181,13 +181,16 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
     for (uint32_t i = 0; i < o->n_pick && !weight_bytes; i++)
         weight_bytes = rows[i].rc ? 0 : rows[i].f.weight_bytes;
     double floor_us = copy_gbps > 0 ? weight_bytes / (copy_gbps * 1e3) : 0;
+    char types[160];
+    loom_llama_describe_types(c, NULL, types, sizeof types);
     printf("loom bench decode on %s: config %s (dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights, %s KV caches); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
+           "%s weights (%s), %s KV caches); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
            info.device_name, a->config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype),
+           c->vocab, c->max_seq, loom_llama_wtype_name(c), types, loom_dtype_name(c->kvtype),
            o->steps, o->quick ? 0.0 : WARMUP_S,
            o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
-    printf("weights read per token %.1f MB; copy %.0f GB/s (read + write, same run): weight-read floor %.1f us\n",
+    printf("weights read per token %.1f MB (as stored); copy %.0f GB/s (read + write, same run): weight-read floor "
+           "%.1f us\n",
            weight_bytes / 1e6, copy_gbps, floor_us);
     printf("%-24s %10s %15s %8s %10s %6s %9s %7s %7s %7s %7s %6s\n", "variant", "GPU us/tok", "rounds min-max",
            "vs base", "wall us/tok", "disp", "barriers", "polled", "bound", "floor", "waits", "hits");

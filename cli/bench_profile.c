@@ -112,7 +112,7 @@ static void print_table(const run *runs, const bench_opts *o, const char *device
     const loom_llama_config *c = &o->shape.cfg;
     printf("loom bench profile on %s: config %s (dim %u, %u layers, ffn %u, vocab %u, %s); %u timed steps x %u "
            "rounds per variant, %u in flight\n",
-           device, o->shape.config_name, c->dim, c->n_layers, c->ffn, c->vocab, loom_dtype_name(c->wtype),
+           device, o->shape.config_name, c->dim, c->n_layers, c->ffn, c->vocab, loom_llama_wtype_name(c),
            o->steps, o->rounds, runs[0].rt ? loom_rt_in_flight(runs[0].rt) : 0);
     printf("%-24s %7s %11s %6s %10s %6s %7s %10s %6s %10s %6s\n", "variant", "ts/step", "wall us/tok", "vs off",
            "best", "vs off", "spread", "CPU us/tok", "vs off", "GPU us/tok", "vs ts");

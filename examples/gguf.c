@@ -47,16 +47,42 @@ const char *loom_gguf_type_name(uint32_t type)
     return "?";
 }
 
+/* ggml's tensor types by code, retired ones included, for naming the ones
+ * this reader refuses. */
+static const char *const ggml_type_names[] = {
+    "f32",     "f16",      "q4_0",     "q4_1",       "q4_2",       "q4_3",       "q5_0",  "q5_1",
+    "q8_0",    "q8_1",     "q2_k",     "q3_k",       "q4_k",       "q5_k",       "q6_k",  "q8_k",
+    "iq2_xxs", "iq2_xs",   "iq3_xxs",  "iq1_s",      "iq4_nl",     "iq3_s",      "iq2_s", "iq4_xs",
+    "i8",      "i16",      "i32",      "i64",        "f64",        "iq1_m",      "bf16",  "q4_0_4_4",
+    "q4_0_4_8", "q4_0_8_8", "tq1_0",   "tq2_0",      "iq4_nl_4_4", "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4",
+};
+
 const char *loom_gguf_tensor_type_name(uint32_t type)
 {
+    return type < sizeof ggml_type_names / sizeof ggml_type_names[0] ? ggml_type_names[type] : "?";
+}
+
+/* The loom dtype of a type taken, or -1 (bf16); -2 for a type not taken. */
+static int tensor_dtype(uint32_t type)
+{
     switch (type) {
-#define X(name, code, bytes, str) \
+#define X(name, code, dtype, str) \
     case code:                    \
-        return str;
+        return dtype;
         LOOM_GGUF_TENSOR_TYPES(X)
 #undef X
     }
-    return "?";
+    return -2;
+}
+
+bool loom_gguf_tensor_dtype(uint32_t type, loom_dtype *out)
+{
+    int t = tensor_dtype(type);
+    if (t < 0)
+        return false;
+    if (out)
+        *out = (loom_dtype)t;
+    return true;
 }
 
 /* Bytes of a fixed-size value type; 0 for strings, arrays and unknown codes. */
@@ -74,16 +100,31 @@ static size_t value_bytes(uint32_t type)
 
 static bool value_type_known(uint32_t type) { return type <= LOOM_GGUF_FLOAT64; }
 
-static size_t tensor_elem_bytes(uint32_t type)
+/* Elements and bytes a block of a type taken has (1 and 2 for bf16): the
+ * dtype table's facts (ir/ops.c), not a copy of them. False for the rest. */
+static bool tensor_blocks(uint32_t type, uint32_t *block, uint32_t *bytes)
 {
-    switch (type) {
-#define X(name, code, bytes, str) \
-    case code:                    \
-        return bytes;
-        LOOM_GGUF_TENSOR_TYPES(X)
-#undef X
+    int t = tensor_dtype(type);
+    if (t == -2)
+        return false;
+    *block = t < 0 ? 1 : loom_dtype_block((loom_dtype)t);
+    *bytes = t < 0 ? 2 : loom_dtype_block_bytes((loom_dtype)t);
+    return true;
+}
+
+uint64_t loom_gguf_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims)
+{
+    uint32_t block, block_bytes;
+    if (!tensor_blocks(type, &block, &block_bytes) || n_dims == 0 || n_dims > LOOM_GGUF_MAX_DIMS || !dims ||
+        dims[0] % block)
+        return 0;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        if (dims[d] == 0 || dims[d] > (UINT64_C(1) << 60) / n)
+            return 0;
+        n *= dims[d];
     }
-    return 0;
+    return n / block * block_bytes;
 }
 
 /* ---- cursor ------------------------------------------------------------- */
@@ -314,8 +355,9 @@ static loom_result read_tensor_info(rd *r, loom_gguf_tensor *t)
     if (t->n_dims == 0 || t->n_dims > LOOM_GGUF_MAX_DIMS)
         return loom_fail(LOOM_PARSE, "gguf: tensor '%.*s' (info at byte %zu): n_dims %u not in 1..%d", nl, nm, at,
                          t->n_dims, LOOM_GGUF_MAX_DIMS);
-    /* Capping the count at 2^60 keeps bytes (count x 4 at most) from
-     * overflowing; no file holds that many elements anyway. */
+    /* Capping the count at 2^60 keeps bytes (count x 4, or count / 32 x
+     * 34, at most) from overflowing; no file holds that many elements
+     * anyway. */
     uint64_t n = 1;
     for (uint32_t d = 0; d < LOOM_GGUF_MAX_DIMS; d++) {
         t->dims[d] = 1;
@@ -329,14 +371,21 @@ static loom_result read_tensor_info(rd *r, loom_gguf_tensor *t)
     }
     if ((rc = rd_u32(r, &type, "a tensor type")) || (rc = rd_u64(r, &t->offset, "a tensor offset")))
         return rc;
-    size_t eb = tensor_elem_bytes(type);
-    if (!eb)
+    uint32_t block, block_bytes;
+    if (!tensor_blocks(type, &block, &block_bytes)) {
+        const char *tn = loom_gguf_tensor_type_name(type);
         return loom_fail(LOOM_UNSUPPORTED, "gguf: tensor '%.*s' (info at byte %zu): type %u (%s) unsupported; "
-                                           "f32, f16 and bf16 are", nl, nm, at, type,
-                         type < 40 ? "a ggml type" : "unknown");
+                                           "f32, f16, bf16, q8_0, q4_0, q4_k and q6_k are", nl, nm, at, type,
+                         tn && strcmp(tn, "?") ? tn : "not a ggml type");
+    }
+    /* A row (dims[0]) is whole blocks, so the tensor is too. */
+    if (t->dims[0] % block)
+        return loom_fail(LOOM_PARSE, "gguf: tensor '%.*s' (info at byte %zu): dimension 0 (a row) is %llu, not a "
+                                     "whole number of %s blocks of %u", nl, nm, at,
+                         (unsigned long long)t->dims[0], loom_gguf_tensor_type_name(type), block);
     t->type = (loom_gguf_tensor_type)type;
     t->n_elems = n;
-    t->bytes = n * eb;
+    t->bytes = n / block * block_bytes;
     return LOOM_OK;
 }
 

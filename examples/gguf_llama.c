@@ -8,7 +8,6 @@
 #include <string.h>
 #include "gguf.h"
 #include "llama.h"
-#include "loom_ref.h"
 
 /* ---- metadata ----------------------------------------------------------- */
 
@@ -76,11 +75,15 @@ static loom_result check_unsupported_keys(const loom_gguf *g)
     return LOOM_OK;
 }
 
-static loom_result read_config(const loom_gguf *g, loom_dtype wtype, uint32_t max_seq, loom_llama_config *c)
+/* The shape and hyper-parameters. wtype is the embedding's dtype for the
+ * config's checks (the 4 GiB a matrix, sized in it: a quantized model's
+ * f32-sized LM head may exceed what its blocks do not), and the dtype most
+ * matrices have once they are loaded. */
+static loom_result read_config(const loom_gguf *g, uint32_t max_seq, loom_llama_config *c)
 {
     uint32_t ctx, key_len, val_len, rot;
     loom_result rc;
-    *c = (loom_llama_config){ .wtype = wtype, .rope_theta = 10000.0f };
+    *c = (loom_llama_config){ .wtype = LOOM_F32, .rope_theta = 10000.0f };
     if ((rc = read_arch(g)) || (rc = check_unsupported_keys(g)) ||
         (rc = loom_gguf_get_u32(g, "llama.embedding_length", &c->dim)) ||
         (rc = loom_gguf_get_u32(g, "llama.block_count", &c->n_layers)) ||
@@ -105,10 +108,13 @@ static loom_result read_config(const loom_gguf *g, loom_dtype wtype, uint32_t ma
         return loom_fail(LOOM_UNSUPPORTED, "gguf: key_length %u, value_length %u and rope.dimension_count %u "
                                            "must agree", key_len, val_len, rot);
     c->head_dim = key_len;
-    uint32_t cap = max_seq ? max_seq : LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ;
-    c->max_seq = ctx < cap ? ctx : cap;
+    if (max_seq > ctx)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "gguf: max_seq %u exceeds the model's context, llama.context_length "
+                         "%u", max_seq, ctx);
+    c->max_seq = max_seq ? max_seq : ctx < LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ ? ctx : LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ;
     if ((rc = read_vocab_size(g, c->dim, &c->vocab)))
         return rc;
+    loom_gguf_tensor_dtype(loom_gguf_find_tensor(g, "token_embd.weight")->type, &c->wtype);
     return loom_llama_config_check(c);
 }
 
@@ -232,24 +238,29 @@ static float bits_f32(uint32_t b)
     return f;
 }
 
-/* Element i as f32: exact for all three types (bf16 is f32's top half). */
-static float elem_f32(const loom_gguf_tensor *t, uint64_t i)
+/* n elements of a tensor's data from src as f32: f32 and bf16 (f32's top
+ * half) exactly, the rest through their dtype's decoder (f16 exactly, a
+ * block type's rows as the kernels decode them). */
+static loom_result decode(const loom_gguf_tensor *t, const uint8_t *src, uint64_t n, float *dst)
 {
-    const uint8_t *p = t->data;
-    switch (t->type) {
-    case LOOM_GGUF_TENSOR_F16: return loom_f16_to_f32(le_u16(p + 2 * i));
-    case LOOM_GGUF_TENSOR_BF16: return bits_f32((uint32_t)le_u16(p + 2 * i) << 16);
-    default: return bits_f32(le_u32(p + 4 * i));
+    loom_dtype dt;
+    if (t->type == LOOM_GGUF_TENSOR_BF16 || t->type == LOOM_GGUF_TENSOR_F32) {
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = t->type == LOOM_GGUF_TENSOR_F32 ? bits_f32(le_u32(src + 4 * i))
+                                                     : bits_f32((uint32_t)le_u16(src + 2 * i) << 16);
+        return LOOM_OK;
     }
+    if (!loom_gguf_tensor_dtype(t->type, &dt))
+        return loom_fail(LOOM_UNSUPPORTED, "gguf: tensor '%.*s': type %s", (int)t->name.len, t->name.data,
+                         loom_gguf_tensor_type_name(t->type));
+    return loom_dequantize_row(dt, src, n, dst);
 }
 
-static float *load_vector(const loom_gguf_tensor *t)
+static loom_result load_vector(const loom_gguf_tensor *t, float **out)
 {
-    float *v = malloc((size_t)t->n_elems * sizeof *v);
-    if (v)
-        for (uint64_t i = 0; i < t->n_elems; i++)
-            v[i] = elem_f32(t, i);
-    return v;
+    if (!(*out = malloc((size_t)t->n_elems * sizeof **out)))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "gguf: tensor '%.*s'", (int)t->name.len, t->name.data);
+    return decode(t, t->data, t->n_elems, *out);
 }
 
 /* Row r of the matrix is row src_row(r) of the tensor: the identity, or for
@@ -262,37 +273,42 @@ static uint64_t src_row(uint64_t r, uint32_t heads, uint32_t head_dim)
     return h * head_dim + (k < half ? 2 * k : 2 * (k - half) + 1);
 }
 
-/* As matrix_init in llama.c stores them: f32 values the GPU sees, plus f16
- * bits for F16 (kept as stored when the file is f16, else rounded). */
-static loom_result load_matrix(const loom_gguf_tensor *t, loom_dtype wtype, uint32_t heads, uint32_t head_dim,
-                               loom_llama_matrix *mx)
+/* The matrix in the tensor's own dtype (bf16: f32), whole rows moved by
+ * src_row: raw rows copied as stored (the GPU's little-endian layout), f32
+ * decoded from them unless raw_only. values false: the shape and dtype
+ * alone. */
+static loom_result load_matrix(const loom_gguf_tensor *t, uint32_t heads, uint32_t head_dim, bool values,
+                               bool raw_only, loom_llama_matrix *mx)
 {
     uint32_t rows = (uint32_t)t->dims[1], cols = (uint32_t)t->dims[0];
-    size_t n = (size_t)t->n_elems;
     mx->rows = rows;
     mx->cols = cols;
-    mx->f32 = malloc(n * sizeof *mx->f32);
-    mx->f16 = wtype == LOOM_F16 ? malloc(n * sizeof *mx->f16) : NULL;
-    if (!mx->f32 || (wtype == LOOM_F16 && !mx->f16))
+    if (!loom_gguf_tensor_dtype(t->type, &mx->type))
+        mx->type = LOOM_F32;
+    if (!values)
+        return LOOM_OK;
+    size_t n = (size_t)t->n_elems, src_bytes = (size_t)(t->bytes / rows);
+    size_t raw_bytes = (size_t)loom_dtype_row_bytes(mx->type, cols);
+    bool f32 = mx->type == LOOM_F32 || !raw_only;
+    mx->f32 = f32 ? malloc(n * sizeof *mx->f32) : NULL;
+    mx->raw = mx->type == LOOM_F32 ? NULL : malloc(raw_bytes * rows);
+    if ((f32 && !mx->f32) || (mx->type != LOOM_F32 && !mx->raw))
         return loom_fail(LOOM_OUT_OF_MEMORY, "gguf: tensor '%.*s' (%ux%u)", (int)t->name.len, t->name.data, rows,
                          cols);
-    const uint8_t *p = t->data;
-    for (uint32_t r = 0; r < rows; r++) {
-        uint64_t s = src_row(r, heads, head_dim) * cols;
-        for (uint32_t j = 0; j < cols; j++) {
-            size_t d = (size_t)r * cols + j;
-            float v = elem_f32(t, s + j);
-            if (mx->f16) {
-                mx->f16[d] = t->type == LOOM_GGUF_TENSOR_F16 ? le_u16(p + 2 * (s + j)) : loom_f32_to_f16(v);
-                v = loom_f16_to_f32(mx->f16[d]);
-            }
-            mx->f32[d] = v;
+    loom_result rc = LOOM_OK;
+    for (uint32_t r = 0; r < rows && !rc; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + src_row(r, heads, head_dim) * src_bytes;
+        if (mx->raw) {
+            memcpy((uint8_t *)mx->raw + (size_t)r * raw_bytes, src, raw_bytes);
+            src = (const uint8_t *)mx->raw + (size_t)r * raw_bytes;
         }
+        if (f32)
+            rc = decode(t, src, cols, mx->f32 + (size_t)r * cols);
     }
-    return LOOM_OK;
+    return rc;
 }
 
-static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_t l)
+static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_t l, const loom_llama_gguf_desc *d)
 {
     const loom_llama_config *c = &w->cfg;
     loom_llama_layer *L = &w->layers[l];
@@ -304,16 +320,12 @@ static loom_result load_layer(const loom_gguf *g, loom_llama_weights *w, uint32_
     for (int i = 0; i < T_LAYER_COUNT; i++) {
         const loom_gguf_tensor *t;
         loom_result rc = find_layer(g, c, l, i, &t);
+        if (!rc && mats[i])
+            rc = load_matrix(t, heads[i], c->head_dim, !d->shapes_only, d->raw_only, mats[i]);
+        else if (!rc && !d->shapes_only)
+            rc = load_vector(t, i == T_ATTN_NORM ? &L->attn_norm : &L->ffn_norm);
         if (rc)
             return rc;
-        if (mats[i]) {
-            if ((rc = load_matrix(t, c->wtype, heads[i], c->head_dim, mats[i])))
-                return rc;
-            continue;
-        }
-        float **v = i == T_ATTN_NORM ? &L->attn_norm : &L->ffn_norm;
-        if (!(*v = load_vector(t)))
-            return loom_fail(LOOM_OUT_OF_MEMORY, "gguf: blk.%u.%s.weight", l, layer_names[i]);
     }
     return LOOM_OK;
 }
@@ -350,26 +362,42 @@ static loom_result load_tokens(const loom_gguf *g, loom_llama_weights *w)
     return LOOM_OK;
 }
 
-static loom_result load(const loom_gguf *g, loom_llama_weights *w)
+static loom_result load(const loom_gguf *g, loom_llama_weights *w, const loom_llama_gguf_desc *d)
 {
     const loom_llama_config *c = &w->cfg;
     const loom_gguf_tensor *t;
+    bool values = !d->shapes_only;
     loom_result rc;
     if ((rc = find(g, "token_embd.weight", c->dim, c->vocab, &t)) ||
-        (rc = load_matrix(t, c->wtype, 0, 0, &w->embed)) || (rc = find_output(g, c, &t)) ||
-        (rc = load_matrix(t, c->wtype, 0, 0, &w->out)) || (rc = find(g, "output_norm.weight", c->dim, 0, &t)))
+        (rc = load_matrix(t, 0, 0, values, d->raw_only, &w->embed)) || (rc = find_output(g, c, &t)) ||
+        (rc = load_matrix(t, 0, 0, values, d->raw_only, &w->out)) ||
+        (rc = find(g, "output_norm.weight", c->dim, 0, &t)))
         return rc;
-    if (!(w->final_norm = load_vector(t)))
-        return loom_fail(LOOM_OUT_OF_MEMORY, "gguf: output_norm.weight");
+    if (values && (rc = load_vector(t, &w->final_norm)))
+        return rc;
     for (uint32_t l = 0; l < c->n_layers; l++)
-        if ((rc = load_layer(g, w, l)))
+        if ((rc = load_layer(g, w, l, d)))
             return rc;
     return load_tokens(g, w);
 }
 
+/* The dtype most matrices have (the first in dtype order on a tie). */
+static loom_dtype common_type(const loom_llama_weights *w)
+{
+    uint64_t count[LOOM_DTYPE_COUNT] = { 0 };
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? w->cfg.n_layers : 1); l++)
+            count[loom_llama_weights_matrix(w, (loom_llama_mat)k, l)->type]++;
+    loom_dtype best = LOOM_F32;
+    for (int d = 0; d < (int)LOOM_DTYPE_COUNT; d++)
+        if (count[d] > count[best])
+            best = (loom_dtype)d;
+    return best;
+}
+
 /* ---- entry points ------------------------------------------------------- */
 
-loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, loom_dtype wtype, uint32_t max_seq,
+loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, const loom_llama_gguf_desc *desc,
                                                 loom_llama_weights **out)
 {
     if (!out)
@@ -377,9 +405,10 @@ loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, loom_dtype w
     *out = NULL;
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "gguf llama: reader is NULL");
+    loom_llama_gguf_desc d = desc ? *desc : (loom_llama_gguf_desc){ 0 };
     loom_llama_config cfg;
     loom_result rc;
-    if ((rc = read_config(g, wtype, max_seq, &cfg)) || (rc = check_tensors(g, &cfg)))
+    if ((rc = read_config(g, d.max_seq, &cfg)) || (rc = check_tensors(g, &cfg)))
         return rc;
     loom_llama_weights *w = calloc(1, sizeof *w);
     if (!w || !(w->layers = calloc(cfg.n_layers, sizeof *w->layers))) {
@@ -387,15 +416,17 @@ loom_result loom_llama_weights_from_gguf_reader(const loom_gguf *g, loom_dtype w
         return loom_fail(LOOM_OUT_OF_MEMORY, "gguf llama: %u layers", cfg.n_layers);
     }
     w->cfg = cfg;
-    if ((rc = load(g, w))) {
+    w->no_values = d.shapes_only;
+    if ((rc = load(g, w, &d))) {
         loom_llama_weights_destroy(w);
         return rc;
     }
+    w->cfg.wtype = common_type(w);
     *out = w;
     return LOOM_OK;
 }
 
-loom_result loom_llama_weights_from_gguf_memory(const void *data, size_t size, loom_dtype wtype, uint32_t max_seq,
+loom_result loom_llama_weights_from_gguf_memory(const void *data, size_t size, const loom_llama_gguf_desc *desc,
                                                 loom_llama_weights **out)
 {
     if (out)
@@ -403,12 +434,12 @@ loom_result loom_llama_weights_from_gguf_memory(const void *data, size_t size, l
     loom_gguf *g = NULL;
     loom_result rc = loom_gguf_open_memory(data, size, &g);
     if (rc == LOOM_OK)
-        rc = loom_llama_weights_from_gguf_reader(g, wtype, max_seq, out);
+        rc = loom_llama_weights_from_gguf_reader(g, desc, out);
     loom_gguf_close(g);
     return rc;
 }
 
-loom_result loom_llama_weights_from_gguf(const char *path, loom_dtype wtype, uint32_t max_seq,
+loom_result loom_llama_weights_from_gguf(const char *path, const loom_llama_gguf_desc *desc,
                                          loom_llama_weights **out)
 {
     if (out)
@@ -416,7 +447,7 @@ loom_result loom_llama_weights_from_gguf(const char *path, loom_dtype wtype, uin
     loom_gguf *g = NULL;
     loom_result rc = loom_gguf_open_file(path, &g);
     if (rc == LOOM_OK)
-        rc = loom_llama_weights_from_gguf_reader(g, wtype, max_seq, out);
+        rc = loom_llama_weights_from_gguf_reader(g, desc, out);
     loom_gguf_close(g);
     return rc;
 }

@@ -7,7 +7,6 @@
 #include <string.h>
 #include "gguf.h"
 #include "llama.h"
-#include "loom_ref.h"
 
 /* Row r of the file's q or k is row src_row(r) of the decoder's matrix: in
  * each head, file rows (2i, 2i + 1) are the decoder's (i, i + head_dim/2).
@@ -40,38 +39,70 @@ static uint16_t to_bf16(uint32_t b)
     return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
 }
 
-static void put_value(uint8_t *p, loom_gguf_tensor_type type, float v, const uint16_t *f16)
+/* One value of a float type (f32, f16, bf16). */
+static void put_value(uint8_t *p, loom_gguf_tensor_type type, float v)
 {
     uint32_t b;
     memcpy(&b, &v, 4);
     if (type == LOOM_GGUF_TENSOR_F32)
         put_le32(p, b);
     else if (type == LOOM_GGUF_TENSOR_F16)
-        put_le16(p, f16 ? *f16 : loom_f32_to_f16(v));
+        put_le16(p, loom_f32_to_f16(v));
     else
         put_le16(p, to_bf16(b));
 }
 
-static loom_result put_matrix(loom_gguf_writer *w, const char *name, const loom_llama_matrix *m,
-                              loom_gguf_tensor_type type, uint32_t heads)
+/* The tensor type a loom dtype is stored as, byte for byte. */
+static loom_gguf_tensor_type type_of(loom_dtype t)
 {
-    if (!m->f32)
-        return loom_fail(LOOM_UNSUPPORTED, "gguf writer: %s has no f32 values to write", name);
+#define X(name, code, dtype, str)  \
+    if ((int)t == (int)(dtype))    \
+        return LOOM_GGUF_TENSOR_##name;
+    LOOM_GGUF_TENSOR_TYPES(X)
+#undef X
+    return LOOM_GGUF_TENSOR_F32;
+}
+
+/* Row r of the tensor in type: the matrix's own bytes where it has that
+ * dtype and keeps them (f16 bits, blocks), else its f32 values converted
+ * (a block type quantized). */
+static loom_result put_row(uint8_t *out, const loom_llama_matrix *m, loom_gguf_tensor_type type, size_t row_bytes,
+                           uint32_t src, bool copy)
+{
+    loom_dtype dt;
+    if (copy) {
+        memcpy(out, (const uint8_t *)m->raw + src * row_bytes, row_bytes);
+        return LOOM_OK;
+    }
+    const float *v = m->f32 + (size_t)src * m->cols;
+    if (loom_gguf_tensor_dtype(type, &dt) && loom_dtype_is_block(dt))
+        return loom_quantize_row(dt, v, m->cols, out);
+    size_t eb = row_bytes / m->cols;
+    for (uint32_t c = 0; c < m->cols; c++)
+        put_value(out + eb * c, type, v[c]);
+    return LOOM_OK;
+}
+
+static loom_result put_matrix(loom_gguf_writer *w, const char *name, const loom_llama_matrix *m,
+                              const loom_gguf_llama_desc *desc, uint32_t heads)
+{
+    loom_gguf_tensor_type type = desc->as_stored ? type_of(m->type) : desc->type;
+    loom_dtype dt;
+    bool copy = m->type != LOOM_F32 && m->raw && loom_gguf_tensor_dtype(type, &dt) && dt == m->type;
+    if (!copy && !m->f32)
+        return loom_fail(LOOM_UNSUPPORTED, "gguf writer: %s has no f32 values to write as %s", name,
+                         loom_gguf_tensor_type_name(type));
+    uint64_t row_bytes = loom_gguf_tensor_bytes(type, 1, (const uint64_t[]){ m->cols });
+    if (!row_bytes)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "gguf writer: tensor %s: rows of %u are not whole %s blocks", name,
+                         m->cols, loom_gguf_tensor_type_name(type));
     uint8_t *d;
-    size_t eb = type == LOOM_GGUF_TENSOR_F32 ? 4 : 2;
     loom_result rc = loom_gguf_writer_add_tensor(w, name, type, 2, (const uint64_t[]){ m->cols, m->rows }, NULL,
                                                  (void **)&d);
-    if (rc)
-        return rc;
-    /* f16 bits as stored when there are some: the values the GPU sees. */
-    const uint16_t *f16 = type == LOOM_GGUF_TENSOR_F16 ? m->f16 : NULL;
     uint32_t head_dim = heads ? m->rows / heads : 0;
-    for (uint32_t r = 0; r < m->rows; r++) {
-        size_t s = (size_t)src_row(r, heads, head_dim) * m->cols, o = (size_t)r * m->cols;
-        for (uint32_t c = 0; c < m->cols; c++)
-            put_value(d + eb * (o + c), type, m->f32[s + c], f16 ? f16 + s + c : NULL);
-    }
-    return LOOM_OK;
+    for (uint32_t r = 0; r < m->rows && !rc; r++)
+        rc = put_row(d + r * row_bytes, m, type, (size_t)row_bytes, src_row(r, heads, head_dim), copy);
+    return rc;
 }
 
 static loom_result put_vector(loom_gguf_writer *w, const char *name, const float *v, uint32_t n)
@@ -80,7 +111,7 @@ static loom_result put_vector(loom_gguf_writer *w, const char *name, const float
     loom_result rc = loom_gguf_writer_add_tensor(w, name, LOOM_GGUF_TENSOR_F32, 1, (const uint64_t[]){ n }, NULL,
                                                  (void **)&d);
     for (uint32_t i = 0; i < n && !rc; i++)
-        put_value(d + 4 * (size_t)i, LOOM_GGUF_TENSOR_F32, v[i], NULL);
+        put_value(d + 4 * (size_t)i, LOOM_GGUF_TENSOR_F32, v[i]);
     return rc;
 }
 
@@ -159,7 +190,7 @@ static loom_result put_keys(loom_gguf_writer *w, const loom_llama_config *c, con
 /* In the order llama.cpp's loader lists a block's tensors; vectors have no
  * matrix. */
 static loom_result put_layer(loom_gguf_writer *w, const loom_llama_config *c, const loom_llama_layer *L, uint32_t l,
-                             loom_gguf_tensor_type type)
+                             const loom_gguf_llama_desc *d)
 {
     const struct { const char *part; const float *v; const loom_llama_matrix *m; uint32_t heads; } parts[] = {
         { "attn_norm", L->attn_norm, NULL, 0 }, { "attn_q", NULL, &L->wq, c->n_heads },
@@ -172,7 +203,7 @@ static loom_result put_layer(loom_gguf_writer *w, const loom_llama_config *c, co
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && !rc; i++) {
         char name[LOOM_GGUF_MAX_NAME + 1];
         snprintf(name, sizeof name, "blk.%u.%s.weight", l, parts[i].part);
-        rc = parts[i].m ? put_matrix(w, name, parts[i].m, type, parts[i].heads)
+        rc = parts[i].m ? put_matrix(w, name, parts[i].m, d, parts[i].heads)
                         : put_vector(w, name, parts[i].v, c->dim);
     }
     return rc;
@@ -184,19 +215,23 @@ loom_result loom_gguf_writer_add_llama(loom_gguf_writer *w, const loom_llama_wei
     loom_gguf_llama_desc d = desc ? *desc : (loom_gguf_llama_desc){ 0 };
     if (!w || !weights)
         return loom_fail(LOOM_INVALID_ARGUMENT, "gguf writer: NULL argument");
-    if (d.type != LOOM_GGUF_TENSOR_F32 && d.type != LOOM_GGUF_TENSOR_F16 && d.type != LOOM_GGUF_TENSOR_BF16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "gguf writer: llama matrices are f32, f16 or bf16, not type %u",
-                         (unsigned)d.type);
+    /* 256 is whole blocks of every type taken. */
+    if (!d.as_stored && !loom_gguf_tensor_bytes(d.type, 1, (const uint64_t[]){ 256 }))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "gguf writer: llama matrices are of a type the reader takes (f32, "
+                         "f16, bf16, q8_0, q4_0, q4_k, q6_k), not type %u (%s)", (unsigned)d.type,
+                         loom_gguf_tensor_type_name(d.type));
+    if (weights->no_values)
+        return loom_fail(LOOM_UNSUPPORTED, "gguf writer: the weights are shapes only");
     const loom_llama_config *c = &weights->cfg;
     loom_result rc = put_keys(w, c, &d);
     if (!rc)
-        rc = put_matrix(w, "token_embd.weight", &weights->embed, d.type, 0);
+        rc = put_matrix(w, "token_embd.weight", &weights->embed, &d, 0);
     for (uint32_t l = 0; l < c->n_layers && !rc; l++)
-        rc = put_layer(w, c, &weights->layers[l], l, d.type);
+        rc = put_layer(w, c, &weights->layers[l], l, &d);
     if (!rc)
         rc = put_vector(w, "output_norm.weight", weights->final_norm, c->dim);
     if (!rc && !d.tied)
-        rc = put_matrix(w, "output.weight", &weights->out, d.type, 0);
+        rc = put_matrix(w, "output.weight", &weights->out, &d, 0);
     return rc;
 }
 

@@ -14,7 +14,6 @@
 #include <string.h>
 #include "gguf.h"
 #include "llama.h"
-#include "loom_ref.h"
 
 typedef struct wkv {
     char *key;
@@ -52,18 +51,6 @@ static uint32_t f32_bits(float v)
     uint32_t b;
     memcpy(&b, &v, 4);
     return b;
-}
-
-static size_t elem_bytes(uint32_t type)
-{
-    switch (type) {
-#define X(name, code, bytes, str) \
-    case code:                    \
-        return bytes;
-        LOOM_GGUF_TENSOR_TYPES(X)
-#undef X
-    }
-    return 0;
 }
 
 static size_t fixed_value_bytes(uint32_t type)
@@ -262,18 +249,12 @@ loom_result loom_gguf_writer_remove_key(loom_gguf_writer *w, const char *key)
     return LOOM_OK;
 }
 
-/* Bytes of a tensor, 0 when the shape or type is not one to write. */
+/* Bytes of a tensor, 0 when the shape or type is not one to write (the
+ * reader's rule: a type it takes, rows of whole blocks) or past size_t. */
 static size_t tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims)
 {
-    size_t n = elem_bytes(type);
-    if (n_dims == 0 || n_dims > LOOM_GGUF_MAX_DIMS || !dims)
-        return 0;
-    for (uint32_t d = 0; d < n_dims; d++) {
-        if (dims[d] == 0 || dims[d] > SIZE_MAX / n)
-            return 0;
-        n *= (size_t)dims[d];
-    }
-    return n;
+    uint64_t n = loom_gguf_tensor_bytes(type, n_dims, dims);
+    return n <= SIZE_MAX ? (size_t)n : 0;
 }
 
 loom_result loom_gguf_writer_add_tensor(loom_gguf_writer *w, const char *name, loom_gguf_tensor_type type,

@@ -23,6 +23,98 @@ void loom_llama_default_config(loom_llama_config *c)
     };
 }
 
+/* The dtypes a matrix may have: all but u32. */
+static bool matrix_dtype(loom_dtype t) { return (unsigned)t < LOOM_DTYPE_COUNT && t != LOOM_U32; }
+
+void loom_llama_mat_shape(const loom_llama_config *c, loom_llama_mat k, uint32_t *rows, uint32_t *cols)
+{
+    uint32_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const uint32_t shape[LOOM_LLAMA_MAT_COUNT][2] = {
+        [LOOM_LLAMA_EMBED] = { c->vocab, c->dim }, [LOOM_LLAMA_WQ] = { qd, c->dim },
+        [LOOM_LLAMA_WK] = { kvd, c->dim },         [LOOM_LLAMA_WV] = { kvd, c->dim },
+        [LOOM_LLAMA_WO] = { c->dim, qd },          [LOOM_LLAMA_WG] = { c->ffn, c->dim },
+        [LOOM_LLAMA_WU] = { c->ffn, c->dim },      [LOOM_LLAMA_WD] = { c->dim, c->ffn },
+        [LOOM_LLAMA_OUT] = { c->vocab, c->dim },
+    };
+    bool in = (unsigned)k < LOOM_LLAMA_MAT_COUNT;
+    *rows = in ? shape[k][0] : 0;
+    *cols = in ? shape[k][1] : 0;
+}
+
+/* llama.cpp's "use more bits" layers of its mixes: the first and last
+ * eighth, and every third layer between. */
+static bool more_bits(uint32_t i, uint32_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+loom_dtype loom_llama_matrix_type(const loom_llama_config *c, loom_llama_mat k, uint32_t layer)
+{
+    loom_dtype t = c->wtype;
+    if (c->mix == LOOM_LLAMA_MIX_Q4_K_M) {
+        bool v_or_down = k == LOOM_LLAMA_WV || k == LOOM_LLAMA_WD;
+        t = k == LOOM_LLAMA_OUT || (v_or_down && more_bits(layer, c->n_layers)) ? LOOM_Q6_K : LOOM_Q4_K;
+    }
+    uint32_t rows, cols;
+    loom_llama_mat_shape(c, k, &rows, &cols);
+    /* llama.cpp falls back to Q5_0/Q8_0-class types for rows that are not
+     * whole K-blocks; of those loom has q8_0, then f16 for any length. */
+    if (loom_dtype_block(t) == 256 && cols % 256)
+        t = LOOM_Q8_0;
+    if (loom_dtype_is_block(t) && cols % loom_dtype_block(t))
+        t = LOOM_F16;
+    return t;
+}
+
+loom_result loom_llama_wtype_parse(const char *s, loom_llama_config *c)
+{
+    loom_dtype t;
+    if (s && !strcmp(s, "q4_k_m")) {
+        c->wtype = LOOM_Q4_K;
+        c->mix = LOOM_LLAMA_MIX_Q4_K_M;
+        return LOOM_OK;
+    }
+    if (!s || loom_dtype_parse(s, &t) || !matrix_dtype(t))
+        return loom_fail(LOOM_NOT_FOUND, "llama: weight type '%s' is not one of f32, f16, q8_0, q4_0, q4_k, q6_k, "
+                         "q4_k_m", s ? s : "");
+    c->wtype = t;
+    c->mix = LOOM_LLAMA_MIX_NONE;
+    return LOOM_OK;
+}
+
+const char *loom_llama_wtype_name(const loom_llama_config *c)
+{
+    return c->mix == LOOM_LLAMA_MIX_Q4_K_M ? "q4_k_m" : loom_dtype_name(c->wtype);
+}
+
+static const char *const mat_names[LOOM_LLAMA_MAT_COUNT] = { "embed", "wq", "wk", "wv", "wo",
+                                                              "wg",    "wu", "wd", "out" };
+
+const char *loom_llama_mat_name(loom_llama_mat k) { return (unsigned)k < LOOM_LLAMA_MAT_COUNT ? mat_names[k] : "?"; }
+
+/* Bytes of a rows x cols matrix of dtype t; 0 when a row is not whole blocks. */
+static uint64_t matrix_bytes(loom_dtype t, uint32_t rows, uint32_t cols)
+{
+    return (uint64_t)rows * loom_dtype_row_bytes(t, cols);
+}
+
+/* Each matrix is one buffer of at most 4 GiB (allocations beyond are not
+ * portable). One larger than a binding (maxStorageBufferRange: 128 MiB
+ * guaranteed, 4 GiB on most desktop GPUs) is split into row blocks by the
+ * compiler's split pass. Layers differ only under a mix. */
+static loom_result check_matrix_sizes(const loom_llama_config *c)
+{
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++) {
+        uint32_t layers = loom_llama_mat_per_layer((loom_llama_mat)k) && c->mix ? c->n_layers : 1, rows, cols;
+        loom_llama_mat_shape(c, (loom_llama_mat)k, &rows, &cols);
+        for (uint32_t l = 0; l < layers; l++)
+            if (matrix_bytes(loom_llama_matrix_type(c, (loom_llama_mat)k, l), rows, cols) > UINT32_MAX)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: weight matrix %s (%ux%u) exceeds 4 GiB",
+                                 mat_names[k], rows, cols);
+    }
+    return LOOM_OK;
+}
+
 loom_result loom_llama_config_check(const loom_llama_config *c)
 {
     if (!c)
@@ -41,21 +133,17 @@ loom_result loom_llama_config_check(const loom_llama_config *c)
                          c->n_heads, c->n_kv_heads);
     if (c->head_dim % 2)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: head_dim %u is odd", c->head_dim);
-    if (c->wtype != LOOM_F32 && c->wtype != LOOM_F16)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is neither f32 nor f16", c->wtype);
+    if (!matrix_dtype(c->wtype))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: wtype %u is not a matrix dtype (f32, f16, q8_0, "
+                         "q4_0, q4_k, q6_k)", c->wtype);
+    if (c->mix != LOOM_LLAMA_MIX_NONE && (c->mix != LOOM_LLAMA_MIX_Q4_K_M || c->wtype != LOOM_Q4_K))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: mix %u is not a loom_llama_mix, or wtype %s is not "
+                         "the mix's q4_k", c->mix, loom_dtype_name(c->wtype));
     if (c->kvtype != LOOM_F32 && c->kvtype != LOOM_F16)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: kvtype %u is neither f32 nor f16", c->kvtype);
     if (!(c->eps > 0.0f) || !(c->rope_theta > 0.0f))
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: eps and rope_theta must be positive");
-    /* Each matrix is one buffer of at most 4 GiB (allocations beyond are not
-     * portable). One larger than a binding (maxStorageBufferRange: 128 MiB
-     * guaranteed, 4 GiB on most desktop GPUs) is split into row blocks by
-     * the compiler's split pass. */
-    uint64_t big = (uint64_t)c->vocab * c->dim;
-    uint64_t mlp = (uint64_t)c->ffn * c->dim;
-    if ((big > mlp ? big : mlp) * loom_dtype_size(c->wtype) > UINT32_MAX)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama config: a weight matrix exceeds 4 GiB");
-    return LOOM_OK;
+    return check_matrix_sizes(c);
 }
 
 /* ---- weights ------------------------------------------------------------ */
@@ -76,34 +164,42 @@ static uint64_t splitmix(uint64_t *s)
 /* Uniform in [-1, 1), from the top 24 bits so every value is exact in f32. */
 static float uniform(uint64_t *s) { return (float)(splitmix(s) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
 
-/* Elements [begin, end) of a matrix whose first draw follows state seed. */
+/* Rows [row0, row1) of a matrix whose first draw follows state seed: the
+ * f32 draws, then, for a dtype other than f32, each row converted into raw
+ * and read back into f32, so f32 holds what the GPU will compute with. */
 typedef struct fill_range {
     loom_llama_matrix *mx;
-    size_t begin, end;
+    uint32_t row0, row1;
     uint64_t seed;
     float scale;
+    loom_result rc;
 } fill_range;
 
 static int fill(void *arg)
 {
-    const fill_range *r = arg;
-    uint64_t s = r->seed + (uint64_t)r->begin * SPLITMIX_STEP;
-    float *f32 = r->mx->f32;
-    uint16_t *f16 = r->mx->f16;
-    for (size_t i = r->begin; i < r->end; i++) {
-        float v = uniform(&s) * r->scale;
-        if (f16) {
-            f16[i] = loom_f32_to_f16(v);
-            v = loom_f16_to_f32(f16[i]);
-        }
-        f32[i] = v;
+    fill_range *r = arg;
+    loom_llama_matrix *mx = r->mx;
+    size_t cols = mx->cols, begin = (size_t)r->row0 * cols, end = (size_t)r->row1 * cols;
+    uint64_t s = r->seed + (uint64_t)begin * SPLITMIX_STEP;
+    for (size_t i = begin; i < end; i++)
+        mx->f32[i] = uniform(&s) * r->scale;
+    if (!mx->raw)
+        return 0;
+    size_t row_bytes = (size_t)loom_dtype_row_bytes(mx->type, cols);
+    for (size_t row = r->row0; row < r->row1 && !r->rc; row++) {
+        float *f = mx->f32 + row * cols;
+        void *raw = (uint8_t *)mx->raw + row * row_bytes;
+        r->rc = loom_quantize_row(mx->type, f, cols, raw);
+        if (!r->rc)
+            r->rc = loom_dequantize_row(mx->type, raw, cols, f);
     }
     return 0;
 }
 
 /* At least this many elements a thread: a 1b model's 2 GB of weights take
  * about 25 s on one core, which every benchmark process on the GPU machine
- * paid before its first step. */
+ * paid before its first step. Threads take whole rows, which quantize
+ * alone. */
 #define FILL_MIN_PER_THREAD (1u << 16)
 #define FILL_MAX_THREADS 64
 
@@ -113,23 +209,26 @@ static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t co
     size_t n = (size_t)rows * cols;
     mx->rows = rows;
     mx->cols = cols;
+    mx->type = t;
     mx->f32 = malloc(n * sizeof(float));
-    mx->f16 = t == LOOM_F16 ? malloc(n * sizeof(uint16_t)) : NULL;
-    if (!mx->f32 || (t == LOOM_F16 && !mx->f16))
-        return loom_fail(LOOM_OUT_OF_MEMORY, "llama weights: %ux%u matrix", rows, cols);
+    mx->raw = t == LOOM_F32 ? NULL : malloc((size_t)matrix_bytes(t, rows, cols));
+    if (!mx->f32 || (t != LOOM_F32 && !mx->raw))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "llama weights: %ux%u %s matrix", rows, cols, loom_dtype_name(t));
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     size_t cores = online > 0 ? (size_t)online : 1, k = n / FILL_MIN_PER_THREAD;
     if (k > cores)
         k = cores;
     if (k > FILL_MAX_THREADS)
         k = FILL_MAX_THREADS;
+    if (k > rows)
+        k = rows;
     if (k == 0)
         k = 1;
     fill_range r[FILL_MAX_THREADS];
     thrd_t th[FILL_MAX_THREADS];
     bool started[FILL_MAX_THREADS] = { false };
     for (size_t i = 0; i < k; i++)
-        r[i] = (fill_range){ mx, n * i / k, n * (i + 1) / k, *seed, scale };
+        r[i] = (fill_range){ mx, (uint32_t)(rows * i / k), (uint32_t)(rows * (i + 1) / k), *seed, scale, LOOM_OK };
     /* Range 0 runs here; a thread that cannot start has its range run here
      * too, so the values never depend on how many threads ran. */
     for (size_t i = 1; i < k; i++)
@@ -142,6 +241,9 @@ static loom_result matrix_init(loom_llama_matrix *mx, uint32_t rows, uint32_t co
             fill(&r[i]);
     }
     *seed += (uint64_t)n * SPLITMIX_STEP;
+    for (size_t i = 0; i < k; i++)
+        if (r[i].rc)
+            return r[i].rc;
     return LOOM_OK;
 }
 
@@ -154,10 +256,81 @@ static float *norm_init(uint32_t n, uint64_t *seed)
     return v;
 }
 
+uint64_t loom_llama_matrix_bytes(const loom_llama_matrix *mx)
+{
+    return mx ? matrix_bytes(mx->type, mx->rows, mx->cols) : 0;
+}
+
+const void *loom_llama_matrix_data(const loom_llama_matrix *mx)
+{
+    return !mx ? NULL : mx->type == LOOM_F32 ? (const void *)mx->f32 : mx->raw;
+}
+
+static loom_llama_matrix *matrix_of(loom_llama_weights *w, loom_llama_mat k, uint32_t l)
+{
+    if (k == LOOM_LLAMA_EMBED)
+        return &w->embed;
+    if (k == LOOM_LLAMA_OUT)
+        return &w->out;
+    if (!loom_llama_mat_per_layer(k) || !w->layers || l >= w->cfg.n_layers)
+        return NULL;
+    loom_llama_layer *L = &w->layers[l];
+    loom_llama_matrix *m[] = { [LOOM_LLAMA_WQ] = &L->wq, [LOOM_LLAMA_WK] = &L->wk, [LOOM_LLAMA_WV] = &L->wv,
+                               [LOOM_LLAMA_WO] = &L->wo, [LOOM_LLAMA_WG] = &L->wg, [LOOM_LLAMA_WU] = &L->wu,
+                               [LOOM_LLAMA_WD] = &L->wd };
+    return m[k];
+}
+
+const loom_llama_matrix *loom_llama_weights_matrix(const loom_llama_weights *w, loom_llama_mat k, uint32_t layer)
+{
+    return w ? matrix_of((loom_llama_weights *)w, k, layer) : NULL;
+}
+
+/* Layers a matrix kind has: n_layers for the per-layer ones, else one. */
+static uint32_t mat_layers(const loom_llama_config *c, loom_llama_mat k)
+{
+    return loom_llama_mat_per_layer(k) ? c->n_layers : 1;
+}
+
+char *loom_llama_describe_types(const loom_llama_config *c, const loom_llama_weights *w, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return buf;
+    buf[0] = '\0';
+    if (w)
+        c = &w->cfg;
+    if (!c)
+        return buf;
+    uint64_t count[LOOM_DTYPE_COUNT] = { 0 };
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < mat_layers(c, (loom_llama_mat)k); l++) {
+            const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, l);
+            loom_dtype t = mx ? mx->type : loom_llama_matrix_type(c, (loom_llama_mat)k, l);
+            if ((unsigned)t < LOOM_DTYPE_COUNT)
+                count[t]++;
+        }
+    size_t len = 0;
+    for (;;) {
+        int best = -1;
+        for (int t = 0; t < (int)LOOM_DTYPE_COUNT; t++)
+            if (count[t] && (best < 0 || count[t] > count[best]))
+                best = t;
+        if (best < 0)
+            break;
+        int m = snprintf(buf + len, n - len, "%s%s x %llu", len ? ", " : "", loom_dtype_name((loom_dtype)best),
+                         (unsigned long long)count[best]);
+        if (m < 0 || (size_t)m >= n - len)
+            break;
+        len += (size_t)m;
+        count[best] = 0;
+    }
+    return buf;
+}
+
 static void matrix_free(loom_llama_matrix *mx)
 {
     free(mx->f32);
-    free(mx->f16);
+    free(mx->raw);
 }
 
 void loom_llama_weights_destroy(loom_llama_weights *w)
@@ -172,14 +345,21 @@ void loom_llama_weights_destroy(loom_llama_weights *w)
             loom_llama_layer *L = &w->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
-            loom_llama_matrix *m[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd };
-            for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-                matrix_free(m[i]);
+            for (int k = LOOM_LLAMA_WQ; k <= LOOM_LLAMA_WD; k++)
+                matrix_free(matrix_of(w, (loom_llama_mat)k, l));
         }
     free(w->layers);
     free(w->tokens);
     free(w->token_text);
     free(w);
+}
+
+/* A matrix of cfg's synthetic weights, drawn next from the stream. */
+static loom_result draw_matrix(loom_llama_weights *w, loom_llama_mat k, uint32_t l, float scale, uint64_t *seed)
+{
+    uint32_t rows, cols;
+    loom_llama_mat_shape(&w->cfg, k, &rows, &cols);
+    return matrix_init(matrix_of(w, k, l), rows, cols, scale, loom_llama_matrix_type(&w->cfg, k, l), seed);
 }
 
 loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_weights **out)
@@ -196,15 +376,20 @@ loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_w
     w->cfg = *cfg;
     const loom_llama_config *c = cfg;
     uint64_t seed = c->seed;
-    uint32_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    uint32_t qd = c->n_heads * c->head_dim;
     /* Scales of 1/sqrt(fan-in) keep activations O(1) at every depth. */
     float sd = 1.0f / sqrtf((float)c->dim), sq = 1.0f / sqrtf((float)qd), sf = 1.0f / sqrtf((float)c->ffn);
+    const float scale[LOOM_LLAMA_MAT_COUNT] = {
+        [LOOM_LLAMA_EMBED] = 1.0f, [LOOM_LLAMA_WQ] = sd, [LOOM_LLAMA_WK] = sd, [LOOM_LLAMA_WV] = sd,
+        [LOOM_LLAMA_WO] = sq,      [LOOM_LLAMA_WG] = sd, [LOOM_LLAMA_WU] = sd, [LOOM_LLAMA_WD] = sf,
+        [LOOM_LLAMA_OUT] = sd,
+    };
     w->layers = calloc(c->n_layers, sizeof *w->layers);
     if (!w->layers) {
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama weights");
         goto fail;
     }
-    if ((rc = matrix_init(&w->embed, c->vocab, c->dim, 1.0f, c->wtype, &seed)))
+    if ((rc = draw_matrix(w, LOOM_LLAMA_EMBED, 0, scale[LOOM_LLAMA_EMBED], &seed)))
         goto fail;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         loom_llama_layer *L = &w->layers[l];
@@ -214,27 +399,60 @@ loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_w
             rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama weights");
             goto fail;
         }
-        if ((rc = matrix_init(&L->wq, qd, c->dim, sd, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wk, kvd, c->dim, sd, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wv, kvd, c->dim, sd, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wo, c->dim, qd, sq, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wg, c->ffn, c->dim, sd, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wu, c->ffn, c->dim, sd, c->wtype, &seed)) ||
-            (rc = matrix_init(&L->wd, c->dim, c->ffn, sf, c->wtype, &seed)))
-            goto fail;
+        for (int k = LOOM_LLAMA_WQ; k <= LOOM_LLAMA_WD; k++)
+            if ((rc = draw_matrix(w, (loom_llama_mat)k, l, scale[k], &seed)))
+                goto fail;
     }
     w->final_norm = norm_init(c->dim, &seed);
     if (!w->final_norm) {
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama weights");
         goto fail;
     }
-    if ((rc = matrix_init(&w->out, c->vocab, c->dim, sd, c->wtype, &seed)))
+    if ((rc = draw_matrix(w, LOOM_LLAMA_OUT, 0, scale[LOOM_LLAMA_OUT], &seed)))
         goto fail;
     *out = w;
     return LOOM_OK;
 fail:
     loom_llama_weights_destroy(w);
     return rc;
+}
+
+/* Weights a model can describe: every matrix of the config's shape, in a
+ * matrix dtype whose rows are whole blocks; and run (run): at most 4 GiB a
+ * matrix (a device's limit), with the values it uploads (raw for every
+ * dtype but f32; the f32 copy is the reference's) and every norm. */
+static loom_result check_weights(const loom_llama_weights *w, bool run)
+{
+    bool values = run;
+    const loom_llama_config *c = &w->cfg;
+    if (values && w->no_values)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama: the weights are shapes only (no values to upload)");
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < mat_layers(c, (loom_llama_mat)k); l++) {
+            const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, l);
+            uint32_t rows, cols;
+            loom_llama_mat_shape(c, (loom_llama_mat)k, &rows, &cols);
+            char name[32] = "";
+            if (loom_llama_mat_per_layer((loom_llama_mat)k))
+                snprintf(name, sizeof name, "l%u.", l);
+            snprintf(name + strlen(name), sizeof name - strlen(name), "%s", mat_names[k]);
+            if (!mx || mx->rows != rows || mx->cols != cols)
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s is %ux%u, the config makes it %ux%u", name,
+                                 mx ? mx->rows : 0, mx ? mx->cols : 0, rows, cols);
+            uint64_t bytes = loom_llama_matrix_bytes(mx);
+            if (!matrix_dtype(mx->type) || bytes == 0 || (run && bytes > UINT32_MAX))
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s: dtype %s with rows of %u (%llu bytes): "
+                                 "not a matrix dtype, rows not whole blocks, or over 4 GiB", name,
+                                 loom_dtype_name(mx->type), cols, (unsigned long long)bytes);
+            if (values && !loom_llama_matrix_data(mx))
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama: matrix %s has no values to upload", name);
+        }
+    for (uint32_t l = 0; values && l < c->n_layers; l++)
+        if (!w->layers[l].attn_norm || !w->layers[l].ffn_norm)
+            return loom_fail(LOOM_INVALID_ARGUMENT, "llama: layer %u has no norm weights", l);
+    if (values && !w->final_norm)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama: no final norm weights");
+    return LOOM_OK;
 }
 
 /* ---- comparison --------------------------------------------------------- */
@@ -266,6 +484,15 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
 enum { LB_ATTN_NORM, LB_WQ, LB_WK, LB_WV, LB_WO, LB_FFN_NORM, LB_WG, LB_WU, LB_WD, LB_KC, LB_VC, LB_COUNT };
 enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_COUNT };
 
+/* The matrix a layer buffer holds; -1 for norms and caches. */
+static const int8_t lb_mat[LB_COUNT] = {
+    [LB_ATTN_NORM] = -1, [LB_WQ] = LOOM_LLAMA_WQ, [LB_WK] = LOOM_LLAMA_WK, [LB_WV] = LOOM_LLAMA_WV,
+    [LB_WO] = LOOM_LLAMA_WO, [LB_FFN_NORM] = -1, [LB_WG] = LOOM_LLAMA_WG, [LB_WU] = LOOM_LLAMA_WU,
+    [LB_WD] = LOOM_LLAMA_WD, [LB_KC] = -1, [LB_VC] = -1,
+};
+static const char *const lb_names[LB_COUNT] = { "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
+                                                "wg", "wu", "wd", "kcache", "vcache" };
+
 /* A dry model has no runtime: its buffer pointers point at these, cast, so
  * the capture code (which passes loom_rt_buffer pointers around) runs
  * unchanged; buf_id and buf_size read them back. Never dereferenced as a
@@ -277,6 +504,7 @@ typedef struct placeholder {
 struct loom_llama {
     loom_rt *rt;                  /* NULL: a dry model */
     const loom_llama_weights *w;  /* NULL: a dry model */
+    const loom_llama_weights *like;  /* a dry model's matrix dtypes (values unused); NULL: the config's */
     loom_llama_config cfg;
     bool chain, keep_logits, early_log;
     bool feeding;                 /* the step being captured takes its token from the host */
@@ -314,13 +542,36 @@ static loom_result rt_buffer(loom_llama *m, loom_rt_buffer **slot, const char *n
     return rc;
 }
 
+/* The dtype matrix k of layer l has on this model: the weights' own, else
+ * (a dry model) the shapes-only weights' or the config's. */
+static loom_dtype mat_type(const loom_llama *m, loom_llama_mat k, uint32_t l)
+{
+    const loom_llama_weights *w = m->w ? m->w : m->like;
+    return w ? loom_llama_weights_matrix(w, k, l)->type : loom_llama_matrix_type(&m->cfg, k, l);
+}
+
+/* The buffer a matrix of bytes in dtype t needs: a view of blocks binds its
+ * last 32-bit word whole (ir/ops.c), up to 3 bytes past the blocks. */
+static uint64_t buffer_bytes(loom_dtype t, uint64_t bytes)
+{
+    return loom_dtype_is_block(t) ? (bytes + 3) & ~3ull : bytes;
+}
+
+static uint64_t mat_buffer_bytes(const loom_llama *m, loom_llama_mat k, uint32_t l)
+{
+    uint32_t rows, cols;
+    loom_llama_mat_shape(&m->cfg, k, &rows, &cols);
+    loom_dtype t = mat_type(m, k, l);
+    return buffer_bytes(t, matrix_bytes(t, rows, cols));
+}
+
+/* A matrix goes up as stored: f32 values, f16 bits or GGUF blocks. */
 static loom_result upload_matrix(loom_llama *m, loom_rt_buffer **slot, const char *name,
                                  const loom_llama_matrix *mx)
 {
-    uint64_t n = (uint64_t)mx->rows * mx->cols;
-    if (mx->f16)
-        return rt_buffer(m, slot, name, n * 2, LOOM_USAGE_WEIGHT, mx->f16);
-    return rt_buffer(m, slot, name, n * 4, LOOM_USAGE_WEIGHT, mx->f32);
+    uint64_t bytes = loom_llama_matrix_bytes(mx);
+    loom_result rc = rt_buffer(m, slot, name, buffer_bytes(mx->type, bytes), LOOM_USAGE_WEIGHT, NULL);
+    return rc ? rc : loom_rt_buffer_write(m->rt, *slot, 0, loom_llama_matrix_data(mx), bytes);
 }
 
 static loom_result upload(loom_llama *m)
@@ -333,16 +584,10 @@ static loom_result upload(loom_llama *m)
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const loom_llama_layer *L = &w->layers[l];
         loom_rt_buffer **b = &m->lbuf[(size_t)l * LB_COUNT];
-        const loom_llama_matrix *mats[LB_COUNT] = {
-            [LB_WQ] = &L->wq, [LB_WK] = &L->wk, [LB_WV] = &L->wv, [LB_WO] = &L->wo,
-            [LB_WG] = &L->wg, [LB_WU] = &L->wu, [LB_WD] = &L->wd,
-        };
-        static const char *const names[LB_COUNT] = { "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
-                                                     "wg", "wu", "wd", "kcache", "vcache" };
         for (int i = 0; i < LB_COUNT; i++) {
-            snprintf(name, sizeof name, "l%u.%s", l, names[i]);
-            if (mats[i])
-                rc = upload_matrix(m, &b[i], name, mats[i]);
+            snprintf(name, sizeof name, "l%u.%s", l, lb_names[i]);
+            if (lb_mat[i] >= 0)
+                rc = upload_matrix(m, &b[i], name, loom_llama_weights_matrix(w, (loom_llama_mat)lb_mat[i], l));
             else if (i == LB_ATTN_NORM || i == LB_FFN_NORM)
                 rc = rt_buffer(m, &b[i], name, (uint64_t)c->dim * 4, LOOM_USAGE_WEIGHT,
                                i == LB_ATTN_NORM ? L->attn_norm : L->ffn_norm);
@@ -488,46 +733,41 @@ static loom_result dry_config_check(const loom_llama_config *cfg)
     return loom_llama_config_check(&probe);
 }
 
-loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out)
+/* A dry model of cfg, its matrix dtypes from like when not NULL. */
+static loom_result create_dry(const loom_llama_config *cfg, const loom_llama_weights *like,
+                              const loom_llama_desc *desc, loom_llama **out)
 {
-    if (!out)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama dry model: out is NULL");
-    *out = NULL;
-    loom_result rc = dry_config_check(cfg);
-    if (rc)
-        return rc;
     loom_llama *m = calloc(1, sizeof *m);
     if (!m)
         return loom_fail(LOOM_OUT_OF_MEMORY, "llama dry model");
     m->cfg = *cfg;
+    m->like = like;
     size_t n_layer_bufs = (size_t)cfg->n_layers * LB_COUNT;
-    if ((rc = model_init(m, desc)))
+    loom_result rc = model_init(m, desc);
+    if (rc)
         goto fail;
     if (!(m->ph = calloc(n_layer_bufs + GB_COUNT, sizeof *m->ph))) {
         rc = loom_fail(LOOM_OUT_OF_MEMORY, "llama dry model");
         goto fail;
     }
     const loom_llama_config *c = cfg;
-    uint64_t ws = c->wtype == LOOM_F16 ? 2 : 4, qd = (uint64_t)c->n_heads * c->head_dim;
-    uint64_t kvd = (uint64_t)c->n_kv_heads * c->head_dim;
-    /* Sizes as upload() makes them, so the plan is the one a device gets. */
-    uint64_t layer_bytes[LB_COUNT] = {
-        [LB_ATTN_NORM] = c->dim * 4ull, [LB_WQ] = qd * c->dim * ws, [LB_WK] = kvd * c->dim * ws,
-        [LB_WV] = kvd * c->dim * ws, [LB_WO] = c->dim * qd * ws, [LB_FFN_NORM] = c->dim * 4ull,
-        [LB_WG] = (uint64_t)c->ffn * c->dim * ws, [LB_WU] = (uint64_t)c->ffn * c->dim * ws,
-        [LB_WD] = (uint64_t)c->dim * c->ffn * ws, [LB_KC] = c->max_seq * kvd * loom_dtype_size(c->kvtype),
-        [LB_VC] = c->max_seq * kvd * loom_dtype_size(c->kvtype),
-    };
-    uint64_t global_bytes[GB_COUNT] = {
-        [GB_EMBED] = (uint64_t)c->vocab * c->dim * ws, [GB_FINAL_NORM] = c->dim * 4ull,
-        [GB_OUT] = (uint64_t)c->vocab * c->dim * ws, [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
-        [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
-    };
-    /* Placeholder ids count from 1 like runtime serials (0 means plan-owned). */
+    uint64_t kv = (uint64_t)c->max_seq * c->n_kv_heads * c->head_dim * loom_dtype_size(c->kvtype);
+    /* Sizes as upload() makes them, so the plan is the one a device gets.
+     * Placeholder ids count from 1 like runtime serials (0 means
+     * plan-owned). */
     for (size_t i = 0; i < n_layer_bufs; i++) {
-        m->ph[i] = (placeholder){ i + 1, layer_bytes[i % LB_COUNT] };
+        int b = (int)(i % LB_COUNT);
+        uint64_t size = lb_mat[b] >= 0 ? mat_buffer_bytes(m, (loom_llama_mat)lb_mat[b], (uint32_t)(i / LB_COUNT))
+                        : b == LB_KC || b == LB_VC ? kv
+                                                   : c->dim * 4ull;
+        m->ph[i] = (placeholder){ i + 1, size };
         m->lbuf[i] = (loom_rt_buffer *)(void *)&m->ph[i];
     }
+    uint64_t global_bytes[GB_COUNT] = {
+        [GB_EMBED] = mat_buffer_bytes(m, LOOM_LLAMA_EMBED, 0), [GB_FINAL_NORM] = c->dim * 4ull,
+        [GB_OUT] = mat_buffer_bytes(m, LOOM_LLAMA_OUT, 0), [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
+        [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
+    };
     for (int i = 0; i < GB_COUNT; i++) {
         m->ph[n_layer_bufs + i] = (placeholder){ n_layer_bufs + i + 1, global_bytes[i] };
         m->gbuf[i] = (loom_rt_buffer *)(void *)&m->ph[n_layer_bufs + i];
@@ -539,6 +779,28 @@ fail:
     return rc;
 }
 
+loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama dry model: out is NULL");
+    *out = NULL;
+    loom_result rc = dry_config_check(cfg);
+    return rc ? rc : create_dry(cfg, NULL, desc, out);
+}
+
+loom_result loom_llama_create_dry_like(const loom_llama_weights *w, const loom_llama_desc *desc, loom_llama **out)
+{
+    if (!out)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama dry model: out is NULL");
+    *out = NULL;
+    if (!w)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama dry model: weights are NULL");
+    loom_result rc = dry_config_check(&w->cfg);
+    if (!rc)
+        rc = check_weights(w, false);
+    return rc ? rc : create_dry(&w->cfg, w, desc, out);
+}
+
 loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const loom_llama_desc *desc,
                               loom_llama **out)
 {
@@ -548,6 +810,8 @@ loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const lo
     if (!rt || !w)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama: runtime and weights are required");
     loom_result rc = loom_llama_config_check(&w->cfg);
+    if (!rc)
+        rc = check_weights(w, true);
     if (rc)
         return rc;
     loom_llama *m = calloc(1, sizeof *m);
@@ -613,9 +877,12 @@ static loom_tensor scratch(cap *c, const char *fmt, uint32_t layer, uint32_t n)
             (c)->rc = (call);   \
     } while (0)
 
-static loom_tensor weight_mat(cap *c, const loom_rt_buffer *b, const char *name, uint32_t rows, uint32_t cols)
+/* Matrix k of layer l (0 for the model-wide ones), bound in its dtype. */
+static loom_tensor weight_mat(cap *c, const loom_rt_buffer *b, const char *name, loom_llama_mat k, uint32_t l)
 {
-    return loom_mat(ext(c, b, name, LOOM_USAGE_WEIGHT), (loom_dtype)c->m->cfg.wtype, rows, cols);
+    uint32_t rows, cols;
+    loom_llama_mat_shape(&c->m->cfg, k, &rows, &cols);
+    return loom_mat(ext(c, b, name, LOOM_USAGE_WEIGHT), mat_type(c->m, k, l), rows, cols);
 }
 
 /* RMS_NORM then MUL by the weight, captured apart for the fuse pass.
@@ -640,18 +907,16 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     loom_rt_buffer **b = &c->m->lbuf[(size_t)l * LB_COUNT];
     uint32_t qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
     char nm[LB_COUNT][24];
-    static const char *const names[LB_COUNT] = { "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
-                                                 "wg", "wu", "wd", "kcache", "vcache" };
     for (int i = 0; i < LB_COUNT; i++)
-        snprintf(nm[i], sizeof nm[i], "l%u.%s", l, names[i]);
+        snprintf(nm[i], sizeof nm[i], "l%u.%s", l, lb_names[i]);
 
     char pre[24];
     snprintf(pre, sizeof pre, "l%u.attn", l);
     loom_tensor xn = norm(c, x, b[LB_ATTN_NORM], nm[LB_ATTN_NORM], pre);
     loom_tensor q = scratch(c, "l%u.q", l, qd), k = scratch(c, "l%u.k", l, kvd), v = scratch(c, "l%u.v", l, kvd);
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WQ], nm[LB_WQ], qd, cfg->dim), xn, q, NULL));
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WK], nm[LB_WK], kvd, cfg->dim), xn, k, NULL));
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WV], nm[LB_WV], kvd, cfg->dim), xn, v, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WQ], nm[LB_WQ], LOOM_LLAMA_WQ, l), xn, q, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WK], nm[LB_WK], LOOM_LLAMA_WK, l), xn, k, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WV], nm[LB_WV], LOOM_LLAMA_WV, l), xn, v, NULL));
     loom_tensor qr = scratch(c, "l%u.q_rope", l, qd), kr = scratch(c, "l%u.k_rope", l, kvd);
     OP(c, loom_op_rope(c->g, q, qr, cfg->n_heads, cfg->head_dim, cfg->rope_theta, NULL));
     OP(c, loom_op_rope(c->g, k, kr, cfg->n_kv_heads, cfg->head_dim, cfg->rope_theta, NULL));
@@ -662,18 +927,18 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     loom_tensor att = scratch(c, "l%u.attn", l, qd);
     OP(c, loom_op_attention(c->g, qr, kc, vc, att, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, NULL));
     loom_tensor o = scratch(c, "l%u.attn_out", l, cfg->dim), h = scratch(c, "l%u.h", l, cfg->dim);
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], cfg->dim, qd), att, o, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], LOOM_LLAMA_WO, l), att, o, NULL));
     OP(c, loom_op_add(c->g, x, o, h, NULL));
 
     snprintf(pre, sizeof pre, "l%u.ffn", l);
     loom_tensor hn = norm(c, h, b[LB_FFN_NORM], nm[LB_FFN_NORM], pre);
     loom_tensor gt = scratch(c, "l%u.gate", l, cfg->ffn), up = scratch(c, "l%u.up", l, cfg->ffn);
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WG], nm[LB_WG], cfg->ffn, cfg->dim), hn, gt, NULL));
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WU], nm[LB_WU], cfg->ffn, cfg->dim), hn, up, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WG], nm[LB_WG], LOOM_LLAMA_WG, l), hn, gt, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WU], nm[LB_WU], LOOM_LLAMA_WU, l), hn, up, NULL));
     loom_tensor act = scratch(c, "l%u.act", l, cfg->ffn);
     OP(c, loom_op_silu_mul(c->g, gt, up, act, NULL));
     loom_tensor d = scratch(c, "l%u.down", l, cfg->dim), y = scratch(c, "l%u.out", l, cfg->dim);
-    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], cfg->dim, cfg->ffn), act, d, NULL));
+    OP(c, loom_op_matvec(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], LOOM_LLAMA_WD, l), act, d, NULL));
     OP(c, loom_op_add(c->g, h, d, y, NULL));
     return y;
 }
@@ -703,7 +968,7 @@ static loom_result capture_ops(loom_llama *m, loom_graph *g, bool logs_first)
         OP(&c, loom_graph_params(g, &token_buf));
         token_index = 1;   /* loom_step_params.token */
     }
-    loom_tensor table = weight_mat(&c, m->gbuf[GB_EMBED], "embed", cfg->vocab, cfg->dim);
+    loom_tensor table = weight_mat(&c, m->gbuf[GB_EMBED], "embed", LOOM_LLAMA_EMBED, 0);
     loom_tensor x = scratch_named(&c, "embed.out", cfg->dim);
     OP(&c, loom_op_embed(g, table, token_buf, token_index, x, NULL));
     for (uint32_t l = 0; l < cfg->n_layers && c.rc == LOOM_OK; l++)
@@ -712,7 +977,7 @@ static loom_result capture_ops(loom_llama *m, loom_graph *g, bool logs_first)
     if (!logs_first)
         logits_buf = ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT);
     loom_tensor logits = loom_vec(logits_buf, cfg->vocab);
-    OP(&c, loom_op_matvec(g, weight_mat(&c, m->gbuf[GB_OUT], "out", cfg->vocab, cfg->dim), xw, logits, NULL));
+    OP(&c, loom_op_matvec(g, weight_mat(&c, m->gbuf[GB_OUT], "out", LOOM_LLAMA_OUT, 0), xw, logits, NULL));
     loom_tensor am = { argmax, LOOM_U32, 0, 1, 1 };
     OP(&c, loom_op_argmax(g, logits, am, NULL));
     return c.rc;

@@ -4,7 +4,9 @@
  * token the step graph is captured anew (reset + rebuild), compiled through
  * the plan cache (a hit after the first token), and replayed; only the step
  * parameters change between tokens. Weights are random but deterministic
- * (from a seed), so GPU and CPU runs can be compared step by step.
+ * (from a seed), so GPU and CPU runs can be compared step by step; each
+ * matrix has a dtype of its own (f32, f16 or a GGUF block type), so a
+ * quantized model runs as it is stored.
  *
  * Ownership: loom_llama_weights is host memory owned by the caller and must
  * outlive every model and reference made from it. Threading: one thread per
@@ -21,6 +23,13 @@
 extern "C" {
 #endif
 
+/* How synthetic weights choose a dtype per matrix (loom_llama_matrix_type). */
+typedef enum loom_llama_mix {
+    LOOM_LLAMA_MIX_NONE = 0,    /* every matrix wtype */
+    LOOM_LLAMA_MIX_Q4_K_M = 1,  /* llama.cpp's Q4_K_M: wtype (q4_k) with q6_k for the LM head and for attn_v
+                                   and ffn_down of the "more bits" layers */
+} loom_llama_mix;
+
 typedef struct loom_llama_config {
     uint32_t dim;          /* residual width */
     uint32_t n_layers;
@@ -32,7 +41,12 @@ typedef struct loom_llama_config {
     uint32_t max_seq;      /* KV-cache rows */
     float eps;             /* RMS-norm epsilon */
     float rope_theta;
-    loom_dtype wtype;      /* LOOM_F32 or LOOM_F16 for matrices and the embedding */
+    /* The matrices' and embedding's dtype: f32, f16 or a block type. It is
+     * what synthetic weights are made of (with mix, per matrix); weights
+     * loaded from a file keep each tensor's own dtype and say here the one
+     * most of their matrices have. */
+    loom_dtype wtype;
+    loom_llama_mix mix;    /* NONE, or Q4_K_M (then wtype is q4_k) */
     loom_dtype kvtype;     /* KV caches: LOOM_F32 (0), or LOOM_F16 (k and v rounded to f16 as they
                               are appended, as the reference does; half the bytes the attention
                               loads) */
@@ -47,14 +61,60 @@ loom_result loom_llama_config_check(const loom_llama_config *c);
 
 /* ---- weights ------------------------------------------------------------ */
 
-/* Matrices are row-major rows x cols, stored as f32 (f16-rounded values when
- * wtype is F16, so the reference sees exactly what the GPU sees) and, for
- * F16, also as raw half bits for upload. */
+/* The weight matrices of a model; the per-layer ones are WQ to WD. */
+typedef enum loom_llama_mat {
+    LOOM_LLAMA_EMBED,      /* vocab x dim */
+    LOOM_LLAMA_WQ,         /* n_heads * head_dim x dim */
+    LOOM_LLAMA_WK,         /* n_kv_heads * head_dim x dim */
+    LOOM_LLAMA_WV,         /* n_kv_heads * head_dim x dim */
+    LOOM_LLAMA_WO,         /* dim x n_heads * head_dim */
+    LOOM_LLAMA_WG,         /* ffn x dim */
+    LOOM_LLAMA_WU,         /* ffn x dim */
+    LOOM_LLAMA_WD,         /* dim x ffn */
+    LOOM_LLAMA_OUT,        /* vocab x dim */
+    LOOM_LLAMA_MAT_COUNT
+} loom_llama_mat;
+
+static inline bool loom_llama_mat_per_layer(loom_llama_mat k) { return k >= LOOM_LLAMA_WQ && k <= LOOM_LLAMA_WD; }
+
+/* "embed", "wq", ..., "out"; "?" out of range. */
+const char *loom_llama_mat_name(loom_llama_mat k);
+/* The shape of matrix k under c. */
+void loom_llama_mat_shape(const loom_llama_config *c, loom_llama_mat k, uint32_t *rows, uint32_t *cols);
+
+/* The dtype synthetic weights give matrix k (of layer `layer` for the
+ * per-layer ones): wtype; with LOOM_LLAMA_MIX_Q4_K_M q6_k for OUT, and for
+ * WV and WD of layer i when i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2 (n
+ * layers), else q4_k. A row must be whole blocks: where cols is not, a
+ * K-quant falls back to q8_0 (cols a multiple of 32), and any block type
+ * then to f16. */
+loom_dtype loom_llama_matrix_type(const loom_llama_config *c, loom_llama_mat k, uint32_t layer);
+
+/* A weight-type option as the command lines spell it: a matrix dtype's name
+ * (f32, f16, q8_0, q4_0, q4_k, q6_k) or q4_k_m; sets c->wtype and c->mix.
+ * LOOM_NOT_FOUND naming the value otherwise. */
+loom_result loom_llama_wtype_parse(const char *s, loom_llama_config *c);
+/* "q4_k_m" for the mix, else wtype's name. */
+const char *loom_llama_wtype_name(const loom_llama_config *c);
+
+/* A matrix, row-major rows x cols, in its own dtype. f32 holds the values
+ * the GPU computes with, widened to f32 (f16 exactly; a block type's rows
+ * dequantized), which the CPU reference reads, so it sees what the GPU
+ * sees. raw holds the rows as uploaded, loom_dtype_row_bytes(type, cols)
+ * bytes each: f16 bits or GGUF blocks; NULL for f32, whose f32 is uploaded.
+ * A shapes-only load (gguf.h) leaves both NULL, a raw-only load f32 (of
+ * every dtype but f32): a GPU model needs only what it uploads. */
 typedef struct loom_llama_matrix {
     uint32_t rows, cols;
+    loom_dtype type;
     float *f32;
-    uint16_t *f16;         /* NULL when wtype is F32 */
+    void *raw;
 } loom_llama_matrix;
+
+/* The bytes a matrix uploads (rows x row bytes of its dtype), and where they
+ * are (raw, or f32 for f32; NULL without values). */
+uint64_t loom_llama_matrix_bytes(const loom_llama_matrix *mx);
+const void *loom_llama_matrix_data(const loom_llama_matrix *mx);
 
 typedef struct loom_llama_layer {
     float *attn_norm;      /* dim */
@@ -74,15 +134,32 @@ typedef struct loom_llama_weights {
     uint32_t n_tokens;
     char **tokens;
     char *token_text;
+    /* Shapes and dtypes only (gguf.h's shapes-only load): no matrix or norm
+     * values, good for a dry model and for describing, not for running. */
+    bool no_values;
 } loom_llama_weights;
 
+/* Random weights of cfg's shape in the dtypes loom_llama_matrix_type gives,
+ * quantized on the host (loom_quantize_row) from the same f32 draws. */
 loom_result loom_llama_weights_create(const loom_llama_config *cfg, loom_llama_weights **out);
 void loom_llama_weights_destroy(loom_llama_weights *w);   /* NULL is fine */
+
+/* Matrix k (of layer `layer` for the per-layer ones); NULL out of range. */
+const loom_llama_matrix *loom_llama_weights_matrix(const loom_llama_weights *w, loom_llama_mat k, uint32_t layer);
+
+/* The matrices' dtypes, most common first, as "q4_k x 26, q6_k x 6, f16 x 4"
+ * (every matrix, the LM head and embedding included): w's when w is not
+ * NULL, else those c's synthetic weights get. Writes at most n bytes,
+ * NUL-terminated; returns buf. */
+char *loom_llama_describe_types(const loom_llama_config *c, const loom_llama_weights *w, char *buf, size_t n);
 
 /* ---- CPU reference ------------------------------------------------------ */
 
 typedef struct loom_llama_ref loom_llama_ref;
 
+/* Reads every matrix's f32 values (f16 ones their bits): LOOM_INVALID_
+ * ARGUMENT, naming the matrix, for weights without them (shapes only, or a
+ * raw-only load). */
 loom_result loom_llama_ref_create(const loom_llama_weights *w, loom_llama_ref **out);
 void loom_llama_ref_destroy(loom_llama_ref *r);
 /* Decodes token at position pos (pos < max_seq, positions in order from 0);
@@ -120,7 +197,9 @@ typedef struct loom_llama_desc {
     bool early_log;
 } loom_llama_desc;
 
-/* Uploads the weights into runtime buffers and allocates the KV caches. */
+/* Uploads the weights into runtime buffers, each matrix in its own dtype
+ * (bound to the ops with it), and allocates the KV caches. LOOM_INVALID_
+ * ARGUMENT naming the matrix whose shape, dtype or values do not fit. */
 loom_result loom_llama_create(loom_rt *rt, const loom_llama_weights *w, const loom_llama_desc *desc,
                               loom_llama **out);
 void loom_llama_destroy(loom_llama *m);
@@ -132,6 +211,9 @@ void loom_llama_destroy(loom_llama *m);
  * limit comes from desc->compile (max_binding_range; 0: none).
  * Capture, compile and the plan figures work on it; submit does not. */
 loom_result loom_llama_create_dry(const loom_llama_config *cfg, const loom_llama_desc *desc, loom_llama **out);
+/* The same with w's shape and per-matrix dtypes (its values are not read:
+ * a shapes-only load will do); w must outlive the model. */
+loom_result loom_llama_create_dry_like(const loom_llama_weights *w, const loom_llama_desc *desc, loom_llama **out);
 
 /* Captures the model's ops into g (which is reset first). Exposed so tests
  * and tools can compile or dump it without running it. */

@@ -19,8 +19,12 @@
  *   --profile-nodes  the same from a timestamp after every node, plus the
  *                last step's time by node
  *   --trace FILE Chrome trace-event JSON of the steps (Perfetto)
- *   --write-gguf FILE  the model as a GGUF file (matrices in the weight type),
- *                no device: for other engines to run the same weights
+ *   --model FILE GGUF weights: the shape, the context and every matrix's
+ *                dtype come from the file (quantized tensors run as stored)
+ *   --wtype T    synthetic weights quantized on the host (f32 ... q4_k_m)
+ *   --write-gguf FILE  the model as a GGUF file (each matrix in its own
+ *                dtype, as stored), no device: for other engines to run the
+ *                same weights
  *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
@@ -44,6 +48,12 @@ typedef struct opts {
     loom_rt_profile_level profile;
     const char *device, *model, *trace, *write_gguf;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
+    /* The model run: the synthetic weights of shape.cfg, or --model's file,
+     * whose shape then replaces shape.cfg (banner, JSON and figures all
+     * describe the model that runs). NULL until made (a dry run of the
+     * synthetic shape makes none); shapes only for a dry run of a file. */
+    loom_llama_weights *w;
+    uint32_t file_context;   /* --model: llama.context_length */
 } opts;
 
 /* Steps run: the prompt's (one, --token, without a prompt), then steps - 1
@@ -95,14 +105,19 @@ static void usage(FILE *f)
             "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
             "  --long-rows           f16 weights: residual-add projections whose rows span two\n"
             "                        or more chunks an invocation load two a trip (LOOM_ENABLE_LONG_ROWS)\n"
-            "  --model FILE.gguf     GGUF weights (the shape comes from the file)\n"
+            "  --model FILE.gguf     GGUF weights: the shape, the context (at most %u unless --max-seq\n"
+            "                        says more; --max-seq may only lower the file's) and each matrix's\n"
+            "                        type (f32, f16, bf16 as f32, q8_0, q4_0, q4_k, q6_k, mixed per\n"
+            "                        tensor) come from the file, so --wtype and the shape flags do not\n"
+            "                        apply; quantized tensors go to the GPU as stored. KV caches f16\n"
+            "                        unless --kv-f32\n"
             "  --profile             GPU time per concurrency group and per op kind (LOOM_PROFILE=1)\n"
             "  --profile-nodes       also a timestamp after every node (LOOM_PROFILE=2)\n"
             "  --trace FILE.json     Chrome trace of the steps, for Perfetto (LOOM_TRACE=FILE)\n"
-            "  --write-gguf FILE     write the model's weights as GGUF (matrices in the weight type,\n"
-            "                        llama.cpp's layout) and exit; no device\n"
+            "  --write-gguf FILE     write the model's weights as GGUF (each matrix in its own type, as\n"
+            "                        stored; llama.cpp's layout) and exit; no device\n"
             "  --quiet               no per-step lines\n",
-            loom_llama_args_help, BENCH_STEPS, WARMUP_S);
+            loom_llama_args_help, BENCH_STEPS, WARMUP_S, LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -160,6 +175,19 @@ static int check_ids(const opts *o, uint32_t vocab)
             return 2;
         }
     return -1;
+}
+
+/* The steps and ids fit the model's context and vocabulary: -1 when they
+ * do, else 2 (usage). */
+static int check_run(const opts *o)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    if (o->steps == 0 || (o->check && total_steps(o) > c->max_seq) || prompt_len(o) > c->max_seq) {
+        fprintf(stderr, "llama-decode: need steps >= 1, a prompt of at most max-seq %u ids, and with --check "
+                "prompt + steps - 1 <= max-seq (got %u + %u - 1)\n", c->max_seq, prompt_len(o), o->steps);
+        return 2;
+    }
+    return check_ids(o, c->vocab);
 }
 
 /* Returns -1 to go on, else the exit code. */
@@ -239,10 +267,10 @@ static int parse(int argc, char **argv, opts *o)
             o->device = v;
         } else if (!strcmp(a, "--model")) {
             o->model = v;
-        } else if (!strcmp(a, "--trace")) {
-            o->trace = v;
         } else if (!strcmp(a, "--write-gguf")) {
             o->write_gguf = v;
+        } else if (!strcmp(a, "--trace")) {
+            o->trace = v;
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!parse_ids(v, o))
                 return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
@@ -251,30 +279,47 @@ static int parse(int argc, char **argv, opts *o)
         }
     }
     loom_llama_args_finish(&o->shape);
-    const loom_llama_config *c = &o->shape.cfg;
     if (o->bench && !o->steps_set)
         o->steps = BENCH_STEPS;
     if (o->bench && o->check)
         return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
     if (o->n_prompt && o->token_set)
         return bad("--token and --prompt-ids exclude each other (--token T is --prompt-ids T)", NULL);
-    if (o->steps == 0 || (o->check && total_steps(o) > c->max_seq) || prompt_len(o) > c->max_seq) {
-        fprintf(stderr, "llama-decode: need steps >= 1, a prompt of at most max-seq %u ids, and with --check "
-                "prompt + steps - 1 <= max-seq (got %u + %u - 1)\n", c->max_seq, prompt_len(o), o->steps);
-        return 2;
-    }
-    /* With --model the vocabulary is the file's: checked once it is read. */
-    return o->model ? -1 : check_ids(o, c->vocab);
+    if (o->write_gguf && o->dry_run)
+        return bad("--write-gguf and --dry-run exclude each other (a dry run has no weights to write)", NULL);
+    if (o->model && (o->shape.wtype_set || o->shape.shape_set))
+        return bad("--model: the shape and the weight types come from the file; --wtype, --f16, --f32 and the "
+                   "shape flags (but --max-seq, to lower the context) do not apply", NULL);
+    /* With --model the context and vocabulary are the file's: checked once
+     * it is read. */
+    return o->model ? -1 : check_run(o);
 }
 
+
+/* The weights' type in a word: the synthetic --wtype, or a file's one
+ * matrix dtype, or "mixed". */
+static const char *wtype_label(const opts *o)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    if (!o->model)
+        return loom_llama_wtype_name(c);
+    char types[128];
+    loom_llama_describe_types(c, o->w, types, sizeof types);
+    return strchr(types, ',') ? "mixed" : loom_dtype_name(c->wtype);
+}
 
 static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
-    printf("llama-decode on %s: config %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights, %s KV cache; %u steps in flight%s%s%s%s%s",
-           device, o->shape.config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
-           c->vocab, c->max_seq, loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype), o->in_flight ? o->in_flight : 3,
+    char types[160], context[48] = "";
+    loom_llama_describe_types(c, o->w, types, sizeof types);
+    if (o->model)
+        snprintf(context, sizeof context, " (the file's %u)", o->file_context);
+    printf("llama-decode on %s: %s %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u%s, "
+           "%s weights (%s), %s KV cache; %u steps in flight%s%s%s%s%s",
+           device, o->model ? "model" : "config", o->model ? o->model : o->shape.config_name, c->dim, c->n_layers,
+           c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq, context, wtype_label(o), types,
+           loom_dtype_name(c->kvtype), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
            o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "");
@@ -306,21 +351,42 @@ static void json_num(loom_str *s, const char *key, double v, bool known)
         loom_str_printf(s, ",\"%s\":null", key);
 }
 
+/* v as a JSON string, or null for NULL. */
+static void json_string(loom_str *s, const char *v)
+{
+    if (!v) {
+        loom_str_append(s, "null", 4);
+        return;
+    }
+    loom_str_append(s, "\"", 1);
+    for (const char *p = v; *p; p++)
+        if (*p == '"' || *p == '\\')
+            loom_str_printf(s, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20)
+            loom_str_printf(s, "\\u%04x", (unsigned)(unsigned char)*p);
+        else
+            loom_str_append(s, p, 1);
+    loom_str_append(s, "\"", 1);
+}
+
 static void print_json(const opts *o, const char *device, const loom_llama_figures *f, const loom_llama_result *r,
                        double copy_gbps, const uint32_t *tokens)
 {
     const loom_llama_config *c = &o->shape.cfg;
     loom_str s;
     loom_str_init(&s, NULL);
-    loom_str_printf(&s, "{\"config\":\"%s\",\"device\":\"", o->shape.config_name);
-    for (const char *p = device; *p; p++)
-        if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
-            loom_str_append(&s, p, 1);
-    loom_str_printf(&s, "\",\"mode\":\"%s\",\"dim\":%u,\"layers\":%u,\"heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
-                    "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\",\"kvtype\":\"%s\"",
+    char types[160];
+    loom_llama_describe_types(c, o->w, types, sizeof types);
+    loom_str_printf(&s, "{\"config\":\"%s\",\"model\":", o->model ? "gguf" : o->shape.config_name);
+    json_string(&s, o->model);
+    loom_str_append(&s, ",\"device\":", 10);
+    json_string(&s, device);
+    loom_str_printf(&s, ",\"mode\":\"%s\",\"dim\":%u,\"layers\":%u,\"heads\":%u,\"kv_heads\":%u,\"head_dim\":%u,"
+                    "\"ffn\":%u,\"vocab\":%u,\"max_seq\":%u,\"wtype\":\"%s\",\"weight_types\":\"%s\","
+                    "\"kvtype\":\"%s\"",
                     o->dry_run ? "dry-run" : o->bench ? "bench" : o->check ? "check" : "decode", c->dim,
                     c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq,
-                    loom_dtype_name(c->wtype), loom_dtype_name(c->kvtype));
+                    wtype_label(o), types, loom_dtype_name(c->kvtype));
     loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s",
                     o->disable & LOOM_DISABLE_FUSE ? "true" : "false",
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
@@ -482,7 +548,7 @@ static int dry_run(const opts *o)
     loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = o->enable };
     if (!dry_binding_limit(o, &co.max_binding_range))
         return 2;
-    loom_result rc = loom_llama_dry_figures(&o->shape.cfg, &co, o->early_log, &f);
+    loom_result rc = loom_llama_dry_figures(&o->shape.cfg, o->w, &co, o->early_log, &f);
     if (rc) {
         fprintf(stderr, "llama-decode: dry run: %s: %s\n", loom_result_str(rc), loom_last_error());
         return 1;
@@ -494,42 +560,61 @@ static int dry_run(const opts *o)
     return 0;
 }
 
-/* --model: the shape comes from the file (the shape flags only set the
- * weight and KV-cache types and cap the context). */
-static loom_result load_weights(const opts *o, loom_llama_weights **w)
+/* --model: the file's model, shapes only for a dry run, becomes the one
+ * described and run: its shape, context (lowered by --max-seq), vocabulary
+ * and matrix dtypes; KV caches f16 unless --kv-f32. Returns -1 to go on,
+ * else the exit code. */
+static int load_model(opts *o)
 {
-    if (!o->model)
-        return loom_llama_weights_create(&o->shape.cfg, w);
-    loom_result rc = loom_llama_weights_from_gguf(o->model, o->shape.cfg.wtype, o->shape.cfg.max_seq, w);
+    loom_gguf *g = NULL;
+    loom_result rc = loom_gguf_open_file(o->model, &g);
+    uint32_t ctx = 0, want = o->shape.max_seq_set ? o->shape.cfg.max_seq : 0;
+    /* The context is checked here to name the flag; the loader checks it
+     * again, and reports a missing key. */
+    if (!rc && !loom_gguf_get_u32(g, "llama.context_length", &ctx) && want > ctx) {
+        fprintf(stderr, "llama-decode: --max-seq %u exceeds the context of %s (llama.context_length %u); it may "
+                "only lower it\n", want, o->model, ctx);
+        loom_gguf_close(g);
+        return 2;
+    }
+    /* The f32 copies of quantized and f16 matrices are the reference's. */
+    loom_llama_gguf_desc d = { .max_seq = want, .shapes_only = o->dry_run, .raw_only = !o->check };
     if (!rc)
-        (*w)->cfg.kvtype = o->shape.cfg.kvtype;
-    return rc;
+        rc = loom_llama_weights_from_gguf_reader(g, &d, &o->w);
+    loom_gguf_close(g);
+    if (rc) {
+        fprintf(stderr, "llama-decode: %s: %s: %s\n", o->model, loom_result_str(rc), loom_last_error());
+        return 1;
+    }
+    o->file_context = ctx;
+    o->w->cfg.kvtype = o->shape.kvtype_set ? o->shape.cfg.kvtype : LOOM_F16;
+    o->shape.cfg = o->w->cfg;
+    return check_run(o);
 }
 
-/* --write-gguf: the weights (made, or read with --model) as a GGUF file. */
-static int write_gguf(const opts *o)
+/* --write-gguf: the weights (made, or read with --model) as a GGUF file,
+ * each matrix in its own dtype. */
+static int write_gguf(opts *o)
 {
-    loom_llama_weights *w = NULL;
-    loom_result rc = load_weights(o, &w);
+    loom_result rc = o->w ? LOOM_OK : loom_llama_weights_create(&o->shape.cfg, &o->w);
+    const loom_llama_config *c = &o->shape.cfg;
     if (!rc) {
-        loom_gguf_llama_desc d = { .type = w->cfg.wtype == LOOM_F16 ? LOOM_GGUF_TENSOR_F16 : LOOM_GGUF_TENSOR_F32,
-                                   .name = o->model ? NULL : o->shape.config_name };
-        rc = loom_llama_weights_to_gguf(w, &d, o->write_gguf);
+        loom_gguf_llama_desc d = { .as_stored = true, .name = o->model ? NULL : o->shape.config_name };
+        rc = loom_llama_weights_to_gguf(o->w, &d, o->write_gguf);
     }
+    char types[160];
     if (!rc)
-        printf("wrote %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, %s matrices\n",
-               o->write_gguf, w->cfg.dim, w->cfg.n_layers, w->cfg.n_heads, w->cfg.n_kv_heads, w->cfg.head_dim,
-               w->cfg.ffn, w->cfg.vocab, w->cfg.max_seq, loom_dtype_name(w->cfg.wtype));
+        printf("wrote %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, %s matrices (%s)\n",
+               o->write_gguf, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab,
+               c->max_seq, wtype_label(o), loom_llama_describe_types(c, o->w, types, sizeof types));
     else
         fprintf(stderr, "llama-decode: --write-gguf: %s: %s\n", loom_result_str(rc), loom_last_error());
-    loom_llama_weights_destroy(w);
     return rc ? 1 : 0;
 }
 
 static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
-    loom_llama_weights *w = NULL;
     loom_llama *m = NULL;
     uint32_t total = total_steps(o), first = prompt_len(o) - 1;   /* tokens[first..]: generated */
     uint32_t *tokens = calloc(total, sizeof *tokens);
@@ -540,12 +625,9 @@ static int run(opts *o, loom_rt *rt, const char *device)
     int status = 1;
     o->in_flight = loom_rt_in_flight(rt);
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
-    if (!rc)
-        rc = load_weights(o, &w);
-    if (!rc && o->model && check_ids(o, w->cfg.vocab) >= 0) {
-        status = 2;
-        goto out;
-    }
+    if (!rc && !o->w)
+        rc = loom_llama_weights_create(c, &o->w);
+    const loom_llama_weights *w = o->w;
     if (!rc)
         rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check,
                                                          .early_log = o->early_log },
@@ -612,7 +694,6 @@ out:
     if (rc)
         fprintf(stderr, "llama-decode: %s: %s\n", loom_result_str(rc), loom_last_error());
     loom_llama_destroy(m);
-    loom_llama_weights_destroy(w);
     free(tokens);
     return status;
 }
@@ -621,12 +702,13 @@ int main(int argc, char **argv)
 {
     opts o;
     int code = parse(argc, argv, &o);
-    if (code >= 0)
+    if (code < 0 && o.model)
+        code = load_model(&o);
+    if (code >= 0 || o.dry_run || o.write_gguf) {
+        code = code >= 0 ? code : o.dry_run ? dry_run(&o) : write_gguf(&o);
+        loom_llama_weights_destroy(o.w);
         return code;
-    if (o.dry_run)
-        return dry_run(&o);
-    if (o.write_gguf)
-        return write_gguf(&o);
+    }
     loom_rt *rt = NULL;
     loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile,
                        .max_binding_range = o.max_binding_range, .trace_path = o.trace };
@@ -641,6 +723,7 @@ int main(int argc, char **argv)
     loom_rt_wait_idle(rt);
     uint64_t vmsg = loom_rt_validation_messages(rt);
     loom_rt_destroy(rt);
+    loom_llama_weights_destroy(o.w);
     if (vmsg) {
         fprintf(stderr, "llama-decode: %llu validation messages\n", (unsigned long long)vmsg);
         status = 1;

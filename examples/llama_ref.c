@@ -1,8 +1,9 @@
 /* The CPU reference decoder: the same step as the GPU graph, op for op,
  * through the op library's CPU reference (loom_ref), with its own KV cache.
- * Both sides read the same weight bits, so the only differences from the
- * GPU are summation order and transcendental precision; the comparison
- * tolerance is sized for that. */
+ * Both sides read the same weights (a block type's as the values its
+ * blocks decode to), so the only differences from the GPU are summation
+ * order, where a block's scale is applied, and transcendental precision;
+ * the comparison tolerance is sized for that. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,13 @@ struct loom_llama_ref {
     uint32_t next_pos;
 };
 
-/* The reference ops read matrices in their stored type, like the kernels. */
+/* The reference ops read f16 matrices in their stored bits, like the
+ * kernels; f32 and block-typed ones as the f32 values the GPU computes
+ * with (a block type's rows dequantized). */
 static void matvec(const loom_llama_matrix *W, const float *x, float *y)
 {
-    if (W->f16)
-        loom_ref_matvec(LOOM_F16, W->f16, x, NULL, y, W->rows, W->cols);
+    if (W->type == LOOM_F16)
+        loom_ref_matvec(LOOM_F16, W->raw, x, NULL, y, W->rows, W->cols);
     else
         loom_ref_matvec(LOOM_F32, W->f32, x, NULL, y, W->rows, W->cols);
 }
@@ -40,8 +43,15 @@ loom_result loom_llama_ref_create(const loom_llama_weights *w, loom_llama_ref **
     if (!out)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: out is NULL");
     *out = NULL;
-    if (!w)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: weights are NULL");
+    if (!w || w->no_values)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: weights are NULL or shapes only");
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? w->cfg.n_layers : 1); l++) {
+            const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, l);
+            if (!mx || !mx->f32 || (mx->type == LOOM_F16 && !mx->raw))
+                return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: matrix %s of layer %u has no f32 values (weights "
+                                 "loaded raw only?)", loom_llama_mat_name((loom_llama_mat)k), l);
+        }
     const loom_llama_config *c = &w->cfg;
     loom_llama_ref *r = calloc(1, sizeof *r);
     if (!r)
@@ -115,8 +125,8 @@ loom_result loom_llama_ref_step(loom_llama_ref *r, uint32_t token, uint32_t pos,
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama ref: token %u pos %u (vocab %u, max_seq %u, next pos %u)",
                          token, pos, c->vocab, c->max_seq, r->next_pos);
     const loom_llama_matrix *E = &r->w->embed;
-    if (E->f16)
-        loom_ref_embed(LOOM_F16, E->f16, c->vocab, c->dim, token, r->x);
+    if (E->type == LOOM_F16)
+        loom_ref_embed(LOOM_F16, E->raw, c->vocab, c->dim, token, r->x);
     else
         loom_ref_embed(LOOM_F32, E->f32, c->vocab, c->dim, token, r->x);
     for (uint32_t l = 0; l < c->n_layers; l++)

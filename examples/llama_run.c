@@ -45,7 +45,14 @@ loom_result loom_llama_preset(const char *name, loom_llama_config *out)
 const char loom_llama_args_help[] =
     "  --config tiny|1b|7b   model shape (default tiny); the flags below override it\n"
     "  --dim D --layers L --heads H --kv-heads K --head-dim E --ffn F --vocab V --max-seq S\n"
-    "  --f16 | --f32         weight type\n"
+    "  --wtype T             weight type (tiny: f32; 1b, 7b: f16): f32, f16, q8_0, q4_0, q4_k,\n"
+    "                        q6_k, or q4_k_m, llama.cpp's mix: q4_k, with q6_k for the LM head and\n"
+    "                        for attn_v and ffn_down of the first and last eighth of the layers and\n"
+    "                        every third between. The random weights are quantized on the host.\n"
+    "                        A matrix whose rows are not whole blocks (ffn_down of tiny: rows of\n"
+    "                        688) falls back: a K-quant to q8_0 (rows a multiple of 32), then\n"
+    "                        any block type to f16\n"
+    "  --f16 | --f32         --wtype f16 | f32\n"
     "  --kv-f16 | --kv-f32   KV-cache type (tiny: f32; 1b, 7b: f16)\n"
     "  --seed N              weight seed\n";
 
@@ -75,10 +82,20 @@ int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a)
     const char *f = argv[*i];
     if (!strcmp(f, "--f16") || !strcmp(f, "--f32")) {
         a->cfg.wtype = f[3] == '1' ? LOOM_F16 : LOOM_F32;
+        a->cfg.mix = LOOM_LLAMA_MIX_NONE;
+        a->wtype_set = true;
         return 1;
     }
     if (!strcmp(f, "--kv-f16") || !strcmp(f, "--kv-f32")) {
         a->cfg.kvtype = f[6] == '1' ? LOOM_F16 : LOOM_F32;
+        a->kvtype_set = true;
+        return 1;
+    }
+    if (!strcmp(f, "--wtype")) {
+        if (*i + 1 >= argc || loom_llama_wtype_parse(argv[*i + 1], &a->cfg))
+            return -1;
+        ++*i;
+        a->wtype_set = true;
         return 1;
     }
     static const char *const names[] = { "--dim", "--layers", "--heads", "--kv-heads", "--head-dim",
@@ -104,6 +121,8 @@ int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a)
     if (!loom_llama_parse_u32(v, slots[k]))
         return -1;
     a->head_dim_set |= slots[k] == &a->cfg.head_dim;
+    a->max_seq_set |= slots[k] == &a->cfg.max_seq;
+    a->shape_set |= slots[k] != &a->cfg.max_seq;
     a->dims_set |= slots[k] == &a->cfg.dim || slots[k] == &a->cfg.n_heads;
     return 1;
 }
@@ -201,14 +220,16 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
     return LOOM_OK;
 }
 
-loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool early_log,
-                                   loom_llama_figures *out)
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_llama_weights *like,
+                                   const loom_compile_options *opts, bool early_log, loom_llama_figures *out)
 {
     loom_llama *m = NULL;
     loom_graph *g = NULL;
     loom_plan *p = NULL;
     loom_llama_desc d = { .chain = true, .compile = opts, .early_log = early_log };
-    loom_result rc = loom_llama_create_dry(cfg, &d, &m);
+    loom_result rc = like ? loom_llama_create_dry_like(like, &d, &m) : loom_llama_create_dry(cfg, &d, &m);
+    if (like)
+        cfg = &like->cfg;
     if (!rc)
         rc = loom_graph_create(&(loom_graph_desc){ .name = "llama_step" }, &g);
     if (!rc)

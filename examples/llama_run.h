@@ -24,13 +24,16 @@ loom_result loom_llama_preset(const char *name, loom_llama_config *out);
 /* Command-line shape parsing. Begin applies --config wherever it appears
  * (default tiny), so shape flags override it in any order; arg consumes
  * argv[*i] (and its value) when it is a shape flag (--config --dim --layers
- * --heads --kv-heads --head-dim --ffn --vocab --max-seq --f16 --f32 --seed)
- * and returns 1, returns 0 for other flags, -1 for a bad value; finish
- * derives head-dim from dim/heads when those were set and it was not. */
+ * --heads --kv-heads --head-dim --ffn --vocab --max-seq --wtype --f16 --f32
+ * --kv-f16 --kv-f32 --seed) and returns 1, returns 0 for other flags, -1
+ * for a bad value; finish derives head-dim from dim/heads when those were
+ * set and it was not. The *_set flags say what the command line gave (a
+ * model file's own shape stands where it did not). */
 typedef struct loom_llama_args {
     loom_llama_config cfg;
     char config_name[32];
     bool head_dim_set, dims_set;
+    bool wtype_set, kvtype_set, max_seq_set, shape_set;   /* shape: --dim to --vocab */
 } loom_llama_args;
 loom_result loom_llama_args_begin(int argc, char **argv, loom_llama_args *a);
 int loom_llama_args_shape(int argc, char **argv, int *i, loom_llama_args *a);
@@ -48,17 +51,20 @@ typedef struct loom_llama_figures {
     /* Barriers recorded before nodes that touch a layer's buffers, divided
      * by the number of layers: the dependency levels of one layer. */
     double levels_per_layer;
-    /* Weight bytes one step reads: every WEIGHT buffer, except that an
-     * embedding table counts one row per EMBED. */
+    /* Weight bytes one step reads: every WEIGHT buffer as stored (a
+     * quantized matrix's blocks), except that an embedding table counts one
+     * row per EMBED. */
     uint64_t weight_bytes;
     uint64_t arena_bytes, scratch_bytes;
 } loom_llama_figures;
 loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom_llama_figures *out);
 
 /* Device-free: capture the step graph of a dry model and compile it
- * (early_log: the step logs first, as loom_llama_desc.early_log). */
-loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_compile_options *opts, bool early_log,
-                                   loom_llama_figures *out);
+ * (early_log: the step logs first, as loom_llama_desc.early_log): of cfg,
+ * or, when like is not NULL, of like's shape and matrix dtypes (cfg is then
+ * not read; a shapes-only GGUF load will do). */
+loom_result loom_llama_dry_figures(const loom_llama_config *cfg, const loom_llama_weights *like,
+                                   const loom_compile_options *opts, bool early_log, loom_llama_figures *out);
 
 /* ---- copy bandwidth ------------------------------------------------------- */
 

@@ -4,7 +4,9 @@
  * documented codes and leaves the out-parameter NULL; on success every key
  * and tensor is found again by its name, every getter answers with a
  * documented code, and every tensor lies aligned inside the input with the
- * size its shape and type give (each byte is read, so ASan sees it). */
+ * size its shape and type give, rows of whole blocks (each byte is read, so
+ * ASan sees it); a loaded model's matrices have their config's shapes, in
+ * their own dtypes, with values unless loaded for shapes only. */
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
@@ -67,7 +69,12 @@ static void check_tensor(const loom_gguf *g, const loom_gguf_tensor *t, const ui
     for (uint32_t d = 0; d < LOOM_GGUF_MAX_DIMS; d++)
         n *= t->dims[d];
     check(n == t->n_elems);
-    check(t->bytes == n * (t->type == LOOM_GGUF_TENSOR_F32 ? 4 : 2));
+    loom_dtype dt;
+    uint64_t row = loom_gguf_tensor_dtype(t->type, &dt) ? loom_dtype_row_bytes(dt, t->dims[0]) : 0;
+    if (row)
+        check(t->bytes == n / t->dims[0] * row);
+    else   /* bf16, the one type taken that is no dtype */
+        check(t->type == LOOM_GGUF_TENSOR_BF16 && t->bytes == n * 2);
     const uint8_t *p = t->data;
     check(p >= data && t->bytes <= size && (size_t)(p - data) <= size - t->bytes);
     check((uint64_t)(p - data) == loom_gguf_data_offset(g) + t->offset && t->offset % loom_gguf_alignment(g) == 0);
@@ -81,20 +88,34 @@ static void check_tensor(const loom_gguf *g, const loom_gguf_tensor *t, const ui
 static void check_model(const uint8_t *data, size_t size)
 {
     loom_llama_weights *w = NULL;
-    loom_dtype wtype = size % 2 ? LOOM_F16 : LOOM_F32;
-    loom_result rc = loom_llama_weights_from_gguf_memory(data, size, wtype, 8, &w);
+    bool shapes_only = size % 2, raw_only = size % 4 == 2;
+    loom_result rc = loom_llama_weights_from_gguf_memory(data, size, &(loom_llama_gguf_desc){
+                                                             .shapes_only = shapes_only, .raw_only = raw_only }, &w);
     check(rc == LOOM_OK || rc == LOOM_PARSE || rc == LOOM_UNSUPPORTED || rc == LOOM_NOT_FOUND ||
           rc == LOOM_INVALID_ARGUMENT);
     check((rc == LOOM_OK) == (w != NULL));
     if (rc)
         return;
-    check(loom_llama_config_check(&w->cfg) == LOOM_OK && w->cfg.max_seq <= 8 && w->cfg.wtype == wtype);
+    const loom_llama_config *c = &w->cfg;
+    check(loom_llama_config_check(c) == LOOM_OK && c->max_seq <= LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ &&
+          w->no_values == shapes_only);
     for (uint32_t i = 0; i < w->n_tokens; i++)
         check(loom_llama_token_str(w, i) != NULL);
     check(loom_llama_token_str(w, w->n_tokens) == NULL);
     volatile float sum = 0;
-    for (size_t i = 0; i < (size_t)w->cfg.vocab * w->cfg.dim; i++)
-        sum += w->embed.f32[i] + w->out.f32[i];
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++) {
+        const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, c->n_layers - 1);
+        uint32_t rows, cols;
+        loom_llama_mat_shape(c, (loom_llama_mat)k, &rows, &cols);
+        check(mx->rows == rows && mx->cols == cols && loom_llama_matrix_bytes(mx) > 0);
+        check(shapes_only ? !mx->f32 && !mx->raw
+                          : (mx->type == LOOM_F32) == !mx->raw && !mx->f32 == (raw_only && mx->type != LOOM_F32));
+        for (size_t i = 0; mx->f32 && i < (size_t)rows * cols; i++)
+            sum += mx->f32[i];
+        const uint8_t *raw = mx->raw;
+        for (uint64_t i = 0; raw && i < loom_llama_matrix_bytes(mx); i++)
+            sum += raw[i];
+    }
     (void)sum;
     loom_llama_weights_destroy(w);
 }

@@ -89,6 +89,32 @@ if(TARGET llama-decode)
   set_tests_properties(decode_check_prompt_gguf PROPERTIES FIXTURES_REQUIRED gguf_models)
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_prompt.cmake)
+  # Quantized weights: the random weights quantized on the host (--wtype),
+  # each block type and llama.cpp's Q4_K_M mix (tiny's ffn_down, rows of
+  # 688, falls back to f16); every matrix in whole K blocks (ffn 768); with
+  # f16 caches.
+  foreach(w q8_0 q4_0 q4_k q6_k q4_k_m)
+    decode_test(decode_check_${w} ${check} --wtype ${w})
+  endforeach()
+  decode_test(decode_check_q4_k_m_ffn768 ${check} --wtype q4_k_m --ffn 768 --in-flight 1)
+  decode_test(decode_check_q4_k_m_kv-f16 ${check} --wtype q4_k_m --kv-f16 --early-log)
+  # Matrices whose blocks end mid-word (q8_0 rows of 3 blocks, 102 bytes, and
+  # q6_k's 210-byte blocks, over 513 rows): the buffer holds the last word.
+  decode_test(decode_check_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32 --ffn 96
+              --vocab 513 --in-flight 1)
+  decode_test(decode_check_q6_k_odd ${check} --wtype q6_k --vocab 513)
+  # GGUF files of them (--model): tensors to the GPU as stored, the file's
+  # context and types in the banner and JSON, the synthetic model's tokens.
+  foreach(w q8_0 q4_k_m)
+    decode_test(decode_check_gguf_${w} ${check} --model ${CMAKE_CURRENT_BINARY_DIR}/tiny-${w}.gguf)
+    set_tests_properties(decode_check_gguf_${w} PROPERTIES FIXTURES_REQUIRED gguf_models)
+  endforeach()
+  foreach(w f16 q4_k_m)
+    decode_test(decode_gguf_${w} ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+                -DMODEL=${CMAKE_CURRENT_BINARY_DIR}/tiny-${w}.gguf -DWTYPE=${w}
+                -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_gguf.cmake)
+    set_tests_properties(decode_gguf_${w} PROPERTIES FIXTURES_REQUIRED gguf_models)
+  endforeach()
   # Weights larger than one binding: a forced small limit splits the LM
   # head, the embedding and the projections into row blocks; the reference
   # still agrees on every step, and the tokens are those of the unsplit run.
@@ -118,6 +144,8 @@ if(TARGET llama-decode)
     decode_test(bench_decode_quick $<TARGET_FILE:loom> bench decode --config tiny --steps 4 --quick)
     decode_test(bench_decode_rounds $<TARGET_FILE:loom> bench decode --config tiny --steps 2 --quick --rounds 2
                 --variants early-log,optimized,no-gather)
+    decode_test(bench_decode_q4_k_m $<TARGET_FILE:loom> bench decode --config tiny --wtype q4_k_m --steps 2 --quick
+                --variants optimized,kv-f16)
   endif()
 endif()
 find_program(LOOM_PYTHON3 python3)

@@ -11,10 +11,11 @@ if(TARGET loom_llama)
 endif()
 
 # The default-config model as GGUF files in the build tree, for frontends'
-# tests: add FIXTURES_REQUIRED gguf_models and read tests/tiny-{f32,f16,bf16}.gguf
-# under the build directory.
+# tests: add FIXTURES_REQUIRED gguf_models and read tests/tiny-<type>.gguf
+# under the build directory (the block types and q4_k_m as --wtype makes
+# them: each matrix in its own dtype, ffn_down in f16).
 if(TARGET loom_llama)
-  foreach(t f32 f16 bf16)
+  foreach(t f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m)
     add_test(NAME gguf_write_tiny_${t} COMMAND test_gguf --write-model ${CMAKE_CURRENT_BINARY_DIR}/tiny-${t}.gguf ${t})
     set_tests_properties(gguf_write_tiny_${t} PROPERTIES FIXTURES_SETUP gguf_models)
   endforeach()

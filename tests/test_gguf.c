@@ -1,21 +1,24 @@
-/* Suite "gguf": the strict GGUF reader and the llama loader (examples/gguf.h).
+/* Suite "gguf": the strict GGUF reader, the llama loader and gguf.h's
+ * writer (examples/gguf.h).
  *
- * A small file with every value type and f32/f16/bf16 tensors, and its
- * malformed variants, are made byte by byte by this test's own raw writer,
- * from the format's description and independent of the reader. A tiny llama
- * model is written from the decoder's random weights by gguf.h's writer
- * (the layout of llama.cpp's converter: q/k rows permuted for adjacent-pair
- * RoPE), and broken by editing the writer's keys and tensors. The reader
- * must take the files and refuse every malformed variant (every truncation,
- * corrupt header fields, bad types, offsets, dims, names, missing keys and
- * tensors, wrong shapes) with the right code and no crash. The loaded model
- * must equal what was written bit for bit, compute what the file means
- * (RoPE checked against an adjacent-pair rotation on the file's own rows),
- * and decode on the device like the CPU reference, under the validation
- * layer. The writer's own keys, tensors and alignment are read back too.
+ * Files the loader is tested on are made by this test's own writer, written
+ * from the format's description and independent of the reader and of
+ * gguf.h's writer: a small file with every value type and f32/f16/bf16
+ * tensors, and a tiny llama model written from the decoder's random weights
+ * the way llama.cpp's converter lays them out (q/k rows permuted for
+ * adjacent-pair RoPE), its matrices in any type the reader takes or mixed
+ * per tensor, block types packed by loom_quantize_row. The reader must take
+ * them and refuse every malformed variant (every truncation, corrupt header
+ * fields, bad types, offsets, dims, names, rows that are not whole blocks,
+ * missing keys and tensors, wrong shapes) with the right code and no crash,
+ * naming the tensor. The loaded model must equal what was written bit for
+ * bit, compute what the file means (RoPE checked against an adjacent-pair
+ * rotation on the file's own rows, block rows too), and decode on the device
+ * like the CPU reference, under the validation layer. gguf.h's writer must
+ * read back as meant, a model as stored bit for bit.
  *
  * `test_gguf --write-corpus DIR` writes the seed files of the fuzz corpus;
- * `test_gguf --write-model FILE f32|f16|bf16` the default-config model. */
+ * `test_gguf --write-model FILE TYPE` the default-config model. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,14 +26,14 @@
 #include <string.h>
 #include <unistd.h>
 #include "gguf.h"
-#include "llama.h"
+#include "llama_run.h"
 #include "loom_ref.h"
 #include "runner.h"
 
 #define TOL 2e-3f
 #define STEPS 4
 
-/* ---- the test's raw GGUF writer, for files gguf.h's writer would refuse -- */
+/* ---- the test's GGUF writer --------------------------------------------- */
 
 typedef struct buf {
     uint8_t *p;
@@ -75,7 +78,36 @@ static void put_zeros(buf *b, size_t n)
 }
 
 enum { T_U8 = 0, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 };
-enum { TT_F32 = 0, TT_F16 = 1, TT_BF16 = 30 };
+/* ggml's tensor type codes: the types read, and one that is not (q5_k). */
+enum { TT_F32 = 0, TT_F16 = 1, TT_Q4_0 = 2, TT_Q8_0 = 8, TT_Q4_K = 12, TT_Q5_K = 13, TT_Q6_K = 14, TT_BF16 = 30 };
+
+/* The ggml code of a loom dtype, and back (F32 for bf16). */
+static uint32_t tt_of(loom_dtype t)
+{
+    static const uint32_t codes[LOOM_DTYPE_COUNT] = { [LOOM_F32] = TT_F32,   [LOOM_F16] = TT_F16,
+                                                      [LOOM_Q8_0] = TT_Q8_0, [LOOM_Q4_0] = TT_Q4_0,
+                                                      [LOOM_Q4_K] = TT_Q4_K, [LOOM_Q6_K] = TT_Q6_K };
+    ck_assert(t != LOOM_U32 && (unsigned)t < LOOM_DTYPE_COUNT);
+    return codes[t];
+}
+
+static bool tt_dtype(uint32_t tt, loom_dtype *out)
+{
+    *out = LOOM_F32;
+    for (int t = 0; t < (int)LOOM_DTYPE_COUNT; t++)
+        if (t != LOOM_U32 && tt_of((loom_dtype)t) == tt) {
+            *out = (loom_dtype)t;
+            return true;
+        }
+    return tt == TT_BF16;
+}
+
+static loom_dtype dtype_of(uint32_t tt)
+{
+    loom_dtype t;
+    ck_assert_msg(tt_dtype(tt, &t), "type %u", tt);
+    return t;
+}
 
 typedef struct gw {
     buf kv, info, data;
@@ -443,10 +475,26 @@ START_TEST(bad_tensor_infos_fail)
     const uint64_t d4[] = { 4, 4, 1, 1 };
     ck_assert_int_eq(one_tensor(TT_F32, 2, d4, 0), LOOM_OK);
     ck_assert_int_eq(one_tensor(TT_BF16, 4, d4, 32), LOOM_OK);
-    /* Unknown or unsupported (quantized) types. */
-    const uint32_t types[] = { 2, 8, 29, 31, 0xffffffff };
+    /* Unknown or unsupported types: ggml's, a retired one, none at all. */
+    const uint32_t types[] = { 3, TT_Q5_K, 29, 31, 40, 0xffffffff };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         ck_assert_int_eq(one_tensor(types[i], 2, d4, 0), LOOM_UNSUPPORTED);
+    /* Block types: rows of whole blocks that fit the 64 data bytes; a
+     * block that does not (the data runs past the end, one block short);
+     * rows that are not whole blocks, of every block type. */
+    ck_assert_int_eq(one_tensor(TT_Q8_0, 2, (uint64_t[]){ 32, 1 }, 0), LOOM_OK);
+    ck_assert_int_eq(one_tensor(TT_Q4_0, 3, (uint64_t[]){ 32, 1, 3 }, 0), LOOM_OK);
+    ck_assert_int_eq(one_tensor(TT_Q8_0, 2, (uint64_t[]){ 32, 2 }, 0), LOOM_PARSE);
+    ck_assert_int_eq(one_tensor(TT_Q4_0, 1, (uint64_t[]){ 128 }, 0), LOOM_PARSE);
+    ck_assert_int_eq(one_tensor(TT_Q4_K, 1, (uint64_t[]){ 256 }, 0), LOOM_PARSE);
+    ck_assert_int_eq(one_tensor(TT_Q6_K, 1, (uint64_t[]){ 256 }, 0), LOOM_PARSE);
+    const uint32_t blocks[][2] = { { TT_Q8_0, 32 }, { TT_Q4_0, 32 }, { TT_Q4_K, 256 }, { TT_Q6_K, 256 } };
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(one_tensor(blocks[i][0], 1, (uint64_t[]){ blocks[i][1] / 2 }, 0), LOOM_PARSE);
+        ck_assert_int_eq(one_tensor(blocks[i][0], 2, (uint64_t[]){ blocks[i][1] + 1, 1 }, 0), LOOM_PARSE);
+        /* ... the element count a whole number of blocks, but not a row */
+        ck_assert_int_eq(one_tensor(blocks[i][0], 2, (uint64_t[]){ blocks[i][1] / 2, 2 }, 0), LOOM_PARSE);
+    }
     /* Out of bounds, unaligned, overflowing offsets. */
     ck_assert_int_eq(one_tensor(TT_F32, 2, d4, 64), LOOM_PARSE);
     ck_assert_int_eq(one_tensor(TT_F32, 2, d4, 32), LOOM_PARSE);
@@ -697,7 +745,10 @@ START_TEST(writer_refuses_bad_input)
                      LOOM_INVALID_ARGUMENT);
     ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 5, d2, NULL, NULL),
                      LOOM_INVALID_ARGUMENT);
-    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)2, 1, d2, NULL, NULL),
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)TT_Q5_K, 1, d2, NULL, NULL),
+                     LOOM_INVALID_ARGUMENT);
+    /* rows that are not whole blocks */
+    ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", (loom_gguf_tensor_type)TT_Q8_0, 1, d2, NULL, NULL),
                      LOOM_INVALID_ARGUMENT);
     ck_assert_int_eq(loom_gguf_writer_add_tensor(w, "u", LOOM_GGUF_TENSOR_F32, 2,
                                                  (uint64_t[]){ UINT64_C(1) << 62, 4 }, NULL, NULL),
@@ -721,7 +772,8 @@ START_TEST(writer_refuses_bad_input)
                              .vocab = 8, .max_seq = 8, .eps = 1e-5f, .rope_theta = 10000.0f, .seed = 1 };
     loom_llama_weights *W = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
-    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = (loom_gguf_tensor_type)8 }),
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = (loom_gguf_tensor_type)
+                                                                                 TT_Q5_K }),
                      LOOM_INVALID_ARGUMENT);
     loom_llama_weights_destroy(W);
 
@@ -759,8 +811,33 @@ static void tiny(loom_llama_config *c)
 
 #define CONTEXT 16
 
+/* The loader's descriptor most tests load with: a cache of 8 rows. */
+static const loom_llama_gguf_desc EIGHT = { .max_seq = 8 };
+
+/* dim 256 and ffn 512: every row whole blocks of 256, for the K-quants. */
+static void tiny_k(loom_llama_config *c)
+{
+    tiny(c);
+    c->dim = 256;
+    c->ffn = 512;
+    c->head_dim = 64;
+    c->vocab = 64;
+}
+
+/* ffn 80: ffn_down's rows are not whole blocks of 32. */
+static void tiny_odd(loom_llama_config *c)
+{
+    tiny(c);
+    c->ffn = 80;
+}
+
 typedef struct model_opts {
     uint32_t ttype;             /* of the matrices; norms are f32 */
+    /* Each matrix in the dtype loom_llama_matrix_type gives under this
+     * config's wtype and mix (ttype unused); NULL: ttype. */
+    const loom_llama_config *types;
+    const char *type_tensor;    /* this one in type_code, whatever the data (zeros) */
+    uint32_t type_code;
     bool tied;                  /* no output.weight */
     bool vocab;
     const char *skip_tensor;    /* leave this one out */
@@ -773,165 +850,381 @@ typedef struct model_opts {
     const char *rope_scaling;   /* llama.rope.scaling.type */
 } model_opts;
 
-/* A matrix value as written in ttype, decoded back to f32. */
-static float written(float v, uint32_t ttype, uint16_t *bits)
+/* Row r of the file is row file_to_ours(r) of the decoder's matrix: q/k rows
+ * in adjacent-pair RoPE order, as llama.cpp's converter writes them. */
+static uint32_t file_to_ours(uint32_t r, uint32_t heads, uint32_t hd)
 {
-    if (ttype == TT_F16) {
-        *bits = loom_f32_to_f16(v);
-        return loom_f16_to_f32(*bits);
-    }
+    if (!heads)
+        return r;
+    uint32_t h = r / hd, k = r % hd;
+    return h * hd + (k % 2) * (hd / 2) + k / 2;
+}
+
+/* Bytes of a row of n values in ttype; 0 for a type not read, or n not
+ * whole blocks. */
+static size_t tt_row_bytes(uint32_t ttype, uint32_t n)
+{
+    loom_dtype t;
+    if (!tt_dtype(ttype, &t))
+        return 0;
+    return ttype == TT_BF16 ? 2 * (size_t)n : (size_t)loom_dtype_row_bytes(t, n);
+}
+
+/* A row of n values as ttype stores it: f32 and f16 element by element,
+ * bf16 rounded to nearest even, block types as loom_quantize_row packs
+ * them (the round-to-nearest quantizer of GGML's block layouts). */
+static void pack_row(uint32_t ttype, const float *v, uint32_t n, uint8_t *out)
+{
     if (ttype == TT_BF16) {
-        *bits = to_bf16(v);
-        return from_bf16(*bits);
+        for (uint32_t i = 0; i < n; i++) {
+            uint16_t b = to_bf16(v[i]);
+            memcpy(out + 2 * i, &b, 2);
+        }
+        return;
     }
-    return v;
+    ck_assert_int_eq(loom_quantize_row(dtype_of(ttype), v, n, out), LOOM_OK);
 }
 
-/* The test's vocabulary: "<id>", and one with the SentencePiece space. */
-static const char *const *test_tokens(uint32_t vocab)
+/* The GGUF name of matrix k of layer l. */
+static void tensor_name(loom_llama_mat k, uint32_t l, char *buf, size_t n)
 {
-    static char names[1024][16];
-    static const char *tokens[1024];
-    ck_assert_uint_le(vocab, 1024);
-    for (uint32_t i = 0; i < vocab; i++) {
-        snprintf(names[i], sizeof names[i], i == 5 ? "\xe2\x96\x81tok%u" : "<%u>", i);
-        tokens[i] = names[i];
-    }
-    return tokens;
+    static const char *const names[LOOM_LLAMA_MAT_COUNT] = { "token_embd", "attn_q", "attn_k", "attn_v",
+                                                             "attn_output", "ffn_gate", "ffn_up", "ffn_down",
+                                                             "output" };
+    if (loom_llama_mat_per_layer(k))
+        snprintf(buf, n, "blk.%u.%s.weight", l, names[k]);
+    else
+        snprintf(buf, n, "%s.weight", names[k]);
 }
 
-/* The model through gguf.h's writer, then broken as o says. */
+/* The file type of a matrix (k of layer l) under the options. */
+static uint32_t matrix_ttype(const model_opts *o, const char *name, loom_llama_mat k, uint32_t l)
+{
+    if (o->type_tensor && strcmp(o->type_tensor, name) == 0)
+        return o->type_code;
+    return o->types ? tt_of(loom_llama_matrix_type(o->types, k, l)) : o->ttype;
+}
+
+static void put_matrix(gw *w, const model_opts *o, const char *name, const loom_llama_matrix *m, uint32_t heads,
+                       uint32_t hd, uint32_t ttype)
+{
+    if (o->skip_tensor && strcmp(o->skip_tensor, name) == 0)
+        return;
+    uint32_t rows = m->rows + (o->bad_shape && strcmp(o->bad_shape, name) == 0);
+    /* A type the reader refuses, or rows not whole blocks: zeros of the
+     * f32 size, since only the info matters. */
+    bool packable = tt_row_bytes(ttype, m->cols) > 0;
+    size_t rb = packable ? tt_row_bytes(ttype, m->cols) : 4 * (size_t)m->cols;
+    uint8_t *d = calloc(rows, rb);
+    ck_assert_ptr_nonnull(d);
+    for (uint32_t r = 0; r < m->rows && packable; r++)
+        pack_row(ttype, m->f32 + (size_t)file_to_ours(r, heads, hd) * m->cols, m->cols, d + r * rb);
+    gw_tensor(w, name, ttype, 2, (uint64_t[]){ m->cols, rows }, d, rows * rb);
+    free(d);
+}
+
+static void put_vector(gw *w, const model_opts *o, const char *name, const float *v, uint32_t n)
+{
+    if (o->skip_tensor && strcmp(o->skip_tensor, name) == 0)
+        return;
+    uint32_t len = n + (o->bad_shape && strcmp(o->bad_shape, name) == 0);
+    float *d = calloc(len, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    memcpy(d, v, (size_t)n * sizeof *d);
+    gw_tensor(w, name, TT_F32, 1, (uint64_t[]){ len }, d, (size_t)len * sizeof *d);
+    free(d);
+}
+
+static void model_kv_u32(gw *w, const model_opts *o, const char *k, uint32_t v)
+{
+    if (!o->skip_key || strcmp(o->skip_key, k) != 0)
+        kv_u32(w, k, v);
+}
+
 static buf model_file(const loom_llama_weights *W, const model_opts *o)
 {
-    loom_gguf_writer *w = NULL;
-    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
-    loom_gguf_llama_desc d = { .type = o->ttype, .name = "tiny", .context = o->context ? o->context : CONTEXT,
-                               .tied = o->tied, .tokens = o->vocab ? test_tokens(W->cfg.vocab) : NULL,
-                               .no_vocab = !o->vocab };
-    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &d), LOOM_OK);
-    if (o->skip_key)
-        ck_assert_int_eq(loom_gguf_writer_remove_key(w, o->skip_key), LOOM_OK);
-    if (o->arch)
-        ck_assert_int_eq(loom_gguf_writer_set_str(w, "general.architecture", o->arch), LOOM_OK);
+    const loom_llama_config *c = &W->cfg;
+    gw w;
+    gw_init(&w);
+    if (!o->skip_key || strcmp(o->skip_key, "general.architecture") != 0)
+        kv_str(&w, "general.architecture", o->arch ? o->arch : "llama");
+    kv_str(&w, "general.name", "tiny");
+    model_kv_u32(&w, o, "llama.context_length", o->context ? o->context : CONTEXT);
+    model_kv_u32(&w, o, "llama.embedding_length", c->dim);
     if (o->str_block_count)
-        ck_assert_int_eq(loom_gguf_writer_set_str(w, "llama.block_count", "2"), LOOM_OK);
+        kv_str(&w, "llama.block_count", "2");
+    else
+        model_kv_u32(&w, o, "llama.block_count", c->n_layers);
+    model_kv_u32(&w, o, "llama.feed_forward_length", c->ffn);
+    model_kv_u32(&w, o, "llama.rope.dimension_count", c->head_dim);
+    if (c->head_dim * c->n_heads != c->dim)
+        model_kv_u32(&w, o, "llama.attention.key_length", c->head_dim);
+    model_kv_u32(&w, o, "llama.attention.head_count", c->n_heads);
+    model_kv_u32(&w, o, "llama.attention.head_count_kv", c->n_kv_heads);
+    if (!o->skip_key || strcmp(o->skip_key, "llama.attention.layer_norm_rms_epsilon") != 0)
+        kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->eps);
+    kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
+    kv_u32(&w, "general.alignment", 32);
     if (o->rope_scaling)
-        ck_assert_int_eq(loom_gguf_writer_set_str(w, "llama.rope.scaling.type", o->rope_scaling), LOOM_OK);
-    if (o->skip_tensor)
-        ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, o->skip_tensor), LOOM_OK);
-    if (o->bad_shape) {   /* one more row (or element), of zeros */
-        uint32_t nd;
-        uint64_t dims[LOOM_GGUF_MAX_DIMS];
-        ck_assert_int_eq(loom_gguf_writer_tensor_dims(w, o->bad_shape, &nd, dims), LOOM_OK);
-        dims[nd - 1]++;
-        ck_assert_int_eq(loom_gguf_writer_remove_tensor(w, o->bad_shape), LOOM_OK);
-        ck_assert_int_eq(loom_gguf_writer_add_tensor(w, o->bad_shape, nd == 1 ? LOOM_GGUF_TENSOR_F32 : o->ttype, nd,
-                                                     dims, NULL, NULL),
-                         LOOM_OK);
-    }
+        kv_str(&w, "llama.rope.scaling.type", o->rope_scaling);
     if (o->extra_tensor)
-        ck_assert_int_eq(loom_gguf_writer_add_tensor(w, o->extra_tensor, LOOM_GGUF_TENSOR_F32, 1, (uint64_t[]){ 4 },
-                                                     small_f32, NULL),
-                         LOOM_OK);
-    buf f = { 0 };
-    void *p;
-    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &f.len), LOOM_OK);
-    f.p = p;
-    loom_gguf_writer_destroy(w);
+        put_vector(&w, o, o->extra_tensor, small_f32, 4);
+    if (o->vocab) {
+        char(*names)[16] = malloc((size_t)c->vocab * sizeof *names);
+        const char **toks = malloc((size_t)c->vocab * sizeof *toks);
+        ck_assert(names && toks);
+        for (uint32_t i = 0; i < c->vocab; i++) {
+            snprintf(names[i], sizeof names[i], i == 5 ? "\xe2\x96\x81tok%u" : "<%u>", i);
+            toks[i] = names[i];
+        }
+        kv_strs(&w, "tokenizer.ggml.tokens", c->vocab, toks);
+        free(names);
+        free(toks);
+    }
+#define MATRIX(name, m, k, l, heads) \
+    put_matrix(&w, o, name, m, heads, c->head_dim, matrix_ttype(o, name, LOOM_LLAMA_##k, l))
+    MATRIX("token_embd.weight", &W->embed, EMBED, 0, 0);
+    char name[64];
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        const loom_llama_layer *L = &W->layers[l];
+#define NAME(s) (snprintf(name, sizeof name, "blk.%u." s ".weight", l), name)
+        put_vector(&w, o, NAME("attn_norm"), L->attn_norm, c->dim);
+        MATRIX(NAME("attn_q"), &L->wq, WQ, l, c->n_heads);
+        MATRIX(NAME("attn_k"), &L->wk, WK, l, c->n_kv_heads);
+        MATRIX(NAME("attn_v"), &L->wv, WV, l, 0);
+        MATRIX(NAME("attn_output"), &L->wo, WO, l, 0);
+        put_vector(&w, o, NAME("ffn_norm"), L->ffn_norm, c->dim);
+        MATRIX(NAME("ffn_gate"), &L->wg, WG, l, 0);
+        MATRIX(NAME("ffn_up"), &L->wu, WU, l, 0);
+        MATRIX(NAME("ffn_down"), &L->wd, WD, l, 0);
+#undef NAME
+    }
+    put_vector(&w, o, "output_norm.weight", W->final_norm, c->dim);
+    if (!o->tied)
+        MATRIX("output.weight", &W->out, OUT, 0, 0);
+#undef MATRIX
+    buf f = gw_finish(&w);
+    gw_free(&w);
     return f;
 }
 
-static loom_llama_weights *reference_weights(void)
+/* f32 weights of tiny (or tiny_k, for the K-quants). */
+static loom_llama_weights *reference_weights_of(void (*shape)(loom_llama_config *))
 {
     loom_llama_config c;
-    tiny(&c);
+    shape(&c);
     loom_llama_weights *W = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
     return W;
 }
 
-/* The loaded matrix is the original with values as written, then stored
- * as wtype: bit for bit. */
+static loom_llama_weights *reference_weights(void) { return reference_weights_of(tiny); }
+
+/* The loaded matrix is the original's rows as the file stores them, in the
+ * file's type (bf16: f32): raw byte for byte, f32 what raw decodes to
+ * (bf16: the rounded values). */
 static void expect_matrix(const loom_llama_matrix *got, const loom_llama_matrix *orig, uint32_t ttype,
-                          loom_dtype wtype, const char *what)
+                          const char *what)
 {
     ck_assert_uint_eq(got->rows, orig->rows);
     ck_assert_uint_eq(got->cols, orig->cols);
-    ck_assert(wtype == LOOM_F16 ? got->f16 != NULL : got->f16 == NULL);
-    for (size_t i = 0; i < (size_t)orig->rows * orig->cols; i++) {
-        uint16_t bits = 0;
-        float v = written(orig->f32[i], ttype, &bits);
-        if (wtype == LOOM_F16) {
-            uint16_t h = ttype == TT_F16 ? bits : loom_f32_to_f16(v);
-            ck_assert_msg(got->f16[i] == h, "%s[%zu]: f16 %04x, want %04x", what, i, got->f16[i], h);
-            v = loom_f16_to_f32(h);
-        }
-        ck_assert_msg(memcmp(&got->f32[i], &v, 4) == 0, "%s[%zu]: %a, want %a", what, i, got->f32[i], v);
+    loom_dtype t = dtype_of(ttype);
+    ck_assert_msg(got->type == t, "%s: dtype %s, want %s", what, loom_dtype_name(got->type), loom_dtype_name(t));
+    ck_assert(t == LOOM_F32 ? got->raw == NULL : got->raw != NULL);
+    size_t rb = tt_row_bytes(ttype, orig->cols), cols = orig->cols;
+    uint8_t *packed = malloc(rb);
+    float *want = malloc(cols * sizeof *want);
+    ck_assert(packed && want);
+    for (uint32_t r = 0; r < orig->rows; r++) {
+        const float *row = orig->f32 + r * cols;
+        pack_row(ttype, row, orig->cols, packed);
+        if (ttype == TT_BF16)
+            for (size_t j = 0; j < cols; j++)
+                want[j] = from_bf16(to_bf16(row[j]));
+        else if (ttype == TT_F32)
+            memcpy(want, row, cols * sizeof *want);
+        else
+            ck_assert_int_eq(loom_dequantize_row(t, packed, orig->cols, want), LOOM_OK);
+        ck_assert_msg(!got->raw || memcmp((const uint8_t *)got->raw + r * rb, packed, rb) == 0,
+                      "%s row %u: raw bytes are not the row as the file stores it", what, r);
+        ck_assert_msg(memcmp(got->f32 + r * cols, want, cols * sizeof *want) == 0,
+                      "%s row %u: f32 values are not what the file's row decodes to", what, r);
     }
+    free(packed);
+    free(want);
 }
 
-static void expect_weights(const loom_llama_weights *got, const loom_llama_weights *W, uint32_t ttype,
-                           loom_dtype wtype, bool tied)
+static void expect_weights(const loom_llama_weights *got, const loom_llama_weights *W, const model_opts *o)
 {
-    const loom_llama_config *c = &got->cfg, *o = &W->cfg;
-    ck_assert_uint_eq(c->dim, o->dim);
-    ck_assert_uint_eq(c->n_layers, o->n_layers);
-    ck_assert_uint_eq(c->n_heads, o->n_heads);
-    ck_assert_uint_eq(c->n_kv_heads, o->n_kv_heads);
-    ck_assert_uint_eq(c->head_dim, o->head_dim);
-    ck_assert_uint_eq(c->ffn, o->ffn);
-    ck_assert_uint_eq(c->vocab, o->vocab);
-    ck_assert_uint_eq(c->max_seq, o->max_seq);
-    ck_assert(c->eps == o->eps && c->rope_theta == o->rope_theta);
-    ck_assert_int_eq(c->wtype, wtype);
-    expect_matrix(&got->embed, &W->embed, ttype, wtype, "embed");
-    expect_matrix(&got->out, tied ? &W->embed : &W->out, ttype, wtype, "out");
+    const loom_llama_config *c = &got->cfg, *w = &W->cfg;
+    ck_assert_uint_eq(c->dim, w->dim);
+    ck_assert_uint_eq(c->n_layers, w->n_layers);
+    ck_assert_uint_eq(c->n_heads, w->n_heads);
+    ck_assert_uint_eq(c->n_kv_heads, w->n_kv_heads);
+    ck_assert_uint_eq(c->head_dim, w->head_dim);
+    ck_assert_uint_eq(c->ffn, w->ffn);
+    ck_assert_uint_eq(c->vocab, w->vocab);
+    ck_assert_uint_eq(c->max_seq, w->max_seq);
+    ck_assert(c->eps == w->eps && c->rope_theta == w->rope_theta);
+    ck_assert_int_eq(c->mix, LOOM_LLAMA_MIX_NONE);
+    ck_assert_int_eq(c->kvtype, LOOM_F32);
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? c->n_layers : 1); l++) {
+            char name[64];
+            tensor_name((loom_llama_mat)k, l, name, sizeof name);
+            /* tied: the output is token_embd, in its type */
+            loom_llama_mat from = k == LOOM_LLAMA_OUT && o->tied ? LOOM_LLAMA_EMBED : (loom_llama_mat)k;
+            uint32_t tt = matrix_ttype(o, from == LOOM_LLAMA_EMBED ? "token_embd.weight" : name, from, l);
+            expect_matrix(loom_llama_weights_matrix(got, (loom_llama_mat)k, l),
+                          loom_llama_weights_matrix(W, from, l), tt, name);
+        }
     ck_assert_int_eq(memcmp(got->final_norm, W->final_norm, c->dim * sizeof(float)), 0);
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const loom_llama_layer *a = &got->layers[l], *b = &W->layers[l];
         ck_assert_int_eq(memcmp(a->attn_norm, b->attn_norm, c->dim * sizeof(float)), 0);
         ck_assert_int_eq(memcmp(a->ffn_norm, b->ffn_norm, c->dim * sizeof(float)), 0);
-        expect_matrix(&a->wq, &b->wq, ttype, wtype, "wq");
-        expect_matrix(&a->wk, &b->wk, ttype, wtype, "wk");
-        expect_matrix(&a->wv, &b->wv, ttype, wtype, "wv");
-        expect_matrix(&a->wo, &b->wo, ttype, wtype, "wo");
-        expect_matrix(&a->wg, &b->wg, ttype, wtype, "wg");
-        expect_matrix(&a->wu, &b->wu, ttype, wtype, "wu");
-        expect_matrix(&a->wd, &b->wd, ttype, wtype, "wd");
     }
 }
 
-static const uint32_t ttypes[] = { TT_F32, TT_F16, TT_BF16 };
+/* Files of every type taken, uniform and mixed per tensor, tied or not: in
+ * a shape whose rows are whole blocks of the type, or, for a mix, in the
+ * dtypes loom_llama_matrix_type gives under that wtype (q4_k_m over tiny_k:
+ * q4_k and q6_k; q4_k over tiny_odd: q8_0, and f16 for ffn_down). */
+static const struct {
+    uint32_t ttype;
+    const char *mix;
+    void (*shape)(loom_llama_config *);
+} round_trips[] = {
+    { TT_F32, NULL, tiny },         { TT_F16, NULL, tiny },        { TT_BF16, NULL, tiny },
+    { TT_Q8_0, NULL, tiny },        { TT_Q4_0, NULL, tiny },       { TT_Q4_K, NULL, tiny_k },
+    { TT_Q6_K, NULL, tiny_k },      { TT_Q4_K, "q4_k_m", tiny_k }, { TT_Q8_0, "q4_k", tiny_odd },
+};
+
+/* The writer's options for round trip i; cfg holds the mix's config. */
+static model_opts round_trip_opts(int i, bool tied, loom_llama_config *cfg)
+{
+    model_opts o = { .ttype = round_trips[i].ttype, .tied = tied, .vocab = !tied };
+    if (round_trips[i].mix) {
+        round_trips[i].shape(cfg);
+        ck_assert_int_eq(loom_llama_wtype_parse(round_trips[i].mix, cfg), LOOM_OK);
+        o.types = cfg;
+    }
+    return o;
+}
 
 START_TEST(model_round_trips)
 {
-    loom_llama_weights *W = reference_weights();
-    uint32_t ttype = ttypes[_i / 4];
-    loom_dtype wtype = _i % 2 ? LOOM_F16 : LOOM_F32;
-    bool tied = (_i / 2) % 2;
-    model_opts o = { .ttype = ttype, .tied = tied, .vocab = !tied };
+    int i = _i / 2;
+    bool tied = _i % 2;
+    loom_llama_config mix;
+    model_opts o = round_trip_opts(i, tied, &mix);
+    loom_llama_weights *W = reference_weights_of(round_trips[i].shape);
     buf f = model_file(W, &o);
     loom_llama_weights *got = NULL;
-    ck_assert_msg(loom_llama_weights_from_gguf_memory(f.p, f.len, wtype, 8, &got) == LOOM_OK, "%s",
-                  loom_last_error());
-    expect_weights(got, W, ttype, wtype, tied);
+    ck_assert_msg(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .max_seq = 8 }, &got) ==
+                      LOOM_OK, "%s", loom_last_error());
+    expect_weights(got, W, &o);
+    ck_assert_int_eq(got->cfg.wtype, o.types && round_trips[i].shape == tiny_k ? LOOM_Q4_K
+                                     : o.types                                ? LOOM_Q8_0
+                                                                              : dtype_of(o.ttype));
     if (o.vocab) {
-        ck_assert_uint_eq(got->n_tokens, 128);
+        ck_assert_uint_eq(got->n_tokens, W->cfg.vocab);
         ck_assert_str_eq(loom_llama_token_str(got, 0), "<0>");
         ck_assert_str_eq(loom_llama_token_str(got, 5), "\xe2\x96\x81tok5");
-        ck_assert_str_eq(loom_llama_token_str(got, 127), "<127>");
-        ck_assert_ptr_null(loom_llama_token_str(got, 128));
+        ck_assert_ptr_null(loom_llama_token_str(got, W->cfg.vocab));
     } else {
         ck_assert_ptr_null(loom_llama_token_str(got, 0));
     }
     ck_assert_ptr_null(loom_llama_token_str(NULL, 0));
+    /* A shapes-only load has the same shapes and dtypes, and no values. */
+    loom_llama_weights *shapes = NULL;
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .shapes_only = true },
+                                                         &shapes),
+                     LOOM_OK);
+    ck_assert(shapes->no_values && !shapes->final_norm && !shapes->layers[0].attn_norm);
+    char a[128], b[128];
+    ck_assert_str_eq(loom_llama_describe_types(NULL, shapes, a, sizeof a),
+                     loom_llama_describe_types(NULL, got, b, sizeof b));
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++) {
+        const loom_llama_matrix *s = loom_llama_weights_matrix(shapes, (loom_llama_mat)k, 1);
+        const loom_llama_matrix *g = loom_llama_weights_matrix(got, (loom_llama_mat)k, 1);
+        ck_assert(s->rows == g->rows && s->cols == g->cols && s->type == g->type && !s->f32 && !s->raw);
+    }
+    loom_llama_ref *ref = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(shapes, &ref), LOOM_INVALID_ARGUMENT);
+    loom_llama_weights_destroy(shapes);
     loom_llama_weights_destroy(got);
     free(f.p);
     loom_llama_weights_destroy(W);
 }
 END_TEST
 
-/* From a path; max_seq is the context length capped by the caller. */
+/* A model through gguf.h's writer and back: as stored, every matrix in its
+ * own dtype, bit for bit (q/k block rows permuted and back); a raw-only
+ * load of it written again, the same bytes; an f32 model written in a
+ * block type, rows as loom_quantize_row packs them. */
+static const char *const writer_wtypes[] = { "f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m" };
+
+START_TEST(writer_writes_models_as_stored)
+{
+    loom_llama_config c;
+    tiny_k(&c);
+    c.max_seq = CONTEXT;
+    ck_assert_int_eq(loom_llama_wtype_parse(writer_wtypes[_i], &c), LOOM_OK);
+    loom_llama_weights *W = NULL, *got = NULL, *raw = NULL, *again = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
+    void *p = NULL, *q = NULL;
+    size_t n = 0, m = 0;
+    loom_gguf_writer *w = NULL;
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .as_stored = true }), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+    loom_gguf_writer_destroy(w);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, NULL, &got), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, &(loom_llama_gguf_desc){ .raw_only = true }, &raw),
+                     LOOM_OK);
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? c.n_layers : 1); l++) {
+            const loom_llama_matrix *a = loom_llama_weights_matrix(W, (loom_llama_mat)k, l);
+            const loom_llama_matrix *b = loom_llama_weights_matrix(got, (loom_llama_mat)k, l);
+            ck_assert_msg(a->type == b->type && memcmp(a->f32, b->f32, (size_t)a->rows * a->cols * 4) == 0 &&
+                              memcmp(loom_llama_matrix_data(a), loom_llama_matrix_data(b),
+                                     loom_llama_matrix_bytes(a)) == 0,
+                          "%s: matrix %s of layer %u differs", writer_wtypes[_i],
+                          loom_llama_mat_name((loom_llama_mat)k), l);
+        }
+    ck_assert_int_eq(loom_llama_weights_to_gguf(raw, &(loom_gguf_llama_desc){ .as_stored = true }, "/dev/null"),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_add_llama(w, raw, &(loom_gguf_llama_desc){ .as_stored = true }), LOOM_OK);
+    ck_assert_int_eq(loom_gguf_writer_to_memory(w, &q, &m), LOOM_OK);
+    loom_gguf_writer_destroy(w);
+    ck_assert(m == n && memcmp(p, q, n) == 0);
+    free(q);
+    /* Converting needs the f32 values a raw-only load has not got. */
+    bool all_f32 = strcmp(writer_wtypes[_i], "f32") == 0;
+    ck_assert_int_eq(loom_llama_weights_to_gguf(raw, &(loom_gguf_llama_desc){ .type = LOOM_GGUF_TENSOR_BF16 },
+                                                "/dev/null"),
+                     all_f32 ? LOOM_OK : LOOM_UNSUPPORTED);
+    loom_llama_weights_destroy(raw);
+    loom_llama_weights_destroy(got);
+    free(p);
+    if (all_f32) {   /* the f32 model written as q4_k */
+        ck_assert_int_eq(loom_gguf_writer_create(&w), LOOM_OK);
+        ck_assert_int_eq(loom_gguf_writer_add_llama(w, W, &(loom_gguf_llama_desc){ .type = LOOM_GGUF_TENSOR_Q4_K }), LOOM_OK);
+        ck_assert_int_eq(loom_gguf_writer_to_memory(w, &p, &n), LOOM_OK);
+        loom_gguf_writer_destroy(w);
+        ck_assert_int_eq(loom_llama_weights_from_gguf_memory(p, n, NULL, &again), LOOM_OK);
+        free(p);
+        expect_weights(again, W, &(model_opts){ .ttype = TT_Q4_K });
+        loom_llama_weights_destroy(again);
+    }
+    loom_llama_weights_destroy(W);
+}
+END_TEST
+
+/* From a path; max_seq is the context length, capped by default and
+ * lowered by the caller, never raised. */
 START_TEST(model_from_file)
 {
     loom_llama_weights *W = reference_weights();
@@ -941,19 +1234,27 @@ START_TEST(model_from_file)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, f.p, f.len), (ssize_t)f.len);
     close(fd);
-    const uint32_t caps[][2] = { { 8, 8 }, { 0, CONTEXT }, { 100, CONTEXT }, { 1, 1 } };
+    const uint32_t caps[][2] = { { 8, 8 }, { 0, CONTEXT }, { CONTEXT, CONTEXT }, { 1, 1 } };
     for (size_t i = 0; i < 4; i++) {
         loom_llama_weights *got = NULL;
-        ck_assert_int_eq(loom_llama_weights_from_gguf(path, LOOM_F32, caps[i][0], &got), LOOM_OK);
+        ck_assert_int_eq(loom_llama_weights_from_gguf(path, &(loom_llama_gguf_desc){ .max_seq = caps[i][0] }, &got),
+                         LOOM_OK);
         ck_assert_uint_eq(got->cfg.max_seq, caps[i][1]);
         ck_assert_str_eq(loom_llama_token_str(got, 9), "<9>");
+        ck_assert_int_eq(got->cfg.wtype, LOOM_F16);
         loom_llama_weights_destroy(got);
     }
     loom_llama_weights *got = NULL;
-    ck_assert_int_eq(loom_llama_weights_from_gguf(path, LOOM_U32, 8, &got), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_weights_from_gguf(path, &(loom_llama_gguf_desc){ .max_seq = CONTEXT + 1 }, &got),
+                     LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "llama.context_length"));
     ck_assert_ptr_null(got);
+    ck_assert_int_eq(loom_llama_weights_from_gguf(path, NULL, &got), LOOM_OK);
+    ck_assert_uint_eq(got->cfg.max_seq, CONTEXT);
+    loom_llama_weights_destroy(got);
+    got = NULL;
     unlink(path);
-    ck_assert_int_eq(loom_llama_weights_from_gguf(path, LOOM_F32, 8, &got), LOOM_IO);
+    ck_assert_int_eq(loom_llama_weights_from_gguf(path, NULL, &got), LOOM_IO);
     ck_assert_ptr_null(got);
     free(f.p);
     loom_llama_weights_destroy(W);
@@ -964,7 +1265,7 @@ static loom_result load_with(const loom_llama_weights *W, const model_opts *o)
 {
     buf f = model_file(W, o);
     loom_llama_weights *got = NULL;
-    loom_result rc = loom_llama_weights_from_gguf_memory(f.p, f.len, LOOM_F32, 8, &got);
+    loom_result rc = loom_llama_weights_from_gguf_memory(f.p, f.len, &EIGHT, &got);
     ck_assert(rc == LOOM_OK ? got != NULL : got == NULL);
     loom_llama_weights_destroy(got);
     free(f.p);
@@ -1006,7 +1307,7 @@ START_TEST(bad_metadata_keys_fail)
     /* head_count_kv defaults to head_count: another model, still valid. */
     buf f = model_file(W, &(model_opts){ .skip_key = "llama.attention.head_count_kv" });
     loom_llama_weights *got = NULL;
-    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, LOOM_F32, 8, &got), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &EIGHT, &got), LOOM_INVALID_ARGUMENT);
     free(f.p);
     ck_assert_int_eq(load_with(W, &(model_opts){ .arch = "gpt2" }), LOOM_UNSUPPORTED);
     ck_assert_int_eq(load_with(W, &(model_opts){ .arch = "llamax" }), LOOM_UNSUPPORTED);
@@ -1019,9 +1320,59 @@ START_TEST(bad_metadata_keys_fail)
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         ck_assert_msg(load_with(W, &(model_opts){ .extra_tensor = extra[i] }) == LOOM_UNSUPPORTED, "%s", extra[i]);
     /* Not a GGUF file at all. */
-    ck_assert_int_eq(loom_llama_weights_from_gguf_memory("GGML", 4, LOOM_F32, 8, &got), LOOM_PARSE);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory("GGML", 4, &EIGHT, &got), LOOM_PARSE);
     ck_assert_ptr_null(got);
     loom_llama_weights_destroy(W);
+}
+END_TEST
+
+/* Loads f, expecting rc and a message naming the tensor (and the type
+ * when given). */
+static void expect_load_error(const buf *f, loom_result rc, const char *tensor, const char *type)
+{
+    loom_llama_weights *got = NULL;
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f->p, f->len, &EIGHT, &got), rc);
+    ck_assert_ptr_null(got);
+    ck_assert_msg(strstr(loom_last_error(), tensor) && (!type || strstr(loom_last_error(), type)),
+                  "the message does not name %s %s: %s", tensor, type ? type : "", loom_last_error());
+}
+
+/* Malformed quantized models: a type not taken, a row that is not whole
+ * blocks, a tensor one block (or part of one) short at the end of the
+ * file, a tensor placed past the end: each an error naming the tensor. */
+START_TEST(quantized_errors_name_the_tensor)
+{
+    loom_llama_weights *W = reference_weights_of(tiny_k), *W0 = reference_weights();
+    buf f = model_file(W, &(model_opts){ .ttype = TT_Q4_K, .type_tensor = "blk.1.ffn_up.weight",
+                                         .type_code = TT_Q5_K });
+    expect_load_error(&f, LOOM_UNSUPPORTED, "blk.1.ffn_up.weight", "q5_k");
+    free(f.p);
+    /* tiny's ffn_down has rows of 96: not whole q4_k blocks. */
+    f = model_file(W0, &(model_opts){ .ttype = TT_Q8_0, .type_tensor = "blk.0.ffn_down.weight",
+                                      .type_code = TT_Q4_K });
+    expect_load_error(&f, LOOM_PARSE, "blk.0.ffn_down.weight", "q4_k");
+    free(f.p);
+    /* output.weight (q6_k, 210-byte blocks) is the file's last tensor. */
+    f = model_file(W, &(model_opts){ .ttype = TT_Q6_K });
+    const size_t cuts[] = { 1, 2, 105, 209, 210, 211 };
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        buf cut = { f.p, f.len - cuts[i], f.cap };
+        expect_load_error(&cut, LOOM_PARSE, "output.weight", NULL);
+    }
+    /* blk.1.attn_v.weight's offset moved to the end of the data section. */
+    loom_gguf *g = NULL;
+    ck_assert_int_eq(loom_gguf_open_memory(f.p, f.len, &g), LOOM_OK);
+    const loom_gguf_tensor *t = loom_gguf_find_tensor(g, "blk.1.attn_v.weight");
+    size_t at = (size_t)t->info_offset + 8 + t->name.len + 4 + 8 * t->n_dims + 4;
+    uint64_t end = f.len - loom_gguf_data_offset(g);
+    end += (32 - end % 32) % 32;
+    loom_gguf_close(g);
+    for (int i = 0; i < 8; i++)
+        f.p[at + i] = (uint8_t)(end >> (8 * i));
+    expect_load_error(&f, LOOM_PARSE, "blk.1.attn_v.weight", NULL);
+    free(f.p);
+    loom_llama_weights_destroy(W);
+    loom_llama_weights_destroy(W0);
 }
 END_TEST
 
@@ -1029,8 +1380,11 @@ END_TEST
  * and infos, and sampled points of the data. */
 START_TEST(model_truncations_fail)
 {
-    loom_llama_weights *W = reference_weights();
-    buf f = model_file(W, &(model_opts){ .ttype = TT_BF16, .vocab = true });
+    /* bf16, and the q4_k_m mix (cut mid-block too) */
+    loom_llama_config mix;
+    model_opts o = _i ? round_trip_opts(7, false, &mix) : (model_opts){ .ttype = TT_BF16, .vocab = true };
+    loom_llama_weights *W = reference_weights_of(_i ? tiny_k : tiny);
+    buf f = model_file(W, &o);
     loom_gguf *g = NULL;
     ck_assert_int_eq(loom_gguf_open_memory(f.p, f.len, &g), LOOM_OK);
     size_t data = (size_t)loom_gguf_data_offset(g);
@@ -1038,7 +1392,7 @@ START_TEST(model_truncations_fail)
     for (size_t n = 0; n < f.len; n += n < data + 64 ? 1 : 997) {
         loom_llama_weights *got = NULL;
         ck_assert_int_eq(open_copy(f.p, n, &g), LOOM_PARSE);
-        ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, n, LOOM_F32, 8, &got), LOOM_PARSE);
+        ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, n, &EIGHT, &got), LOOM_PARSE);
     }
     free(f.p);
     loom_llama_weights_destroy(W);
@@ -1070,19 +1424,39 @@ static void matvec_rows(const float *W, const float *x, float *y, uint32_t rows,
     }
 }
 
+/* A tensor of the file decoded to f32 in file order (caller frees). */
+static float *file_values(const loom_gguf *g, const char *name)
+{
+    const loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    ck_assert_ptr_nonnull(t);
+    float *v = malloc((size_t)t->n_elems * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(loom_dequantize_row(dtype_of(t->type), t->data, t->n_elems, v), LOOM_OK);
+    return v;
+}
+
+/* f32 and block-typed files alike: the permutation moves whole rows, so a
+ * block row stays whole. */
+static const struct {
+    uint32_t ttype;
+    void (*shape)(loom_llama_config *);
+} rope_files[] = { { TT_F32, tiny }, { TT_Q8_0, tiny }, { TT_Q4_0, tiny }, { TT_Q4_K, tiny_k }, { TT_Q6_K, tiny_k } };
+
 START_TEST(rope_layout_matches_the_file)
 {
-    loom_llama_weights *W = reference_weights();
-    buf f = model_file(W, &(model_opts){ .ttype = TT_F32 });
+    loom_llama_weights *W = reference_weights_of(rope_files[_i].shape);
+    buf f = model_file(W, &(model_opts){ .ttype = rope_files[_i].ttype });
     loom_gguf *g = NULL;
     loom_llama_weights *got = NULL;
     ck_assert_int_eq(loom_gguf_open_memory(f.p, f.len, &g), LOOM_OK);
-    ck_assert_int_eq(loom_llama_weights_from_gguf_reader(g, LOOM_F32, 8, &got), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_reader(g, &EIGHT, &got), LOOM_OK);
     const loom_llama_config *c = &got->cfg;
     uint32_t hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, group = c->n_heads / c->n_kv_heads;
-    const float *fq = loom_gguf_find_tensor(g, "blk.1.attn_q.weight")->data;
-    const float *fk = loom_gguf_find_tensor(g, "blk.1.attn_k.weight")->data;
-    float x[64], q1[64], k1[32], q2[64], k2[32];
+    ck_assert_int_eq(got->layers[1].wq.type, dtype_of(rope_files[_i].ttype));
+    float *fq = file_values(g, "blk.1.attn_q.weight"), *fk = file_values(g, "blk.1.attn_k.weight");
+    float *x = malloc(c->dim * sizeof *x), *q1 = malloc(qd * sizeof *q1), *q2 = malloc(qd * sizeof *q2);
+    float *k1 = malloc(kvd * sizeof *k1), *k2 = malloc(kvd * sizeof *k2);
+    ck_assert(x && q1 && q2 && k1 && k2);
     for (uint32_t i = 0; i < c->dim; i++)
         x[i] = sinf(0.3f * (float)i) + 0.1f;
     const uint32_t pos[][2] = { { 5, 2 }, { 7, 7 }, { 3, 0 } };
@@ -1101,10 +1475,17 @@ START_TEST(rope_layout_matches_the_file)
                 s1 += (double)q1[h * hd + i] * k1[(h / group) * hd + i];
                 s2 += (double)q2[h * hd + i] * k2[(h / group) * hd + i];
             }
-            ck_assert_msg(fabs(s1 - s2) <= 1e-4 * (1 + fabs(s1)), "head %u pos %u/%u: %g vs %g", h, pos[p][0],
-                          pos[p][1], s1, s2);
+            ck_assert_msg(fabs(s1 - s2) <= 1e-4 * (1 + fabs(s1)), "%s head %u pos %u/%u: %g vs %g",
+                          loom_gguf_tensor_type_name(rope_files[_i].ttype), h, pos[p][0], pos[p][1], s1, s2);
         }
     }
+    free(x);
+    free(q1);
+    free(q2);
+    free(k1);
+    free(k2);
+    free(fq);
+    free(fk);
     loom_llama_weights_destroy(got);
     loom_gguf_close(g);
     free(f.p);
@@ -1112,24 +1493,123 @@ START_TEST(rope_layout_matches_the_file)
 }
 END_TEST
 
+/* A shapes-only load plans as the model it describes: the q4_k_m file's
+ * dry plan is the synthetic q4_k_m model's (same dtypes, bytes, plan). */
+START_TEST(shapes_only_file_plans_like_its_model)
+{
+    loom_llama_config mix;
+    model_opts o = round_trip_opts(7, false, &mix);
+    loom_llama_weights *W = reference_weights_of(tiny_k), *shapes = NULL;
+    buf f = model_file(W, &o);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .shapes_only = true },
+                                                         &shapes),
+                     LOOM_OK);
+    free(f.p);
+    mix.max_seq = shapes->cfg.max_seq;
+    ck_assert_uint_eq(mix.max_seq, CONTEXT);
+    loom_llama_figures a, b;
+    ck_assert_int_eq(loom_llama_dry_figures(NULL, shapes, NULL, false, &a), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&mix, NULL, NULL, false, &b), LOOM_OK);
+    ck_assert_uint_eq(a.weight_bytes, b.weight_bytes);
+    ck_assert_uint_eq(a.dispatches, b.dispatches);
+    ck_assert_uint_eq(a.barriers, b.barriers);
+    ck_assert(a.levels_per_layer == b.levels_per_layer);
+    char ta[128], tb[128];
+    ck_assert_str_eq(loom_llama_describe_types(NULL, shapes, ta, sizeof ta),
+                     loom_llama_describe_types(&mix, NULL, tb, sizeof tb));
+    ck_assert_str_eq(ta, "q4_k x 13, q6_k x 3");
+    loom_llama_weights_destroy(shapes);
+    loom_llama_weights_destroy(W);
+}
+END_TEST
+
+/* The reference decodes a quantized file: as an f32 model whose every
+ * matrix holds what the file's rows decode to (made here from the
+ * original weights, row by row), logit for logit. */
+START_TEST(reference_decodes_quantized_file)
+{
+    int i = _i + 3;   /* the round trips from q8_0 on */
+    loom_llama_config mix;
+    model_opts o = round_trip_opts(i, false, &mix);
+    loom_llama_weights *W = reference_weights_of(round_trips[i].shape), *got = NULL;
+    buf f = model_file(W, &o);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &EIGHT, &got), LOOM_OK);
+    free(f.p);
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? W->cfg.n_layers : 1); l++) {
+            char name[64];
+            tensor_name((loom_llama_mat)k, l, name, sizeof name);
+            loom_llama_matrix *mx = (loom_llama_matrix *)loom_llama_weights_matrix(W, (loom_llama_mat)k, l);
+            uint32_t tt = matrix_ttype(&o, name, (loom_llama_mat)k, l);
+            uint8_t *packed = malloc(tt_row_bytes(tt, mx->cols));
+            ck_assert_ptr_nonnull(packed);
+            for (uint32_t r = 0; r < mx->rows; r++) {
+                float *row = mx->f32 + (size_t)r * mx->cols;
+                pack_row(tt, row, mx->cols, packed);
+                ck_assert_int_eq(loom_dequantize_row(dtype_of(tt), packed, mx->cols, row), LOOM_OK);
+            }
+            free(packed);
+        }
+    loom_llama_ref *rq = NULL, *rd = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(got, &rq), LOOM_OK);
+    ck_assert_int_eq(loom_llama_ref_create(W, &rd), LOOM_OK);
+    uint32_t v = W->cfg.vocab, tok = 3;
+    float *lq = malloc(v * sizeof(float)), *ld = malloc(v * sizeof(float));
+    ck_assert(lq && ld);
+    for (uint32_t s = 0; s < STEPS; s++) {
+        uint32_t aq, ad;
+        ck_assert_int_eq(loom_llama_ref_step(rq, tok, s, lq, &aq), LOOM_OK);
+        ck_assert_int_eq(loom_llama_ref_step(rd, tok, s, ld, &ad), LOOM_OK);
+        ck_assert_msg(memcmp(lq, ld, v * sizeof(float)) == 0, "%s step %u: the logits differ",
+                      loom_gguf_tensor_type_name(o.ttype), s);
+        ck_assert_uint_eq(aq, ad);
+        tok = aq;
+    }
+    free(lq);
+    free(ld);
+    loom_llama_ref_destroy(rq);
+    loom_llama_ref_destroy(rd);
+    loom_llama_weights_destroy(got);
+    loom_llama_weights_destroy(W);
+}
+END_TEST
+
 /* ---- decoding with loaded weights on the device ------------------------- */
 
+/* Every round-trip file, quantized and mixed ones included: the GPU reads
+ * the blocks as loaded (raw only: no f32 copies, which the reference then
+ * refuses), the reference their dequantized values (a full load). */
 START_TEST(loaded_model_decodes_like_reference)
 {
-    static const struct { uint32_t ttype; loom_dtype wtype; } cases[] = {
-        { TT_F32, LOOM_F32 }, { TT_BF16, LOOM_F32 }, { TT_F16, LOOM_F16 },
-    };
-    loom_llama_weights *W = reference_weights();
-    buf f = model_file(W, &(model_opts){ .ttype = cases[_i].ttype, .vocab = true });
-    loom_llama_weights *got = NULL;
-    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, cases[_i].wtype, 8, &got), LOOM_OK);
+    loom_llama_config mix;
+    model_opts o = round_trip_opts(_i, false, &mix);
+    o.vocab = true;
+    loom_llama_weights *W = reference_weights_of(round_trips[_i].shape);
+    buf f = model_file(W, &o);
+    loom_llama_weights *got = NULL, *raw = NULL;
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &EIGHT, &got), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_from_gguf_memory(f.p, f.len, &(loom_llama_gguf_desc){ .max_seq = 8,
+                                                                                               .raw_only = true },
+                                                         &raw),
+                     LOOM_OK);
     free(f.p);
+    bool f32_copies = true;
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++) {
+        const loom_llama_matrix *a = loom_llama_weights_matrix(raw, (loom_llama_mat)k, 1);
+        const loom_llama_matrix *b = loom_llama_weights_matrix(got, (loom_llama_mat)k, 1);
+        ck_assert(a->type == b->type && (a->f32 != NULL) == (a->type == LOOM_F32));
+        ck_assert_int_eq(memcmp(loom_llama_matrix_data(a), loom_llama_matrix_data(b), loom_llama_matrix_bytes(a)), 0);
+        f32_copies &= a->type == LOOM_F32;
+    }
 
     loom_rt *rt = NULL;
     loom_llama *m = NULL;
     loom_llama_ref *ref = NULL, *ref0 = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(raw, &ref), f32_copies ? LOOM_OK : LOOM_INVALID_ARGUMENT);
+    loom_llama_ref_destroy(ref);
+    ref = NULL;
     ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
-    ck_assert_int_eq(loom_llama_create(rt, got, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_llama_create(rt, raw, NULL, &m), LOOM_OK);
     ck_assert_int_eq(loom_llama_ref_create(got, &ref), LOOM_OK);
     ck_assert_int_eq(loom_llama_ref_create(W, &ref0), LOOM_OK);
     uint32_t v = got->cfg.vocab, tok = 3;
@@ -1160,6 +1640,7 @@ START_TEST(loaded_model_decodes_like_reference)
     uint64_t vmsg = loom_rt_validation_messages(rt);
     loom_rt_destroy(rt);
     ck_assert_uint_eq(vmsg, 0);
+    loom_llama_weights_destroy(raw);
     loom_llama_weights_destroy(got);
     loom_llama_weights_destroy(W);
 }
@@ -1177,6 +1658,55 @@ static void write_file(const char *dir, const char *name, const buf *f)
         exit(1);
     }
     fclose(o);
+}
+
+/* A seed the loader must answer with rc. */
+static void write_seed(const char *dir, const char *name, const buf *f, loom_result rc)
+{
+    loom_llama_weights *w = NULL;
+    ck_assert_msg(loom_llama_weights_from_gguf_memory(f->p, f->len, NULL, &w) == rc, "%s: %s", name,
+                  loom_last_error());
+    loom_llama_weights_destroy(w);
+    write_file(dir, name, f);
+}
+
+/* Quantized seeds: rows of 32 (and 256 for the K-quants) with heads of 2
+ * and an FFN of 2, so the files stay small; the matrices whose rows are 2
+ * wide fall back to f16, so each file mixes types. And malformed ones: cut
+ * mid-block, a q4_k tensor whose rows are not whole blocks, a q5_k one. */
+static int write_quantized_corpus(const char *dir)
+{
+    loom_llama_config c = { .dim = 32, .n_layers = 1, .n_heads = 1, .n_kv_heads = 1, .head_dim = 2, .ffn = 2,
+                            .vocab = 8, .max_seq = 8, .eps = 1e-5f, .rope_theta = 10000.0f, .seed = 2 };
+    const char *wtypes[] = { "q8_0", "q4_0", "q4_k_m" };
+    const char *names[] = { "model-q8_0.gguf", "model-q4_0.gguf", "model-q4_k_m.gguf" };
+    for (int i = 0; i < 3; i++) {
+        c.dim = i == 2 ? 256 : 32;
+        loom_llama_weights *W = NULL;
+        loom_llama_config types = c;
+        if (loom_llama_weights_create(&c, &W) != LOOM_OK || loom_llama_wtype_parse(wtypes[i], &types) != LOOM_OK)
+            return 1;
+        model_opts o = { .types = &types, .vocab = i == 0, .tied = i == 1 };
+        buf f = model_file(W, &o);
+        write_seed(dir, names[i], &f, LOOM_OK);
+        if (i == 0) {
+            buf cut = { f.p, f.len - 17, f.cap };
+            write_seed(dir, "bad-model-q8_0-cut-mid-block", &cut, LOOM_PARSE);
+            free(f.p);
+            o.type_tensor = "blk.0.attn_q.weight";
+            o.type_code = TT_Q4_K;
+            f = model_file(W, &o);
+            write_seed(dir, "bad-model-q4_k-rows-not-blocks", &f, LOOM_PARSE);
+            free(f.p);
+            o.type_tensor = "blk.0.ffn_up.weight";
+            o.type_code = TT_Q5_K;
+            f = model_file(W, &o);
+            write_seed(dir, "bad-model-q5_k", &f, LOOM_UNSUPPORTED);
+        }
+        free(f.p);
+        loom_llama_weights_destroy(W);
+    }
+    return 0;
 }
 
 /* Seeds: the small file (v2, v3) and small models. Models are shrunk to one
@@ -1205,7 +1735,7 @@ static int write_corpus(const char *dir)
         free(f.p);
     }
     loom_llama_weights_destroy(W);
-    return 0;
+    return write_quantized_corpus(dir);
 }
 
 static Suite *gguf_suite(void)
@@ -1226,35 +1756,42 @@ static Suite *gguf_suite(void)
     tc = tcase_create("writer");
     tcase_add_test(tc, writer_round_trips);
     tcase_add_test(tc, writer_refuses_bad_input);
+    tcase_add_loop_test(tc, writer_writes_models_as_stored, 0, sizeof writer_wtypes / sizeof writer_wtypes[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("loader");
-    tcase_add_loop_test(tc, model_round_trips, 0, 12);
+    tcase_add_loop_test(tc, model_round_trips, 0, 2 * (int)(sizeof round_trips / sizeof round_trips[0]));
     tcase_add_test(tc, model_from_file);
     tcase_add_test(tc, missing_tensors_fail);
     tcase_add_test(tc, bad_metadata_keys_fail);
-    tcase_add_test(tc, model_truncations_fail);
-    tcase_add_test(tc, rope_layout_matches_the_file);
+    tcase_add_loop_test(tc, model_truncations_fail, 0, 2);
+    tcase_add_test(tc, quantized_errors_name_the_tensor);
+    tcase_add_test(tc, shapes_only_file_plans_like_its_model);
+    tcase_add_loop_test(tc, reference_decodes_quantized_file, 0, sizeof round_trips / sizeof round_trips[0] - 3);
+    tcase_add_loop_test(tc, rope_layout_matches_the_file, 0, sizeof rope_files / sizeof rope_files[0]);
     suite_add_tcase(s, tc);
     tc = tcase_create("decode");
-    tcase_add_loop_test(tc, loaded_model_decodes_like_reference, 0, 3);
+    tcase_add_loop_test(tc, loaded_model_decodes_like_reference, 0, sizeof round_trips / sizeof round_trips[0]);
     suite_add_tcase(s, tc);
     return s;
 }
 
-/* `--write-model FILE f32|f16|bf16`: the default-config decoder
- * (loom_llama_default_config, seed and all) as a GGUF file with gguf.h's
- * made-up vocabulary, context length = max_seq; for frontends' tests. */
+/* `--write-model FILE TYPE`: the default-config decoder (loom_llama_
+ * default_config, seed and all) as a GGUF file with gguf.h's made-up
+ * vocabulary, context length = max_seq; for frontends' tests. TYPE is bf16
+ * (from the f32 model) or a --wtype value (f32, f16, q8_0, q4_0, q4_k, q6_k,
+ * q4_k_m): the model `llama-decode --wtype TYPE` makes, written as stored,
+ * so the file's model is that one, bit for bit. */
 static const char *model_path, *model_type;
 
 static void write_model(void)
 {
     loom_llama_config c;
     loom_llama_default_config(&c);
+    bool bf16 = strcmp(model_type, "bf16") == 0;
+    ck_assert_msg(bf16 || loom_llama_wtype_parse(model_type, &c) == LOOM_OK, "unknown type %s", model_type);
     loom_llama_weights *W = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &W), LOOM_OK);
-    uint32_t t = strcmp(model_type, "f16") == 0 ? TT_F16 : strcmp(model_type, "bf16") == 0 ? TT_BF16 : TT_F32;
-    ck_assert_msg(t != TT_F32 || strcmp(model_type, "f32") == 0, "unknown type %s", model_type);
-    loom_gguf_llama_desc d = { .type = t, .name = "tiny" };
+    loom_gguf_llama_desc d = { .type = LOOM_GGUF_TENSOR_BF16, .as_stored = !bf16, .name = "tiny" };
     ck_assert_msg(loom_llama_weights_to_gguf(W, &d, model_path) == LOOM_OK, "%s", loom_last_error());
     loom_llama_weights_destroy(W);
 }

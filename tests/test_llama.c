@@ -277,13 +277,14 @@ START_TEST(dry_figures_of_1b)
     loom_llama_config c;
     ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
     loom_llama_figures f, off;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, NULL, false, &f), LOOM_OK);
     uint64_t layer = (2048ull * 2048 * 2 + 512ull * 2048 * 2 + 3ull * 8192 * 2048) * 2 + 2 * 2048 * 4;
     uint64_t expect = 16 * layer + 32000ull * 2048 * 2 + 2048 * 2 + 2048 * 4;
     ck_assert_uint_eq(f.weight_bytes, expect);
     ck_assert_uint_ge(f.barriers, f.barrier_lower_bound);
     ck_assert(f.levels_per_layer >= 1.0 && f.levels_per_layer < 20.0);
-    ck_assert_int_eq(loom_llama_dry_figures(&c, &(loom_compile_options){ .disable = ALL_OFF }, false, &off), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, &(loom_compile_options){ .disable = ALL_OFF }, false, &off),
+                     LOOM_OK);
     ck_assert_uint_gt(off.barriers, f.barriers);
     ck_assert_uint_eq(off.barriers, off.dispatches - 1);   /* a barrier between every pair */
     /* The token's log at the step's end is folded into the LM head
@@ -294,13 +295,169 @@ START_TEST(dry_figures_of_1b)
     ck_assert_uint_eq(f.barriers, 80);
     ck_assert_uint_eq(f.barriers, f.barrier_lower_bound);
     loom_llama_figures early;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, true, &early), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, NULL, true, &early), LOOM_OK);
     ck_assert_uint_eq(early.dispatches, f.dispatches + 1);
     ck_assert_uint_eq(early.barriers, f.barriers);
     ck_assert_uint_eq(early.barriers, early.barrier_lower_bound);
     c.n_kv_heads = 5;
-    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, false, &f), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, NULL, false, &f), LOOM_INVALID_ARGUMENT);
     ck_assert_int_eq(loom_llama_preset("13b", &c), LOOM_NOT_FOUND);
+}
+END_TEST
+
+/* The weight-read floor counts the bytes as stored: q4_k is 144 bytes per
+ * 256 weights, q6_k 210; under q4_k_m the LM head and 8 of the 16 layers'
+ * attn_v and ffn_down (0, 1, 4, 7, 10, 13, 14, 15) are q6_k. */
+START_TEST(dry_figures_count_quantized_bytes)
+{
+    loom_llama_config c;
+    ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
+    uint64_t q = 2048ull * 2048, kv = 512ull * 2048, mlp = 8192ull * 2048, head = 32000ull * 2048;
+    uint64_t norms = 16 * 2 * 2048 * 4 + 2048 * 4;
+    loom_llama_figures f;
+    ck_assert_int_eq(loom_llama_wtype_parse("q4_k", &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, NULL, false, &f), LOOM_OK);
+    uint64_t layer = (2 * q + 2 * kv + 3 * mlp) / 256 * 144;
+    ck_assert_uint_eq(f.weight_bytes, 16 * layer + head / 256 * 144 + 2048 / 256 * 144 + norms);
+    ck_assert_int_eq(loom_llama_wtype_parse("q4_k_m", &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_dry_figures(&c, NULL, NULL, false, &f), LOOM_OK);
+    uint64_t more = (kv + mlp) / 256 * 210 + (2 * q + kv + 2 * mlp) / 256 * 144;
+    ck_assert_uint_eq(f.weight_bytes, 8 * layer + 8 * more + head / 256 * 210 + 2048 / 256 * 144 + norms);
+}
+END_TEST
+
+/* llama.cpp's Q4_K_M choice, layer by layer, and the fallbacks for rows
+ * that are not whole blocks. */
+START_TEST(matrix_types_follow_the_mix)
+{
+    loom_llama_config c;
+    ck_assert_int_eq(loom_llama_preset("7b", &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_wtype_parse("q4_k_m", &c), LOOM_OK);
+    ck_assert_str_eq(loom_llama_wtype_name(&c), "q4_k_m");
+    /* 32 layers: 0-3 and 28-31, and 6, 9, ..., 27 between. */
+    for (uint32_t l = 0; l < 32; l++) {
+        bool more = l < 4 || l >= 28 || (l >= 4 && (l - 4) % 3 == 2);
+        loom_dtype want = more ? LOOM_Q6_K : LOOM_Q4_K;
+        ck_assert_msg(loom_llama_matrix_type(&c, LOOM_LLAMA_WV, l) == want, "attn_v of layer %u", l);
+        ck_assert_msg(loom_llama_matrix_type(&c, LOOM_LLAMA_WD, l) == want, "ffn_down of layer %u", l);
+        ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WK, l), LOOM_Q4_K);
+        ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WU, l), LOOM_Q4_K);
+    }
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_OUT, 0), LOOM_Q6_K);
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_EMBED, 0), LOOM_Q4_K);
+    char buf[128];
+    ck_assert_str_eq(loom_llama_describe_types(&c, NULL, buf, sizeof buf), "q4_k x 193, q6_k x 33");
+    /* tiny: ffn_down's rows of 688 are not whole blocks of 256 nor 32. */
+    loom_llama_default_config(&c);
+    ck_assert_int_eq(loom_llama_wtype_parse("q4_k", &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WD, 0), LOOM_F16);
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WU, 0), LOOM_Q4_K);
+    ck_assert_str_eq(loom_llama_describe_types(&c, NULL, buf, sizeof buf), "q4_k x 26, f16 x 4");
+    c.ffn = 544;   /* 17 x 32: q8_0 */
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WD, 0), LOOM_Q8_0);
+    ck_assert_int_eq(loom_llama_wtype_parse("q4_0", &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WD, 0), LOOM_Q4_0);
+    c.ffn = 688;
+    ck_assert_int_eq(loom_llama_matrix_type(&c, LOOM_LLAMA_WD, 0), LOOM_F16);
+    ck_assert_int_eq(loom_llama_wtype_parse("u32", &c), LOOM_NOT_FOUND);
+    ck_assert_int_eq(loom_llama_wtype_parse("q5_k", &c), LOOM_NOT_FOUND);
+    /* A mix over another wtype is not a config. */
+    c.wtype = LOOM_Q6_K;
+    c.mix = LOOM_LLAMA_MIX_Q4_K_M;
+    ck_assert_int_eq(loom_llama_config_check(&c), LOOM_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* Quantized models: dim 256 and ffn 512, so every matrix is whole blocks
+ * of the type asked for (under q4_k_m, layer 0's attn_v and ffn_down are
+ * q4_k, layer 1's q6_k, as llama.cpp's rule gives for two layers); the
+ * GPU reads the blocks, the reference their dequantized values. */
+static const char *const quant_types[] = { "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m" };
+
+static void setup_quantized(const char *wtype)
+{
+    loom_llama_config c;
+    tiny(&c, LOOM_F32);
+    c.dim = 256;
+    c.ffn = 512;
+    c.head_dim = 64;
+    ck_assert_int_eq(loom_llama_wtype_parse(wtype, &c), LOOM_OK);
+    ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_create(&c, &weights), LOOM_OK);
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        ck_assert(loom_dtype_is_block(loom_llama_weights_matrix(weights, (loom_llama_mat)k, 1)->type));
+}
+
+START_TEST(gpu_matches_reference_quantized)
+{
+    setup_quantized(quant_types[_i]);
+    check_reference();
+}
+END_TEST
+
+/* The reference decodes a quantized model: near the f32 model of the same
+ * draws (the quantization error is all that differs), and exactly as an
+ * f32 model holding the dequantized values. */
+START_TEST(reference_decodes_quantized)
+{
+    loom_llama_config c;
+    tiny(&c, LOOM_F32);
+    c.dim = 256;
+    c.ffn = 512;
+    c.head_dim = 64;
+    loom_llama_weights *f32 = NULL, *q = NULL, *deq = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &f32), LOOM_OK);
+    ck_assert_int_eq(loom_llama_wtype_parse(quant_types[_i], &c), LOOM_OK);
+    ck_assert_int_eq(loom_llama_weights_create(&c, &q), LOOM_OK);
+    /* deq: the f32 model's header over the quantized model's f32 values. */
+    deq = malloc(sizeof *deq);
+    ck_assert_ptr_nonnull(deq);
+    *deq = *q;
+    deq->cfg.wtype = LOOM_F32;
+    deq->cfg.mix = LOOM_LLAMA_MIX_NONE;
+    loom_llama_layer *layers = malloc(c.n_layers * sizeof *layers);
+    ck_assert_ptr_nonnull(layers);
+    memcpy(layers, q->layers, c.n_layers * sizeof *layers);
+    deq->layers = layers;
+    for (int k = 0; k < LOOM_LLAMA_MAT_COUNT; k++)
+        for (uint32_t l = 0; l < (loom_llama_mat_per_layer((loom_llama_mat)k) ? c.n_layers : 1); l++) {
+            loom_llama_matrix *mx = (loom_llama_matrix *)loom_llama_weights_matrix(deq, (loom_llama_mat)k, l);
+            mx->type = LOOM_F32;
+            mx->raw = NULL;
+        }
+    loom_llama_ref *rf = NULL, *rq = NULL, *rd = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(f32, &rf), LOOM_OK);
+    ck_assert_int_eq(loom_llama_ref_create(q, &rq), LOOM_OK);
+    ck_assert_int_eq(loom_llama_ref_create(deq, &rd), LOOM_OK);
+    uint32_t v = c.vocab, tok = 3;
+    float *lf = malloc(v * sizeof(float)), *lq = malloc(v * sizeof(float)), *ld = malloc(v * sizeof(float));
+    ck_assert(lf && lq && ld);
+    for (uint32_t s = 0; s < STEPS; s++) {
+        uint32_t af, aq, ad;
+        ck_assert_int_eq(loom_llama_ref_step(rf, tok, s, lf, &af), LOOM_OK);
+        ck_assert_int_eq(loom_llama_ref_step(rq, tok, s, lq, &aq), LOOM_OK);
+        ck_assert_int_eq(loom_llama_ref_step(rd, tok, s, ld, &ad), LOOM_OK);
+        ck_assert_int_eq(memcmp(lq, ld, v * sizeof(float)), 0);
+        float scale = 0, err = 0;
+        for (uint32_t i = 0; i < v; i++) {
+            scale = fmaxf(scale, fabsf(lf[i]));
+            err = fmaxf(err, fabsf(lq[i] - lf[i]));
+            ck_assert(isfinite(lq[i]));
+        }
+        ck_assert_msg(err > 0 && err < 0.25f * scale, "%s step %u: |quantized - f32| %g of logits up to %g",
+                      quant_types[_i], s, err, scale);
+        tok = af;
+    }
+    free(lf);
+    free(lq);
+    free(ld);
+    loom_llama_ref_destroy(rf);
+    loom_llama_ref_destroy(rq);
+    loom_llama_ref_destroy(rd);
+    free(layers);
+    free(deq);
+    loom_llama_weights_destroy(q);
+    loom_llama_weights_destroy(f32);
 }
 END_TEST
 
@@ -314,6 +471,27 @@ START_TEST(bad_input_is_rejected)
     ck_assert_int_eq(loom_llama_create(rt, NULL, NULL, &none), LOOM_INVALID_ARGUMENT);
     ck_assert_ptr_null(none);
     loom_llama_destroy(m);
+    /* Matrices that do not fit: a dtype whose blocks do not divide the
+     * rows (64 wide, q4_k), a missing upload, a wrong shape; each named. */
+    loom_llama_weights bad = *weights;
+    loom_llama_layer layer1 = weights->layers[1];
+    loom_llama_layer *layers = malloc(weights->cfg.n_layers * sizeof *layers);
+    ck_assert_ptr_nonnull(layers);
+    memcpy(layers, weights->layers, weights->cfg.n_layers * sizeof *layers);
+    bad.layers = layers;
+    layers[1].wv.type = LOOM_Q4_K;
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "l1.wv"));
+    layers[1] = layer1;
+    layers[1].wo.type = LOOM_F16;   /* f16 with no f16 bits to upload */
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "l1.wo"));
+    layers[1] = layer1;
+    bad.out.rows--;
+    ck_assert_int_eq(loom_llama_create(rt, &bad, NULL, &none), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "out"));
+    ck_assert_ptr_null(none);
+    free(layers);
 }
 END_TEST
 
@@ -335,21 +513,37 @@ static float draw(void)
     return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
-static void expect_matrix(const loom_llama_matrix *mx, uint32_t rows, uint32_t cols, float scale, const char *name)
+/* Row by row: the draws, then (for any dtype but f32) the row as
+ * loom_quantize_row packs it, which raw must hold byte for byte, and f32
+ * what those bytes decode to. */
+static void expect_matrix(const loom_llama_matrix *mx, uint32_t rows, uint32_t cols, float scale, loom_dtype t,
+                          const char *name)
 {
     ck_assert_uint_eq(mx->rows, rows);
     ck_assert_uint_eq(mx->cols, cols);
-    /* One check a matrix: a check point per element would cost a pipe
-     * write each. */
-    for (size_t i = 0; i < (size_t)rows * cols; i++) {
-        float v = draw() * scale;
-        uint16_t h = loom_f32_to_f16(v);
-        if (mx->f16)
-            v = loom_f16_to_f32(h);
-        if ((mx->f16 && mx->f16[i] != h) || mx->f32[i] != v)
-            ck_abort_msg("%s[%zu]: %.9g (f16 %#x), one pass draws %.9g (%#x)", name, i, mx->f32[i],
-                         mx->f16 ? mx->f16[i] : 0, v, h);
+    ck_assert_msg(mx->type == t, "%s: dtype %s, want %s", name, loom_dtype_name(mx->type), loom_dtype_name(t));
+    ck_assert(t == LOOM_F32 ? mx->raw == NULL : mx->raw != NULL);
+    size_t rb = (size_t)loom_dtype_row_bytes(t, cols);
+    float *row = malloc(cols * sizeof *row);
+    uint8_t *packed = malloc(rb);
+    ck_assert(row && packed);
+    /* One check a row: a check point per element would cost a pipe write
+     * each. */
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t j = 0; j < cols; j++)
+            row[j] = draw() * scale;
+        if (t != LOOM_F32) {
+            ck_assert_int_eq(loom_quantize_row(t, row, cols, packed), LOOM_OK);
+            if (memcmp(packed, (const uint8_t *)mx->raw + r * rb, rb))
+                ck_abort_msg("%s row %u: raw bytes differ from the row's draws packed as %s", name, r,
+                             loom_dtype_name(t));
+            ck_assert_int_eq(loom_dequantize_row(t, packed, cols, row), LOOM_OK);
+        }
+        if (memcmp(row, mx->f32 + (size_t)r * cols, cols * sizeof *row))
+            ck_abort_msg("%s row %u: f32 values differ from one pass's draws (as %s)", name, r, loom_dtype_name(t));
     }
+    free(row);
+    free(packed);
 }
 
 static void expect_norm(const float *g, uint32_t n, const char *name)
@@ -361,47 +555,52 @@ static void expect_norm(const float *g, uint32_t n, const char *name)
     }
 }
 
-static void weights_are_one_stream(loom_dtype t)
+/* wtype "f32", "q4_k_m", ... */
+static void weights_are_one_stream(const char *wtype)
 {
     /* Matrices of 0.2M-1.6M elements: split over every core there is (at
-     * least 64K elements a thread), at bounds that are not row bounds. */
+     * least 64K elements a thread, whole rows). Block types get widths of
+     * whole blocks, but for the mix's fallbacks: ffn_down of rows of 800
+     * is q8_0 under a K-quant, f16 under q4_0 and q8_0. */
     loom_llama_config c;
     loom_llama_default_config(&c);
-    c.dim = 520;
-    c.n_layers = 2;
+    ck_assert_int_eq(loom_llama_wtype_parse(wtype, &c), LOOM_OK);
+    bool blocks = loom_dtype_is_block(c.wtype);
+    c.dim = blocks ? 512 : 520;
+    c.n_layers = blocks ? 3 : 2;
     c.n_heads = 8;
     c.n_kv_heads = 2;
     c.head_dim = 64;
-    c.ffn = 3000;
+    c.ffn = blocks ? 800 : 3000;
     c.vocab = 1001;
-    c.wtype = t;
     loom_llama_weights *w = NULL;
     ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
     draw_state = c.seed;
     uint32_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
     float sd = 1.0f / sqrtf((float)c.dim), sq = 1.0f / sqrtf((float)qd), sf = 1.0f / sqrtf((float)c.ffn);
-    expect_matrix(&w->embed, c.vocab, c.dim, 1.0f, "embed");
+#define T(k, l) loom_llama_matrix_type(&c, LOOM_LLAMA_##k, l)
+    expect_matrix(&w->embed, c.vocab, c.dim, 1.0f, T(EMBED, 0), "embed");
     for (uint32_t l = 0; l < c.n_layers; l++) {
         const loom_llama_layer *L = &w->layers[l];
         expect_norm(L->attn_norm, c.dim, "attn_norm");
         expect_norm(L->ffn_norm, c.dim, "ffn_norm");
-        expect_matrix(&L->wq, qd, c.dim, sd, "wq");
-        expect_matrix(&L->wk, kvd, c.dim, sd, "wk");
-        expect_matrix(&L->wv, kvd, c.dim, sd, "wv");
-        expect_matrix(&L->wo, c.dim, qd, sq, "wo");
-        expect_matrix(&L->wg, c.ffn, c.dim, sd, "wg");
-        expect_matrix(&L->wu, c.ffn, c.dim, sd, "wu");
-        expect_matrix(&L->wd, c.dim, c.ffn, sf, "wd");
+        expect_matrix(&L->wq, qd, c.dim, sd, T(WQ, l), "wq");
+        expect_matrix(&L->wk, kvd, c.dim, sd, T(WK, l), "wk");
+        expect_matrix(&L->wv, kvd, c.dim, sd, T(WV, l), "wv");
+        expect_matrix(&L->wo, c.dim, qd, sq, T(WO, l), "wo");
+        expect_matrix(&L->wg, c.ffn, c.dim, sd, T(WG, l), "wg");
+        expect_matrix(&L->wu, c.ffn, c.dim, sd, T(WU, l), "wu");
+        expect_matrix(&L->wd, c.dim, c.ffn, sf, T(WD, l), "wd");
     }
     expect_norm(w->final_norm, c.dim, "final_norm");
-    expect_matrix(&w->out, c.vocab, c.dim, sd, "out");
+    expect_matrix(&w->out, c.vocab, c.dim, sd, T(OUT, 0), "out");
+#undef T
     loom_llama_weights_destroy(w);
 }
 
-START_TEST(weights_are_one_stream_f32) { weights_are_one_stream(LOOM_F32); }
-END_TEST
+static const char *const wtypes[] = { "f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m" };
 
-START_TEST(weights_are_one_stream_f16) { weights_are_one_stream(LOOM_F16); }
+START_TEST(weights_are_one_stream_of_each_type) { weights_are_one_stream(wtypes[_i]); }
 END_TEST
 
 START_TEST(config_is_checked)
@@ -458,11 +657,17 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, in_flight_matches_sync_late_log);
     tcase_add_test(tc, in_flight_matches_sync_early_log);
     suite_add_tcase(s, tc);
+    tc = tcase_create("quantized");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_loop_test(tc, gpu_matches_reference_quantized, 0, sizeof quant_types / sizeof quant_types[0]);
+    suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, config_is_checked);
     tcase_add_test(tc, dry_figures_of_1b);
-    tcase_add_test(tc, weights_are_one_stream_f32);
-    tcase_add_test(tc, weights_are_one_stream_f16);
+    tcase_add_test(tc, dry_figures_count_quantized_bytes);
+    tcase_add_test(tc, matrix_types_follow_the_mix);
+    tcase_add_loop_test(tc, reference_decodes_quantized, 0, sizeof quant_types / sizeof quant_types[0]);
+    tcase_add_loop_test(tc, weights_are_one_stream_of_each_type, 0, sizeof wtypes / sizeof wtypes[0]);
     suite_add_tcase(s, tc);
     return s;
 }

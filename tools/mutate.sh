@@ -20,7 +20,8 @@
 # The suites run in order, stopping at the first failure: the oracle (a
 # reduced seed count, LOOM_ORACLE_SEEDS, default 400), the unit suites of
 # passes, ir, encode and compiler, the pair-scan property test, then the
-# profile and trace suite (on the default Vulkan device).
+# profile and trace suite and the GGUF reader and loader's (on the default
+# Vulkan device).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ src="$work/src"
 bld="$work/build"
 jobs=${JOBS:-2}
 seeds=${LOOM_ORACLE_SEEDS:-400}
-suites="test_passes_oracle test_passes test_ir test_encode test_compiler test_passes_property test_profile"
+suites="test_passes_oracle test_passes test_ir test_encode test_compiler test_passes_property test_profile test_gguf"
 
 mkdir -p "$src" "$bld"
 # The copy follows the checkout; unchanged files keep their time stamps, so

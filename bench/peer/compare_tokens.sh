@@ -15,7 +15,8 @@
 #   OUT           where the GGUF files go [build/peer-compare]
 #   TYPES         files compared [f16 q8_0 q4_0 q4_k_m]
 #   PROMPT STEPS  prompt ids and tokens generated [1,2,3,4 and 32]
-#   LOOM_ARGS     llama-decode's extra options [--f16 --kv-f16: llama.cpp's f16 KV cache]
+#   LOOM_ARGS     llama-decode's extra options [--kv-f16: llama.cpp's f16 KV cache; the weight
+#                 types come from each file]
 #   PEER_ARGS     llama-peer tokens' options (--cpu, --serial, --threads N) [--threads 1:
 #                 a CPU decode of these sizes is fastest on one thread of a busy machine]
 # Exit: 0 when every file both read gives the same tokens, 1 when some
@@ -29,7 +30,7 @@ OUT=${OUT:-build/peer-compare}
 TYPES=${TYPES:-f16 q8_0 q4_0 q4_k_m}
 PROMPT=${PROMPT:-1,2,3,4}
 STEPS=${STEPS:-32}
-LOOM_ARGS=${LOOM_ARGS:---f16 --kv-f16}
+LOOM_ARGS=${LOOM_ARGS:---kv-f16}
 PEER_ARGS=${PEER_ARGS---threads 1}
 [ $# -gt 0 ] || set -- tiny small
 

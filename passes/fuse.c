@@ -73,6 +73,8 @@ typedef struct op_view {
     uint32_t q_rows, kv_rows;            /* RMS_NORM_QKV_ROPE_KV (and cols) */
     uint32_t vocab, token_index;         /* EMBED */
     uint32_t back;                       /* STEP_LOG (rows: its slots) */
+    loom_dtype wt, wv;                   /* a block-typed kernel form's weights (Wv: wv), else F32:
+                                            mat_of infers f32 or f16 from the bytes */
 } op_view;
 
 static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
@@ -100,6 +102,11 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
     const uint8_t *pc = loom_node_push(fs->g, nd);
     if (nd->n_bindings != info->n_slots || nd->push_size != info->push_size)
         return false;
+    /* Q4_0 and Q4_K take the same bytes a weight: a block type comes from
+     * the kernel form, never from a size. */
+    if (!loom_form_weights(loom_graph_kernel_name(fs->g, nd->kernel), &v->wt, &v->wv) ||
+        !loom_dtype_is_block(v->wt))
+        v->wt = v->wv = LOOM_F32;
     for (uint32_t s = 0; s < info->n_slots; s++)
         if (!(v->b[s] = slot(fs->g, nd, s)))
             return false;
@@ -177,11 +184,18 @@ static bool vec_of(const loom_binding *b, uint32_t n, loom_tensor *t)
     return true;
 }
 
-static bool mat_of(const loom_binding *b, uint32_t rows, uint32_t cols, loom_tensor *t)
+/* The matrix bound at b: of block type bt where the node's kernel form says
+ * so (op_view.wt), else f32 or f16 by its bytes. */
+static bool mat_of(const loom_binding *b, uint32_t rows, uint32_t cols, loom_dtype bt, loom_tensor *t)
 {
     uint64_t elems = (uint64_t)rows * cols;
     loom_dtype dt;
-    if (b->size == elems * 2)
+    if (loom_dtype_is_block(bt)) {
+        uint64_t rb = loom_dtype_row_bytes(bt, cols);
+        if (!rb || b->size != ((rb * rows + 3) & ~3ull))
+            return false;
+        dt = bt;
+    } else if (b->size == elems * 2)
         dt = LOOM_F16;
     else if (b->size == elems * 4)
         dt = LOOM_F32;
@@ -273,9 +287,11 @@ static bool intermediate_private(const fuse_state *fs, const fuse_match *m, uint
     return true;
 }
 
+/* A view's bytes as ops.c binds them (a block view's last word whole). */
 static uint64_t tensor_bytes(const loom_tensor *t)
 {
-    return (uint64_t)t->rows * t->cols * loom_dtype_size((loom_dtype)t->dtype);
+    uint64_t n = t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
+    return loom_dtype_is_block((loom_dtype)t->dtype) ? (n + 3) & ~3ull : n;
 }
 
 /* Overlap between two views other than exact identity. The builders allow
@@ -483,7 +499,7 @@ static bool match_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m
         return false;
     *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
                        .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
-    return mat_of(gv.b[0], gv.rows, gv.cols, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, &m->in[1]) &&
+    return mat_of(gv.b[0], gv.rows, gv.cols, gv.wt, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, uv.wt, &m->in[1]) &&
            m->in[0].dtype == m->in[1].dtype && vec_of(gv.b[1], gv.cols, &m->in[2]) &&
            vec_of(sv.b[2], sv.n, &m->out[0]) && legal(fs, m);
 }
@@ -503,7 +519,7 @@ static bool match_matvec_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
         if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[side]) || mv.rows != av.n)
             continue;
         *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
-        if (mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
+        if (mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
             vec_of(av.b[1 - side], av.n, &m->in[2]) && vec_of(av.b[2], av.n, &m->out[0]) && legal(fs, m))
             return true;
     }
@@ -536,7 +552,7 @@ static bool match_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[0]) || mv.rows != av.n)
         return false;
     *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
+    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
            vec_of(mv.b[2], mv.rows, &m->out[0]) && u32_of(av.b[1], &m->out[1]) && legal(fs, m);
 }
 
@@ -569,7 +585,7 @@ static bool match_norm_matvec(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, anchor, LOOM_OP_MATVEC, &mv))
         return false;
     *m = (fuse_match){ .n_in = 1, .n_out = 1 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
            norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
 }
 
@@ -584,7 +600,7 @@ static bool match_norm_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_mat
     if (!view(fs, anchor, LOOM_OP_MATVEC_SILU_MUL, &mv))
         return false;
     *m = (fuse_match){ .n_in = 2, .n_out = 1 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && mat_of(mv.b[1], mv.rows, mv.cols, &m->in[1]) &&
+    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && mat_of(mv.b[1], mv.rows, mv.cols, mv.wt, &m->in[1]) &&
            m->in[0].dtype == m->in[1].dtype && vec_of(mv.b[3], mv.rows, &m->out[0]) &&
            norm_prologue(fs, anchor, &mv, 2, m) && legal(fs, m);
 }
@@ -600,7 +616,7 @@ static bool match_norm_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match
     if (!view(fs, anchor, LOOM_OP_MATVEC_ARGMAX, &mv))
         return false;
     *m = (fuse_match){ .n_in = 1, .n_out = 2 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
            u32_of(mv.b[3], &m->out[1]) && norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
 }
 
@@ -652,7 +668,8 @@ static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     uint32_t mk_id = producer(fs, rk_id, rk.b[1]);
     if (!view(fs, mk_id, LOOM_OP_MATVEC, &mk) || !same_view(mk.b[2], rk.b[1]) || !same_view(mk.b[1], mvv.b[1]) ||
-        mk.rows != kv.n || mvv.rows != kv.n || mk.cols != mvv.cols || mk.b[0]->size != mvv.b[0]->size)
+        mk.rows != kv.n || mvv.rows != kv.n || mk.cols != mvv.cols ||
+        (mk.wt == mvv.wt && mk.b[0]->size != mvv.b[0]->size))   /* Wv may be of another block type */
         return false;
     uint32_t first = mk_id < mv_id ? mk_id : mv_id;
     uint32_t nid = producer(fs, first, mk.b[1]);
@@ -672,10 +689,10 @@ static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (m->nodes[5] > anchor)
         return false;
     return vec_of(nv.b[0], nv.n, &m->in[0]) && vec_of(nv.b[1], nv.n, &m->in[1]) &&
-           mat_of(mq.b[0], mq.rows, mq.cols, &m->in[2]) && mat_of(mk.b[0], mk.rows, mk.cols, &m->in[3]) &&
-           mat_of(mvv.b[0], mvv.rows, mvv.cols, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
-           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.max_seq, kv.n, &m->out[1]) &&
-           mat_of(kv.b[4], kv.max_seq, kv.n, &m->out[2]) && m->out[2].dtype == m->out[1].dtype && legal(fs, m);
+           mat_of(mq.b[0], mq.rows, mq.cols, mq.wt, &m->in[2]) && mat_of(mk.b[0], mk.rows, mk.cols, mk.wt, &m->in[3]) &&
+           mat_of(mvv.b[0], mvv.rows, mvv.cols, mvv.wt, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
+           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.max_seq, kv.n, LOOM_F32, &m->out[1]) &&
+           mat_of(kv.b[4], kv.max_seq, kv.n, LOOM_F32, &m->out[2]) && m->out[2].dtype == m->out[1].dtype && legal(fs, m);
 }
 
 static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -700,11 +717,11 @@ static bool match_embed_qkv(fuse_state *fs, uint32_t anchor, fuse_match *m)
     *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 5, .n_out = 4, .eps = qv.eps,
                        .theta = qv.theta, .head_dim = qv.head_dim, .token_buf = ev.b[1]->buffer,
                        .token_index = ev.token_index };
-    return mat_of(ev.b[0], ev.vocab, ev.n, &m->in[0]) && vec_of(qv.b[2], qv.cols, &m->in[1]) &&
-           mat_of(qv.b[3], qv.q_rows, qv.cols, &m->in[2]) && mat_of(qv.b[4], qv.kv_rows, qv.cols, &m->in[3]) &&
-           mat_of(qv.b[5], qv.kv_rows, qv.cols, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
-           vec_of(qv.b[6], qv.q_rows, &m->out[0]) && mat_of(qv.b[7], qv.max_seq, qv.kv_rows, &m->out[1]) &&
-           mat_of(qv.b[8], qv.max_seq, qv.kv_rows, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) && legal(fs, m);
+    return mat_of(ev.b[0], ev.vocab, ev.n, ev.wt, &m->in[0]) && vec_of(qv.b[2], qv.cols, &m->in[1]) &&
+           mat_of(qv.b[3], qv.q_rows, qv.cols, qv.wt, &m->in[2]) && mat_of(qv.b[4], qv.kv_rows, qv.cols, qv.wt, &m->in[3]) &&
+           mat_of(qv.b[5], qv.kv_rows, qv.cols, qv.wv, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
+           vec_of(qv.b[6], qv.q_rows, &m->out[0]) && mat_of(qv.b[7], qv.max_seq, qv.kv_rows, LOOM_F32, &m->out[1]) &&
+           mat_of(qv.b[8], qv.max_seq, qv.kv_rows, LOOM_F32, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) && legal(fs, m);
 }
 
 static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -728,7 +745,7 @@ static bool match_argmax_log(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 3, .n_out = 3, .eps = av.eps };
     m->out[2] = (loom_tensor){ lv.b[2]->buffer, LOOM_U32, lv.b[2]->offset, lv.rows, 1 };
-    return mat_of(av.b[0], av.rows, av.cols, &m->in[0]) && vec_of(av.b[1], av.cols, &m->in[1]) &&
+    return mat_of(av.b[0], av.rows, av.cols, av.wt, &m->in[0]) && vec_of(av.b[1], av.cols, &m->in[1]) &&
            vec_of(av.b[2], av.cols, &m->in[2]) && vec_of(av.b[3], av.rows, &m->out[0]) &&
            u32_of(av.b[4], &m->out[1]) && legal(fs, m);
 }

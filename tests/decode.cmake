@@ -140,6 +140,8 @@ if(TARGET llama-decode)
   # No device needed: no validation environment, no lock.
   add_test(NAME decode_dry_run_1b COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run.cmake)
+  add_test(NAME decode_dry_run_types COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_dry_run_types.cmake)
   if(TARGET loom)
     decode_test(bench_decode_quick $<TARGET_FILE:loom> bench decode --config tiny --steps 4 --quick)
     decode_test(bench_decode_rounds $<TARGET_FILE:loom> bench decode --config tiny --steps 2 --quick --rounds 2

@@ -36,21 +36,22 @@ float q_half(uint bits) { return unpackHalf2x16(bits).x; }
 
 // A chunk as its kernels use it: the signed codes q of its 8 weights as
 // floats, and s such that weight = s.x * q - s.y. A code is made a float
-// without an integer-to-float conversion (a quarter of the FMA rate): the
-// f16 bits 0x6400 | byte are 1024 + byte, made f32 two at a time, then the
-// bias comes off exactly. s.y (Q4_K's min) meets the sum of x once a chunk:
-// sum w x = s.x (q . x) - s.y (sum x).
+// with integer and FP32 arithmetic only: the bits 0x4b000000 | byte are the
+// float 2^23 + byte, and the bias comes off exactly. Conversions (integer
+// to float, and f16 to f32 as unpackHalf2x16 does) run at a quarter of the
+// FMA rate, and a 4-bit type needs about one a weight: that capped Q4_K at
+// under half the copy bandwidth. s.y (Q4_K's min) meets the sum of x once a
+// chunk: sum w x = s.x (q . x) - s.y (sum x).
 struct QChunk {
     vec4 a, b;   // codes of weights 0-3 and 4-7
     vec2 s;
 };
 
-// Four bytes of w as floats, less bias (1024 + the codes' own offset).
+// The four bytes of w as floats, less bias (the codes' own offset).
 vec4 q_code4(uint w, float bias)
 {
-    vec2 lo = unpackHalf2x16((w & 0x00ff00ffu) | 0x64006400u);
-    vec2 hi = unpackHalf2x16(((w >> 8u) & 0x00ff00ffu) | 0x64006400u);
-    return vec4(lo.x, hi.x, lo.y, hi.y) - bias;
+    uvec4 b = uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xffu;
+    return uintBitsToFloat(b | 0x4b000000u) - (8388608.0 + bias);
 }
 
 // The chunk's 8 weights (EMBED and the tests read weights one by one).
@@ -68,7 +69,7 @@ QChunk q8_0_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 34u;
     float d = q_half(q_u16(m, o));
     uvec2 q = q_8bytes(m, o + 2u + j * 8u) ^ 0x80808080u;
-    return QChunk(q_code4(q.x, 1152.0), q_code4(q.y, 1152.0), vec2(d, 0.0));
+    return QChunk(q_code4(q.x, 128.0), q_code4(q.y, 128.0), vec2(d, 0.0));
 }
 
 // Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
@@ -80,7 +81,7 @@ QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 18u;
     float d = q_half(q_u16(m, o));
     uvec2 q = (q_8bytes(m, o + 2u + (j & 1u) * 8u) >> ((j >> 1u) * 4u)) & 0x0f0f0f0fu;
-    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(d, 0.0));
+    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(d, 0.0));
 }
 
 // Q4_K: 256 weights in 144 bytes (4-aligned): f16 d and dmin, 12 bytes of
@@ -109,7 +110,7 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
     // weights around 0 both parts of the sum are then small, and little
     // cancels between them.
-    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
+    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
 }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
@@ -129,5 +130,5 @@ QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
     float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
     float d = q_half(q_u16(m, o + 208u)) * s;
     uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
-    return QChunk(q_code4(v.x, 1056.0), q_code4(v.y, 1056.0), vec2(d, 0.0));
+    return QChunk(q_code4(v.x, 32.0), q_code4(v.y, 32.0), vec2(d, 0.0));
 }

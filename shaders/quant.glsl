@@ -32,7 +32,19 @@ uvec2 q_8bytes(uint m, uint o)
     return uvec2((w0 >> 16u) | (w1 << 16u), (w1 >> 16u) | (w2 << 16u));
 }
 
-float q_half(uint bits) { return unpackHalf2x16(bits).x; }
+// An f16 (the low 16 bits of h) as f32 without a conversion instruction:
+// exponent and mantissa moved into place and scaled by 2^112, which also
+// makes subnormals normal; an all-ones exponent (inf, NaN) kept so.
+float q_half(uint h)
+{
+    uint m = (h & 0x7fffu) << 13u, sign = (h & 0x8000u) << 16u;
+    float v = uintBitsToFloat(m) * 5.192296858534828e33;   // 2^112
+    uint e = (h & 0x7c00u) == 0x7c00u ? (m | 0x7f800000u) : floatBitsToUint(v);
+    return uintBitsToFloat(e | sign);
+}
+
+// A small unsigned integer (below 2^23) as f32, likewise.
+float q_small(uint v) { return uintBitsToFloat(v | 0x4b000000u) - 8388608.0; }
 
 // A chunk as its kernels use it: the signed codes q of its 8 weights as
 // floats, and s such that weight = s.x * q - s.y. A code is made a float
@@ -97,7 +109,7 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 144u;
     uint g = j >> 3u, hi = (j >> 2u) & 1u, sb = 2u * g + hi;
     uvec4 hd = QVEC4(m, o >> 4u);
-    vec2 dm = unpackHalf2x16(hd.x);
+    vec2 dm = vec2(q_half(hd.x), q_half(hd.x >> 16u));
     uvec2 q = (QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u) >> (hi * 4u)) & 0x0f0f0f0fu;
     // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
     // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
@@ -106,11 +118,11 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
     uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
     uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
-    float ds = dm.x * float(sc);
+    float ds = dm.x * q_small(sc);
     // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
     // weights around 0 both parts of the sum are then small, and little
     // cancels between them.
-    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
+    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(ds, dm.y * q_small(mn) - 8.0 * ds));
 }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
@@ -127,7 +139,7 @@ QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
     uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l);
     uint si = 192u + 8u * h + (l >> 4u) + 2u * q;
     uint sw = q_u16(m, o + (si & ~1u));
-    float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
+    float s = q_small(((sw >> (8u * (si & 1u))) + 128u) & 0xffu) - 128.0;   // int8, its sign bit flipped
     float d = q_half(q_u16(m, o + 208u)) * s;
     uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
     return QChunk(q_code4(v.x, 32.0), q_code4(v.y, 32.0), vec2(d, 0.0));

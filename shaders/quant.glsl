@@ -32,38 +32,25 @@ uvec2 q_8bytes(uint m, uint o)
     return uvec2((w0 >> 16u) | (w1 << 16u), (w1 >> 16u) | (w2 << 16u));
 }
 
-// An f16 (the low 16 bits of h) as f32 without a conversion instruction:
-// exponent and mantissa moved into place and scaled by 2^112, which also
-// makes subnormals normal; an all-ones exponent (inf, NaN) kept so.
-float q_half(uint h)
-{
-    uint m = (h & 0x7fffu) << 13u, sign = (h & 0x8000u) << 16u;
-    float v = uintBitsToFloat(m) * 5.192296858534828e33;   // 2^112
-    uint e = (h & 0x7c00u) == 0x7c00u ? (m | 0x7f800000u) : floatBitsToUint(v);
-    return uintBitsToFloat(e | sign);
-}
-
-// A small unsigned integer (below 2^23) as f32, likewise.
-float q_small(uint v) { return uintBitsToFloat(v | 0x4b000000u) - 8388608.0; }
+float q_half(uint bits) { return unpackHalf2x16(bits).x; }
 
 // A chunk as its kernels use it: the signed codes q of its 8 weights as
 // floats, and s such that weight = s.x * q - s.y. A code is made a float
-// with integer and FP32 arithmetic only: the bits 0x4b000000 | byte are the
-// float 2^23 + byte, and the bias comes off exactly. Conversions (integer
-// to float, and f16 to f32 as unpackHalf2x16 does) run at a quarter of the
-// FMA rate, and a 4-bit type needs about one a weight: that capped Q4_K at
-// under half the copy bandwidth. s.y (Q4_K's min) meets the sum of x once a
-// chunk: sum w x = s.x (q . x) - s.y (sum x).
+// without an integer-to-float conversion (a quarter of the FMA rate): the
+// f16 bits 0x6400 | byte are 1024 + byte, made f32 two at a time, then the
+// bias comes off exactly. s.y (Q4_K's min) meets the sum of x once a chunk:
+// sum w x = s.x (q . x) - s.y (sum x).
 struct QChunk {
     vec4 a, b;   // codes of weights 0-3 and 4-7
     vec2 s;
 };
 
-// The four bytes of w as floats, less bias (the codes' own offset).
+// Four bytes of w as floats, less bias (1024 + the codes' own offset).
 vec4 q_code4(uint w, float bias)
 {
-    uvec4 b = uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xffu;
-    return uintBitsToFloat(b | 0x4b000000u) - (8388608.0 + bias);
+    vec2 lo = unpackHalf2x16((w & 0x00ff00ffu) | 0x64006400u);
+    vec2 hi = unpackHalf2x16(((w >> 8u) & 0x00ff00ffu) | 0x64006400u);
+    return vec4(lo.x, hi.x, lo.y, hi.y) - bias;
 }
 
 // The chunk's 8 weights (EMBED and the tests read weights one by one).
@@ -81,7 +68,7 @@ QChunk q8_0_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 34u;
     float d = q_half(q_u16(m, o));
     uvec2 q = q_8bytes(m, o + 2u + j * 8u) ^ 0x80808080u;
-    return QChunk(q_code4(q.x, 128.0), q_code4(q.y, 128.0), vec2(d, 0.0));
+    return QChunk(q_code4(q.x, 1152.0), q_code4(q.y, 1152.0), vec2(d, 0.0));
 }
 
 // Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
@@ -93,7 +80,7 @@ QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 18u;
     float d = q_half(q_u16(m, o));
     uvec2 q = (q_8bytes(m, o + 2u + (j & 1u) * 8u) >> ((j >> 1u) * 4u)) & 0x0f0f0f0fu;
-    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(d, 0.0));
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(d, 0.0));
 }
 
 // Q4_K: 256 weights in 144 bytes (4-aligned): f16 d and dmin, 12 bytes of
@@ -109,7 +96,7 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     uint o = rb + blk * 144u;
     uint g = j >> 3u, hi = (j >> 2u) & 1u, sb = 2u * g + hi;
     uvec4 hd = QVEC4(m, o >> 4u);
-    vec2 dm = vec2(q_half(hd.x), q_half(hd.x >> 16u));
+    vec2 dm = unpackHalf2x16(hd.x);
     uvec2 q = (QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u) >> (hi * 4u)) & 0x0f0f0f0fu;
     // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
     // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
@@ -118,11 +105,11 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
     uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
     uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
-    float ds = dm.x * q_small(sc);
+    float ds = dm.x * float(sc);
     // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
     // weights around 0 both parts of the sum are then small, and little
     // cancels between them.
-    return QChunk(q_code4(q.x, 8.0), q_code4(q.y, 8.0), vec2(ds, dm.y * q_small(mn) - 8.0 * ds));
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
 }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
@@ -139,8 +126,8 @@ QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
     uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l);
     uint si = 192u + 8u * h + (l >> 4u) + 2u * q;
     uint sw = q_u16(m, o + (si & ~1u));
-    float s = q_small(((sw >> (8u * (si & 1u))) + 128u) & 0xffu) - 128.0;   // int8, its sign bit flipped
+    float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
     float d = q_half(q_u16(m, o + 208u)) * s;
     uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
-    return QChunk(q_code4(v.x, 32.0), q_code4(v.y, 32.0), vec2(d, 0.0));
+    return QChunk(q_code4(v.x, 1056.0), q_code4(v.y, 1056.0), vec2(d, 0.0));
 }

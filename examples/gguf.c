@@ -85,8 +85,7 @@ bool loom_gguf_tensor_dtype(uint32_t type, loom_dtype *out)
     return true;
 }
 
-/* Bytes of a fixed-size value type; 0 for strings, arrays and unknown codes. */
-static size_t value_bytes(uint32_t type)
+size_t loom_gguf_value_bytes(uint32_t type)
 {
     switch (type) {
 #define X(name, code, bytes, str) \
@@ -211,7 +210,7 @@ static loom_result read_value(rd *r, uint32_t type, int depth, const loom_gguf_s
     if (!value_type_known(type))
         return loom_fail(LOOM_PARSE, "gguf: key '%.*s': unknown value type %u before byte %zu", (int)key->len,
                          key->data, type, at);
-    size_t n = value_bytes(type);
+    size_t n = loom_gguf_value_bytes(type);
     if (n) {
         if ((rc = need(r, n, "a metadata value")))
             return rc;
@@ -262,7 +261,7 @@ static loom_result read_value(rd *r, uint32_t type, int depth, const loom_gguf_s
         return loom_fail(LOOM_PARSE, "gguf: key '%.*s': array of unknown type %u at byte %zu", (int)key->len,
                          key->data, et, at);
     size_t first = r->pos;
-    size_t eb = value_bytes(et);
+    size_t eb = loom_gguf_value_bytes(et);
     /* Strings take 8 bytes at least, arrays 12: the count must fit. */
     uint64_t min = eb ? eb : et == LOOM_GGUF_STRING ? 8 : 12;
     if (count > (r->size - r->pos) / min)

@@ -159,6 +159,9 @@ const loom_gguf_tensor *loom_gguf_find_tensor(const loom_gguf *g, const char *na
 uint64_t loom_gguf_tensor_bytes(uint32_t type, uint32_t n_dims, const uint64_t *dims);
 /* Names for messages; "?" for codes outside the tables. Tensor types are
  * named for every ggml type, taken or not ("q5_k"). */
+/* Bytes of a fixed-size metadata value type; 0 for strings, arrays and
+ * unknown codes. */
+size_t loom_gguf_value_bytes(uint32_t type);
 const char *loom_gguf_type_name(uint32_t type);
 const char *loom_gguf_tensor_type_name(uint32_t type);
 /* The loom dtype whose rows are a tensor type's byte for byte: true and

@@ -53,18 +53,6 @@ static uint32_t f32_bits(float v)
     return b;
 }
 
-static size_t fixed_value_bytes(uint32_t type)
-{
-    switch (type) {
-#define X(name, code, bytes, str) \
-    case code:                    \
-        return bytes;
-        LOOM_GGUF_VALUE_TYPES(X)
-#undef X
-    }
-    return 0;
-}
-
 /* ---- the writer ---------------------------------------------------------- */
 
 loom_result loom_gguf_writer_create(loom_gguf_writer **out)
@@ -221,7 +209,7 @@ loom_result loom_gguf_writer_set_strs(loom_gguf_writer *w, const char *key, cons
 loom_result loom_gguf_writer_set_array(loom_gguf_writer *w, const char *key, loom_gguf_type elem, const void *elems,
                                        uint64_t n)
 {
-    size_t eb = fixed_value_bytes(elem);
+    size_t eb = loom_gguf_value_bytes(elem);
     if (eb == 0 || (n && !elems) || n > (SIZE_MAX - 12) / eb)
         return loom_fail(LOOM_INVALID_ARGUMENT, "gguf writer: %s: an array needs a fixed-size element type and its "
                                                 "elements", key ? key : "(null)");

@@ -786,6 +786,25 @@ START_TEST(fused_matvec)
 }
 END_TEST
 
+/* The q/k/v forms' outputs against the reference: b and want are x (the
+ * EMBED-fed form writes it), q, and the k and v caches. */
+static void qkv_expect(harness *h, bool embed, const char *what, const uint32_t b[4], const float *const want[4],
+                       uint32_t cols, uint32_t qr, uint32_t cn, bool kh)
+{
+    loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
+    if (embed)
+        expect_buffer(h, op, what, b[0], want[0], cols);
+    expect_buffer(h, op, what, b[1], want[1], qr);
+    expect_cache(h, op, what, b[2], want[2], cn, kh);
+    expect_cache(h, op, what, b[3], want[3], cn, kh);
+}
+
+static void free_all(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}
+
 /* n_heads, n_kv_heads, head_dim, cols, max_seq, pos: the smallest head; GQA;
  * a position past the cache (the caches stay untouched); f16's scalar path
  * (cols not a multiple of 8); more heads than workgroups of one matrix. */
@@ -846,24 +865,10 @@ START_TEST(qkv_rope_kv)
         char what[64];
         snprintf(what, sizeof what, "%s%s%s case %zu", loom_dtype_name(dt), embed ? " embed" : "",
                  kh ? " f16 caches" : "", s);
-        loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
-        if (embed)
-            expect_buffer(&h, op, what, bx, x, cols);
-        expect_buffer(&h, op, what, by, want_q, qr);
-        expect_cache(&h, op, what, bkc, want_kc, cn, kh);
-        expect_cache(&h, op, what, bvc, want_vc, cn, kh);
+        qkv_expect(&h, embed, what, (const uint32_t[]){ bx, by, bkc, bvc },
+                   (const float *const[]){ x, want_q, want_kc, want_vc }, cols, qr, cn, kh);
         end(&h);
-        free(Wq);
-        free(Wk);
-        free(Wv);
-        free(table);
-        free(x);
-        free(gw);
-        free(kc);
-        free(vc);
-        free(want_q);
-        free(want_kc);
-        free(want_vc);
+        free_all((void *[]){ Wq, Wk, Wv, table, x, gw, kc, vc, want_q, want_kc, want_vc }, 11);
     }
 }
 END_TEST
@@ -1026,25 +1031,11 @@ static void block_qkv_case(loom_dtype t, int form, size_t k, uint64_t sd)
                                                               loom_vec(by, qr), tkc, tvc, hd, theta, eps, NULL);
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
         run(&h, &(loom_step_params){ .pos = pos, .kv_len = pos + 1 });
-        loom_op op = embed ? LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV : LOOM_OP_RMS_NORM_QKV_ROPE_KV;
-        if (embed)
-            expect_buffer(&h, op, what, bx, x, cols);
-        expect_buffer(&h, op, what, by, want_q, qr);
-        expect_cache(&h, op, what, bkc, want_kc, cn, kh);
-        expect_cache(&h, op, what, bvc, want_vc, cn, kh);
+        qkv_expect(&h, embed, what, (const uint32_t[]){ bx, by, bkc, bvc },
+                   (const float *const[]){ x, want_q, want_kc, want_vc }, cols, qr, cn, kh);
     }
     end(&h);
-    free(Wq);
-    free(Wk);
-    free(Wv);
-    free(table);
-    free(x);
-    free(gw);
-    free(kc);
-    free(vc);
-    free(want_q);
-    free(want_kc);
-    free(want_vc);
+    free_all((void *[]){ Wq, Wk, Wv, table, x, gw, kc, vc, want_q, want_kc, want_vc }, 11);
 }
 
 /* _i: type * N_BLOCK_FORMS + form (block_matvec_case's 0-7, then the

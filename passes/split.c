@@ -139,14 +139,33 @@ static loom_result whole_part(const split_state *s, const cut *c, const char *fi
                      c->pos, c->op, c->nd.capture_index, field, bytes, s->limit);
 }
 
+/* The dtype of the matrix c binds, rows x cols of size bytes: a block type
+ * where c's kernel form says so (Q4_0 and Q4_K take the same bytes, so
+ * never from the size), else f32 or f16 by the bytes; LOOM_U32 when the
+ * bytes do not fit either. */
+static loom_dtype weight_dtype(const split_state *s, const cut *c, uint64_t size, uint32_t rows, uint32_t cols)
+{
+    loom_dtype w, v;
+    uint64_t elems = (uint64_t)rows * cols;
+    if (loom_form_weights(loom_graph_kernel_name(s->g, c->nd.kernel), &w, &v) && loom_dtype_is_block(w)) {
+        uint64_t rb = loom_dtype_row_bytes(w, cols);
+        return rb && size == ((rb * rows + 3) & ~3ull) ? w : LOOM_U32;
+    }
+    return elems && size == elems * 2 ? LOOM_F16 : elems && size == elems * 4 ? LOOM_F32 : LOOM_U32;
+}
+
 /* c is laid out as its op's builder lays it out (ops.def): every slot bound,
- * the push bytes, and the kernel for weights of dtype dt. */
+ * the push bytes, and the kernel for weights of dtype dt (for a block type,
+ * the form of the row's f32 kernel for it). */
 static bool builder_made(const split_state *s, const cut *c, loom_dtype dt)
 {
     const loom_op_info *in = loom_op_info_get((loom_op)c->nd.op);
     const char *kernel = loom_graph_kernel_name(s->g, c->nd.kernel);
-    if (!in || !in->kernel[0] || c->nd.n_bindings != in->n_slots || c->nd.push_size != in->push_size || !kernel ||
-        strcmp(kernel, in->kernel[dt == LOOM_F16]))
+    const char *want = !in || !in->kernel[0] ? NULL
+                       : loom_dtype_is_block(dt) ? loom_form_kernel(loom_form_row(in->kernel[0]), dt, dt)
+                                                 : in->kernel[dt == LOOM_F16];
+    if (!want || c->nd.n_bindings != in->n_slots || c->nd.push_size != in->push_size || !kernel ||
+        strcmp(kernel, want))
         return false;
     for (uint32_t k = 0; k < in->n_slots; k++)
         if (!at_slot(c, k))
@@ -232,10 +251,8 @@ static bool mv_read(const split_state *s, const cut *c, mv_views *v)
     if (!w || !x || !y || c->nd.push_size < 8)
         return false;
     uint32_t rows = pc_word(c, 0), cols = pc_word(c, 1);
-    uint64_t elems = (uint64_t)rows * cols;
-    loom_dtype dt = w->size == elems * 2 ? LOOM_F16 : LOOM_F32;
-    if (elems == 0 || w->size != elems * loom_dtype_size(dt) || (u && u->size != w->size) ||
-        (out && out->size != 4) || !builder_made(s, c, dt))
+    loom_dtype dt = weight_dtype(s, c, w->size, rows, cols);
+    if (dt == LOOM_U32 || (u && u->size != w->size) || (out && out->size != 4) || !builder_made(s, c, dt))
         return false;
     memset(v, 0, sizeof *v);
     if (g)
@@ -263,15 +280,19 @@ static loom_result cut_matvec(split_state *s, const cut *c, loom_op block_op)
     if (rc)
         return rc;
     uint32_t rows = v.w.rows;
-    uint64_t row_bytes = (uint64_t)v.w.cols * loom_dtype_size((loom_dtype)v.w.dtype);
-    uint64_t block = block_rows(rows, row_bytes, ROW_ALIGN, s->limit);
+    uint64_t row_bytes = loom_dtype_row_bytes((loom_dtype)v.w.dtype, v.w.cols);
+    /* y's offsets stay aligned (ROW_ALIGN rows), and W's: a block type's row
+     * may be 2 bytes short of a word (Q8_0, Q4_0 and Q6_K). */
+    uint64_t align = LOOM_BIND_ALIGN / gcd(row_bytes, LOOM_BIND_ALIGN);
+    align = align > ROW_ALIGN ? align : ROW_ALIGN;
+    uint64_t block = block_rows(rows, row_bytes, align, s->limit);
     if (block == 0)
         return loom_fail(LOOM_LIMIT,
                          "node %u (%s, capture %u): a row block of %s is at least %u rows of %" PRIu64
                          " bytes (binding offsets stay multiples of %u), %" PRIu64
                          " bytes, above the binding limit of %" PRIu64 " bytes",
-                         c->pos, c->op, c->nd.capture_index, gated ? "Wg" : "W", ROW_ALIGN, row_bytes,
-                         LOOM_BIND_ALIGN, ROW_ALIGN * row_bytes, s->limit);
+                         c->pos, c->op, c->nd.capture_index, gated ? "Wg" : "W", (unsigned)align, row_bytes,
+                         LOOM_BIND_ALIGN, align * row_bytes, s->limit);
     for (uint64_t r0 = 0; r0 < rows; r0 += block) {
         uint32_t n = (uint32_t)(rows - r0 < block ? rows - r0 : block);
         mv_views bv = v;
@@ -303,9 +324,8 @@ static loom_result cut_embed(split_state *s, const cut *c)
     const loom_binding *bt = named(c, "table"), *bk = named(c, "token_buf"), *bo = named(c, "out");
     uint32_t dim = c->nd.push_size == sizeof(loom_pc_embed) ? pc_word(c, 0) : 0;
     uint32_t vocab = dim ? pc_word(c, 1) : 0, token_index = dim ? pc_word(c, 2) : 0;
-    uint64_t elems = (uint64_t)vocab * dim;
-    loom_dtype dt = bt && bt->size == elems * 2 ? LOOM_F16 : LOOM_F32;
-    if (!bt || !bk || !bo || elems == 0 || bt->size != elems * loom_dtype_size(dt) ||
+    loom_dtype dt = bt ? weight_dtype(s, c, bt->size, vocab, dim) : LOOM_U32;
+    if (!bt || !bk || !bo || dt == LOOM_U32 ||
         bo->size != (uint64_t)dim * 4 || bk->offset != 0 || !builder_made(s, c, dt))
         return refuse(s, c, "it is not laid out as loom_op_embed lays it out, so it cannot be cut into row blocks");
     loom_result rc = whole_part(s, c, "token_buf", bk->size);
@@ -313,7 +333,7 @@ static loom_result cut_embed(split_state *s, const cut *c)
         rc = whole_part(s, c, "out", bo->size);
     if (rc)
         return rc;
-    uint64_t row_bytes = (uint64_t)dim * loom_dtype_size(dt);
+    uint64_t row_bytes = loom_dtype_row_bytes(dt, dim);
     uint64_t align = LOOM_BIND_ALIGN / gcd(row_bytes, LOOM_BIND_ALIGN);
     uint64_t block = block_rows(vocab, row_bytes, align, s->limit);
     if (block == 0)

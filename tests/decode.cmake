@@ -122,6 +122,14 @@ if(TARGET llama-decode)
   decode_test(decode_check_split_f16 ${check} --f16 --in-flight 1)
   set_tests_properties(decode_check_split PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=65536")
   set_tests_properties(decode_check_split_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  # ... and over block-typed weights: the Q4_K_M mix (the LM head's Q6_K
+  # and the embedding's Q4_K rows cut), and Q8_0 rows 2 bytes short of a
+  # word (dim 96: 3 blocks a row), whose blocks are 128 rows.
+  decode_test(decode_check_split_q4_k_m ${check} --wtype q4_k_m --vocab 1024 --in-flight 1)
+  set_tests_properties(decode_check_split_q4_k_m PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  decode_test(decode_check_split_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32
+              --ffn 1024)
+  set_tests_properties(decode_check_split_q8_0_odd PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=81920")
   # A device without float atomic adds: the model compiles through its own
   # cache with the runtime's device options, so no stage pass (and no half
   # stage, though asked for).

@@ -818,6 +818,38 @@ void block_sums_q(inout float x2)
     float acc[NA];
     for (uint s = 0u; s < NA; s++)
         acc[s] = 0.0;
+#if defined(MV_Q4_K) && !defined(MV_W2_Q6_K)
+    // Q4_K: units of 32 weights (quant.glsl: q4_k_unit_dot), a 16-byte load
+    // of codes and one of the header each; unit u's place in its block (u
+    // modulo 8) is lane's, the same on every trip.
+    for (uint u = lane; u < cols / 32u; u += GL) {
+        uint blk = u >> 3u, ui = u & 7u, c0 = blk * 32u + 8u * (ui >> 1u) + 2u * (ui & 1u);
+        uvec4 hd[NA], qs[NA];
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                if (live[i]) {
+                    uint mm = NMAT == 1u ? mat[i] : j, o = base[i] + blk * 144u;
+                    hd[i * NMAT + j] = QVEC4(mm, o >> 4u);
+                    qs[i * NMAT + j] = QVEC4(mm, (o + 16u + 32u * (ui >> 1u) + 16u * (ui & 1u)) >> 4u);
+                }
+        vec4 xa[4], xb[4];
+        for (uint k = 0u; k < 4u; k++) {
+            uint c = c0 + (k & 1u) + 4u * (k >> 1u);
+            x_chunk(c, xa[k], xb[k]);
+#if defined(HAS_NORM) && !defined(MV_PRE)
+            if (rg == 0u)
+                x2 += dot(xa[k], xa[k]) + dot(xb[k], xb[k]);
+            xa[k] *= g4[2u * c];
+            xb[k] *= g4[2u * c + 1u];
+#endif
+        }
+        vec2 sx = vec2(dot(xa[0] + xb[0] + xa[1] + xb[1], vec4(1.0)), dot(xa[2] + xb[2] + xa[3] + xb[3], vec4(1.0)));
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                if (live[i])
+                    acc[i * NMAT + j] += q4_k_unit_dot(hd[i * NMAT + j], qs[i * NMAT + j], ui, xa, xb, sx);
+    }
+#else
     for (uint c = lane; c < n; c += GL) {
         WVEC w[NA];
         for (uint i = 0u; i < QRPT; i++)
@@ -838,6 +870,7 @@ void block_sums_q(inout float x2)
                 if (live[i])
                     acc[i * NMAT + j] += vdot(w[i * NMAT + j], xa, xb);
     }
+#endif
     // Each group's subgroups, then the groups' slots: a subgroup lies in one
     // group (GL is a multiple of any subgroup size up to 64).
     uint sg_per = max(GL / gl_SubgroupSize, 1u), sg = gl_SubgroupID % sg_per;

@@ -131,3 +131,30 @@ QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
     uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
     return QChunk(q_code4(v.x, 1056.0), q_code4(v.y, 1056.0), vec2(d, 0.0));
 }
+
+// Q4_K by 32 weights: bytes 16h to 16h + 16 of group g (unit u = 2g + h of
+// its block) hold weights 64g + 16h + i (low nibbles, sub-block 2g) and
+// 64g + 32 + 16h + i (high, sub-block 2g + 1), i < 16: x chunks c, c + 1
+// (low) and c + 4, c + 5 (high), c = 8g + 2h of the block. hd: the block's
+// header; sx: the sums of x over the low and the high chunks. One header
+// decode for 32 weights, where q4_k_chunk pays one for 8.
+float q4_k_unit_dot(uvec4 hd, uvec4 qs, uint u, vec4 xa[4], vec4 xb[4], vec2 sx)
+{
+    uint g = u >> 1u, sb0 = 2u * g, sb1 = sb0 + 1u;
+    vec2 dm = unpackHalf2x16(hd.x);
+    uint k0 = 8u * (sb0 & 3u), k1 = 8u * (sb1 & 3u);
+    uint a0 = hd.y >> k0, b0 = hd.z >> k0, c0 = hd.w >> k0;
+    uint a1 = hd.y >> k1, b1 = hd.z >> k1, c1 = hd.w >> k1;
+    uint sc0 = sb0 < 4u ? a0 & 63u : (c0 & 15u) | ((a0 >> 6u) & 3u) << 4u;
+    uint mn0 = sb0 < 4u ? b0 & 63u : ((c0 >> 4u) & 15u) | ((b0 >> 6u) & 3u) << 4u;
+    uint sc1 = sb1 < 4u ? a1 & 63u : (c1 & 15u) | ((a1 >> 6u) & 3u) << 4u;
+    uint mn1 = sb1 < 4u ? b1 & 63u : ((c1 >> 4u) & 15u) | ((b1 >> 6u) & 3u) << 4u;
+    uvec4 lo = qs & 0x0f0f0f0fu, hi = (qs >> 4u) & 0x0f0f0f0fu;
+    float d0 = dot(q_code4(lo.x, 1032.0), xa[0]) + dot(q_code4(lo.y, 1032.0), xb[0]) +
+               dot(q_code4(lo.z, 1032.0), xa[1]) + dot(q_code4(lo.w, 1032.0), xb[1]);
+    float d1 = dot(q_code4(hi.x, 1032.0), xa[2]) + dot(q_code4(hi.y, 1032.0), xb[2]) +
+               dot(q_code4(hi.z, 1032.0), xa[3]) + dot(q_code4(hi.w, 1032.0), xb[3]);
+    float ds0 = dm.x * float(sc0), ds1 = dm.x * float(sc1);
+    // codes centred (n - 8), as q4_k_chunk: the min less 8 ds
+    return ds0 * d0 - (dm.y * float(mn0) - 8.0 * ds0) * sx.x + ds1 * d1 - (dm.y * float(mn1) - 8.0 * ds1) * sx.y;
+}

@@ -1,3 +1,5 @@
 #file passes/stage.c
-# The narrow attention (gather's) is given to half activations too.
-s/{ LOOM_OP_ATTENTION, "out", "attention_wide", "attention_wide_o16" }/{ LOOM_OP_ATTENTION, "out", "attention", "attention_wide_o16" }/
+# The narrow attention (gather's) is given to half activations too, as the
+# wide one's f16-output kernel.
+s/if (writer \&\& nd->op == LOOM_OP_ATTENTION \&\& loom_form_has(k, "TPR=32u")) {/if (writer \&\& nd->op == LOOM_OP_ATTENTION) {/
+s/return loom_form_variant(k, "ATT_O16", NULL);/return "attention_wide_o16";/

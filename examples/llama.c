@@ -550,19 +550,12 @@ static loom_dtype mat_type(const loom_llama *m, loom_llama_mat k, uint32_t l)
     return w ? loom_llama_weights_matrix(w, k, l)->type : loom_llama_matrix_type(&m->cfg, k, l);
 }
 
-/* The buffer a matrix of bytes in dtype t needs: a view of blocks binds its
- * last 32-bit word whole (ir/ops.c), up to 3 bytes past the blocks. */
-static uint64_t buffer_bytes(loom_dtype t, uint64_t bytes)
-{
-    return loom_dtype_is_block(t) ? (bytes + 3) & ~3ull : bytes;
-}
-
 static uint64_t mat_buffer_bytes(const loom_llama *m, loom_llama_mat k, uint32_t l)
 {
     uint32_t rows, cols;
     loom_llama_mat_shape(&m->cfg, k, &rows, &cols);
     loom_dtype t = mat_type(m, k, l);
-    return buffer_bytes(t, matrix_bytes(t, rows, cols));
+    return loom_view_bytes(t, rows, cols);   /* a view of blocks binds its last word whole */
 }
 
 /* A matrix goes up as stored: f32 values, f16 bits or GGUF blocks. */
@@ -570,7 +563,7 @@ static loom_result upload_matrix(loom_llama *m, loom_rt_buffer **slot, const cha
                                  const loom_llama_matrix *mx)
 {
     uint64_t bytes = loom_llama_matrix_bytes(mx);
-    loom_result rc = rt_buffer(m, slot, name, buffer_bytes(mx->type, bytes), LOOM_USAGE_WEIGHT, NULL);
+    loom_result rc = rt_buffer(m, slot, name, loom_view_bytes(mx->type, mx->rows, mx->cols), LOOM_USAGE_WEIGHT, NULL);
     return rc ? rc : loom_rt_buffer_write(m->rt, *slot, 0, loom_llama_matrix_data(mx), bytes);
 }
 

@@ -61,7 +61,8 @@ static size_t n_flags;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Bit of flag w (len bytes); adds it when new. 0 when the table is full,
- * which the form test catches (every row must read back). */
+ * which test_ir's forms test catches (a kernel would not read back as its
+ * own variant). */
 static uint64_t flag_bit(const char *w, size_t len, bool add)
 {
     for (size_t i = 0; i < n_flags; i++)

@@ -62,6 +62,11 @@ static inline bool loom_dtype_is_block(loom_dtype t) { return t >= LOOM_Q8_0 && 
 /* Bytes of a row of cols elements; 0 when cols is not a whole number of
  * blocks or t is out of range. */
 uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols);
+/* Bytes a view of rows x cols elements of t binds: its rows' bytes, and for
+ * a block type on to the end of its last 32-bit word (Q8_0, Q4_0 and Q6_K
+ * blocks are not whole words, and the kernels read words), which the
+ * buffer must hold. 0 when cols is not whole blocks or t is out of range. */
+uint64_t loom_view_bytes(loom_dtype t, uint64_t rows, uint64_t cols);
 
 /* IEEE binary16 <-> binary32 (ir/quant.c). f16 -> f32 is exact; f32 -> f16
  * rounds to nearest even, keeps subnormals, saturates to infinity past the

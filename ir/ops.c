@@ -60,6 +60,12 @@ uint64_t loom_dtype_row_bytes(loom_dtype t, uint64_t cols)
     return cols / dtypes[t].block * dtypes[t].bytes;
 }
 
+uint64_t loom_view_bytes(loom_dtype t, uint64_t rows, uint64_t cols)
+{
+    uint64_t n = rows * loom_dtype_row_bytes(t, cols);
+    return loom_dtype_is_block(t) ? (n + 3) & ~3ull : n;
+}
+
 /* The tensor a builder binds to one kernel slot; the slot's name and access
  * are its op kind's (ops.def). A read view marked inplace may be the very
  * same view as a written one: the kernel reads each such element before the
@@ -85,14 +91,7 @@ typedef struct op_call {
     uint64_t groups;
 } op_call;
 
-/* The bytes a view binds. Blocks of Q8_0, Q4_0 and Q6_K are not whole
- * 32-bit words, which the kernels read: such a view binds its last word
- * whole, up to 3 bytes past its blocks, which the buffer must hold. */
-static uint64_t view_bytes(const loom_tensor *t)
-{
-    uint64_t n = t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
-    return loom_dtype_is_block((loom_dtype)t->dtype) ? (n + 3) & ~3ull : n;
-}
+static uint64_t view_bytes(const loom_tensor *t) { return loom_view_bytes((loom_dtype)t->dtype, t->rows, t->cols); }
 
 static bool views_overlap(const loom_tensor *a, const loom_tensor *b)
 {
@@ -171,9 +170,7 @@ static inline bool view_ok(const loom_graph *g, const loom_op_slot *s, const op_
     if (t->buffer >= g->buffers.n || t->dtype >= LOOM_DTYPE_COUNT || t->rows == 0 || t->cols == 0 ||
         t->offset % LOOM_BIND_ALIGN || t->cols % dtypes[t->dtype].block)
         return false;
-    *bytes = (uint64_t)t->rows * (t->cols / dtypes[t->dtype].block) * dtypes[t->dtype].bytes;
-    if (dtypes[t->dtype].block > 1)
-        *bytes = (*bytes + 3) & ~3ull;   /* view_bytes' rule */
+    *bytes = view_bytes(t);
     const loom_buffer *b = &g->buffers.v[t->buffer];
     return *bytes % 4 == 0 && t->offset <= b->size && *bytes <= b->size - t->offset &&
            !(writes(s) && b->usage == LOOM_USAGE_PARAMS);

@@ -150,7 +150,7 @@ static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node
         if (cols == 0 || cols % loom_dtype_block(t))
             return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s': %s has %u columns, not a whole number of %s "
                              "blocks of %u", i, op, kname, slot, cols, loom_dtype_name(t), loom_dtype_block(t));
-        uint64_t want = ((uint64_t)rows * loom_dtype_row_bytes(t, cols) + 3) & ~3ull;
+        uint64_t want = loom_view_bytes(t, rows, cols);
         if (b[k].size != want)
             return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s': %s binds %" PRIu64 " bytes, but %u rows of %u "
                              "%s weights are %" PRIu64, i, op, kname, slot, b[k].size, rows, cols,

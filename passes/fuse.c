@@ -191,8 +191,8 @@ static bool mat_of(const loom_binding *b, uint32_t rows, uint32_t cols, loom_dty
     uint64_t elems = (uint64_t)rows * cols;
     loom_dtype dt;
     if (loom_dtype_is_block(bt)) {
-        uint64_t rb = loom_dtype_row_bytes(bt, cols);
-        if (!rb || b->size != ((rb * rows + 3) & ~3ull))
+        uint64_t vb = loom_view_bytes(bt, rows, cols);
+        if (!vb || b->size != vb)
             return false;
         dt = bt;
     } else if (b->size == elems * 2)
@@ -287,12 +287,7 @@ static bool intermediate_private(const fuse_state *fs, const fuse_match *m, uint
     return true;
 }
 
-/* A view's bytes as ops.c binds them (a block view's last word whole). */
-static uint64_t tensor_bytes(const loom_tensor *t)
-{
-    uint64_t n = t->rows * loom_dtype_row_bytes((loom_dtype)t->dtype, t->cols);
-    return loom_dtype_is_block((loom_dtype)t->dtype) ? (n + 3) & ~3ull : n;
-}
+static uint64_t tensor_bytes(const loom_tensor *t) { return loom_view_bytes((loom_dtype)t->dtype, t->rows, t->cols); }
 
 /* Overlap between two views other than exact identity. The builders allow
  * an output to replace an input of the same view (each element is read

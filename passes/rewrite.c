@@ -47,9 +47,9 @@ int pass_builder_form(const loom_graph *g, const loom_node *nd)
 
 loom_dtype pass_weight_dtype(const loom_graph *g, const loom_node *nd)
 {
-    loom_dtype w = LOOM_F32, v;
-    if (nd->type == LOOM_NODE_DISPATCH && !loom_form_weights(loom_graph_kernel_name(g, nd->kernel), &w, &v))
-        w = LOOM_F32;
+    loom_dtype w = LOOM_F32, v;   /* loom_form_weights leaves them for a kernel outside the table */
+    if (nd->type == LOOM_NODE_DISPATCH)
+        loom_form_weights(loom_graph_kernel_name(g, nd->kernel), &w, &v);
     return w;
 }
 

@@ -148,8 +148,8 @@ static loom_dtype weight_dtype(const split_state *s, const cut *c, uint64_t size
     loom_dtype w, v;
     uint64_t elems = (uint64_t)rows * cols;
     if (loom_form_weights(loom_graph_kernel_name(s->g, c->nd.kernel), &w, &v) && loom_dtype_is_block(w)) {
-        uint64_t rb = loom_dtype_row_bytes(w, cols);
-        return rb && size == ((rb * rows + 3) & ~3ull) ? w : LOOM_U32;
+        uint64_t vb = loom_view_bytes(w, rows, cols);
+        return vb && size == vb ? w : LOOM_U32;
     }
     return elems && size == elems * 2 ? LOOM_F16 : elems && size == elems * 4 ? LOOM_F32 : LOOM_U32;
 }

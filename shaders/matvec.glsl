@@ -168,19 +168,16 @@ layout(local_size_x = 256) in;
 
 #ifdef MV_Q
 #define WVEC QChunk   // a chunk's 8 codes and its scale (quant.glsl)
-#define WZERO QChunk(vec4(0.0), vec4(0.0), vec2(0.0))
 #define WSCALAR uint
 #define VW 8u
 #define SW 2u
 #elif defined(MV_F16)
 #define WVEC uvec4
-#define WZERO uvec4(0u)
 #define WSCALAR uint
 #define VW 8u   // elements per 16-byte load
 #define SW 2u   // elements per scalar load
 #else
 #define WVEC vec4
-#define WZERO vec4(0.0)
 #define WSCALAR float
 #define VW 4u
 #define SW 1u
@@ -1107,13 +1104,13 @@ void block()
 #endif
 }
 
-#ifdef MV_ARGMAX
+#if defined(MV_ARGMAX) && !defined(MV_Q)   // block types take block_sums_q
 // The weights of block blk's rows at this invocation's chunk t.
 void load_rows(uint blk, uint t, uint n, out WVEC w[MV_ROWS])
 {
     for (uint k = 0u; k < MV_ROWS; k++) {
         uint row = blk * MV_ROWS + k;
-        w[k] = row < pc.rows && t < n ? loadw(0u, row_base(0u, row), t) : WZERO;
+        w[k] = row < pc.rows && t < n ? w0v[row * n + t] : WVEC(0);
     }
 }
 

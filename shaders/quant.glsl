@@ -88,6 +88,25 @@ QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j)
 // bytes, group g holding weights 64g + l (low nibbles) and 64g + 32 + l
 // (high). Weight = d * scale * q - dmin * min.
 #define Q4_K_CHUNKS 32u
+
+// Sub-block sb's weight = s.x * (n - 8) - s.y, from the block's header hd:
+// s.x = d * scale, s.y = dmin * min - 8 s.x. Sub-block sb < 4: scale = byte
+// sb & 63, min = byte sb + 4 & 63. Else the low 4 bits come from byte sb + 4
+// (scale low nibble, min high) and the top 2 from the top bits of bytes
+// sb - 4 (scale) and sb (min). Both ways, then a select: the two halves of
+// a subgroup take both. Codes centred (n - 8) and the min less 8 s.x: for a
+// sub-block of weights around 0 both parts of a dot product are then
+// small, and little cancels between them.
+vec2 q4_k_scale(uvec4 hd, uint sb)
+{
+    vec2 dm = unpackHalf2x16(hd.x);
+    uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
+    uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
+    uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
+    float ds = dm.x * float(sc);
+    return vec2(ds, dm.y * float(mn) - 8.0 * ds);
+}
+
 QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
 {
     // A row of Q4_K blocks is a multiple of 16 bytes (144 = 9 x 16) and a
@@ -95,21 +114,8 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
     // codes one 8-byte load.
     uint o = rb + blk * 144u;
     uint g = j >> 3u, hi = (j >> 2u) & 1u, sb = 2u * g + hi;
-    uvec4 hd = QVEC4(m, o >> 4u);
-    vec2 dm = unpackHalf2x16(hd.x);
     uvec2 q = (QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u) >> (hi * 4u)) & 0x0f0f0f0fu;
-    // Sub-block sb < 4: scale = byte sb & 63, min = byte sb + 4 & 63. Else
-    // the low 4 bits come from byte sb + 4 (scale low nibble, min high) and
-    // the top 2 from the top bits of bytes sb - 4 (scale) and sb (min).
-    // Both ways, then a select: the two halves of a subgroup take both.
-    uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
-    uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
-    uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
-    float ds = dm.x * float(sc);
-    // Codes centred (n - 8) and the min less 8 ds: for a sub-block of
-    // weights around 0 both parts of the sum are then small, and little
-    // cancels between them.
-    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(ds, dm.y * float(mn) - 8.0 * ds));
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), q4_k_scale(QVEC4(m, o >> 4u), sb));
 }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
@@ -140,21 +146,12 @@ QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
 // decode for 32 weights, where q4_k_chunk pays one for 8.
 float q4_k_unit_dot(uvec4 hd, uvec4 qs, uint u, vec4 xa[4], vec4 xb[4], vec2 sx)
 {
-    uint g = u >> 1u, sb0 = 2u * g, sb1 = sb0 + 1u;
-    vec2 dm = unpackHalf2x16(hd.x);
-    uint k0 = 8u * (sb0 & 3u), k1 = 8u * (sb1 & 3u);
-    uint a0 = hd.y >> k0, b0 = hd.z >> k0, c0 = hd.w >> k0;
-    uint a1 = hd.y >> k1, b1 = hd.z >> k1, c1 = hd.w >> k1;
-    uint sc0 = sb0 < 4u ? a0 & 63u : (c0 & 15u) | ((a0 >> 6u) & 3u) << 4u;
-    uint mn0 = sb0 < 4u ? b0 & 63u : ((c0 >> 4u) & 15u) | ((b0 >> 6u) & 3u) << 4u;
-    uint sc1 = sb1 < 4u ? a1 & 63u : (c1 & 15u) | ((a1 >> 6u) & 3u) << 4u;
-    uint mn1 = sb1 < 4u ? b1 & 63u : ((c1 >> 4u) & 15u) | ((b1 >> 6u) & 3u) << 4u;
+    uint sb0 = 2u * (u >> 1u);
     uvec4 lo = qs & 0x0f0f0f0fu, hi = (qs >> 4u) & 0x0f0f0f0fu;
     float d0 = dot(q_code4(lo.x, 1032.0), xa[0]) + dot(q_code4(lo.y, 1032.0), xb[0]) +
                dot(q_code4(lo.z, 1032.0), xa[1]) + dot(q_code4(lo.w, 1032.0), xb[1]);
     float d1 = dot(q_code4(hi.x, 1032.0), xa[2]) + dot(q_code4(hi.y, 1032.0), xb[2]) +
                dot(q_code4(hi.z, 1032.0), xa[3]) + dot(q_code4(hi.w, 1032.0), xb[3]);
-    float ds0 = dm.x * float(sc0), ds1 = dm.x * float(sc1);
-    // codes centred (n - 8), as q4_k_chunk: the min less 8 ds
-    return ds0 * d0 - (dm.y * float(mn0) - 8.0 * ds0) * sx.x + ds1 * d1 - (dm.y * float(mn1) - 8.0 * ds1) * sx.y;
+    vec2 s0 = q4_k_scale(hd, sb0), s1 = q4_k_scale(hd, sb0 + 1u);
+    return s0.x * d0 - s0.y * sx.x + s1.x * d1 - s1.y * sx.y;
 }

@@ -686,6 +686,31 @@ START_TEST(test_json_truncated)
 }
 END_TEST
 
+/* The kernel forms' table (shaders/forms.def): every kernel it names was
+ * built (a built-in layout), reads back as its own variant (its flags all
+ * recorded: a table of flags that overflowed would lose some), and a
+ * variant adds and drops flags within its source and weight types. */
+START_TEST(test_forms)
+{
+    size_t n = loom_form_count();
+    ck_assert_uint_gt(n, 200);
+    for (size_t i = 0; i < n; i++) {
+        const char *k = loom_form_name(i);
+        loom_kernel_layout l;
+        bool builtin = false;
+        ck_assert_msg(loom_kernel_find(k, &l, &builtin) == LOOM_OK && builtin, "%s is not built in", k);
+        ck_assert_msg(loom_form_variant(k, NULL, NULL) == k, "%s does not read back", k);
+    }
+    ck_assert_str_eq(loom_form_variant("rms_norm_matvec_q4_k", "MV_PRE MV_X16", NULL), "rms_norm_matvec_pre_x16_q4_k");
+    ck_assert_str_eq(loom_form_variant("matvec_add_stage_t16_f16", NULL, "MV_T16"), "matvec_add_stage_f16");
+    ck_assert_ptr_null(loom_form_variant("matvec_add_f32", "MV_X16", NULL));   /* f16 x needs chunks of 8 */
+    ck_assert_str_eq(loom_form_kernel("rms_norm_qkv_rope", LOOM_Q4_K, LOOM_Q6_K), "rms_norm_qkv_rope_q4_k_vq6_k");
+    loom_dtype w, v;
+    ck_assert(loom_form_weights("embed_q6_k", &w, &v) && w == LOOM_Q6_K && v == LOOM_Q6_K);
+    ck_assert(!loom_form_weights("attention", &w, &v));
+}
+END_TEST
+
 /* Block-typed weights: the builders refuse a row that is not whole blocks
  * (naming the field), and the verifier refuses a captured node whose push
  * constants or weight binding disagree with its kernel's block type. */
@@ -1042,6 +1067,7 @@ static Suite *ir_suite(void)
     tcase_add_test(tc, test_verify_valid);
     tcase_add_loop_test(tc, test_verify_each_check, 0, N_BREAKS);
     tcase_add_test(tc, test_verify_blocks);
+    tcase_add_test(tc, test_forms);
     suite_add_tcase(s, tc);
     tc = tcase_create("hash");
     tcase_add_test(tc, test_hash_layout);

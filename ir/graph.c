@@ -1,6 +1,7 @@
 /* The graph: creation, capture (buffers, kernels, dispatches, sentinels),
  * accessors and the edit API passes use. Memory comes from the graph's
  * allocator; every allocation failure is reported, never fatal. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,10 @@ loom_result loom_graph_keep_buffer(loom_graph *g, uint32_t buffer)
     g->buffers.v[buffer].keep = 1;
     return LOOM_OK;
 }
+
+/* The kernels' view of it is shaders/params.glsl: 16 words. */
+_Static_assert(sizeof(loom_step_params) == 64 && offsetof(loom_step_params, rows) == 16,
+               "loom_step_params: shaders/params.glsl's layout");
 
 loom_result loom_graph_params(loom_graph *g, uint32_t *out_id)
 {

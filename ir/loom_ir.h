@@ -352,7 +352,9 @@ typedef struct loom_step_params {
     uint32_t token;       /* its token id */
     uint32_t kv_len;      /* cache entries valid after this step (pos + 1) */
     uint32_t step;        /* replay counter */
-    uint32_t user[12];
+    uint32_t rows;        /* token rows valid in a multi-token step, 1 <= rows <= T (row t at
+                             position pos + t; rows past it are padding); 1 in a decode step */
+    uint32_t user[11];
 } loom_step_params;
 
 /* Accessors. Pointers stay valid until the graph is next modified. */

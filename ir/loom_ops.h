@@ -169,6 +169,21 @@ typedef struct loom_pc_embed_qkv {
     uint32_t vocab, token_index;
 } loom_pc_embed_qkv;
 
+/* ---- multi-token (T-row) steps ------------------------------------------ *
+ * Activations of a T-token step are T x n f32 matrices, row t the token at
+ * position params.pos + t; rows t >= params.rows are padding. T is the
+ * tensors' row count, sent to the kernels as the last field. */
+typedef struct loom_pc_embed_rows { uint32_t cols, T; } loom_pc_embed_rows;           /* EMBED_ROWS */
+typedef struct loom_pc_norm_rows  { uint32_t n; float eps; uint32_t T; } loom_pc_norm_rows; /* RMS_NORM_MUL_ROWS */
+typedef struct loom_pc_rope_rows  { uint32_t n_heads, head_dim; float theta; uint32_t T; } loom_pc_rope_rows;
+typedef struct loom_pc_kv_rows    { uint32_t kvd, max_seq, T; } loom_pc_kv_rows;      /* KV_APPEND_ROWS */
+typedef struct loom_pc_attn_rows {
+    uint32_t n_heads, n_kv_heads, head_dim, max_seq;
+    float scale;
+    uint32_t T;
+} loom_pc_attn_rows;                                                                  /* ATTENTION_ROWS */
+typedef struct loom_pc_rows_n     { uint32_t n, T; } loom_pc_rows_n;                  /* ROW_PICK, ARGMAX_ROWS */
+
 /* ---- builders ----------------------------------------------------------- *
  * Each builder's kernel, binding slots (in order; (w) written), push bytes
  * and workgroup shape are its op kind's row of ops.def (loom_op_info_get).
@@ -250,6 +265,42 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
 loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node);
 /* out[0] = argmax x (lowest index on ties), u32. */
 loom_result loom_op_argmax(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
+
+/* ---- T-row ops: row t of a T-token step at position params.pos + t, rows
+ * t >= params.rows padding (see the loom_pc_*_rows layouts above). Shapes:
+ * x, y, q, k, v, out T x n f32, caches max_seq x kvd (f32 or f16, as
+ * loom_op_kv_append). LOOM_INVALID_ARGUMENT naming the field on a bad
+ * shape, nothing appended. */
+
+/* out[t] = table[tokens[pos + t]] for t < rows, zeros for padding rows and
+ * for a token past the table or a position past tokens. table vocab x cols
+ * (f32, f16 or a block type, as EMBED); tokens a u32 vector indexed by
+ * position (the whole prompt); out T x cols. */
+loom_result loom_op_embed_rows(loom_graph *g, loom_tensor table, loom_tensor tokens, loom_tensor out,
+                               uint32_t *out_node);
+/* y[t] = x[t] / rms(x[t]) * w for every t < T; w 1 x n; y may be x. */
+loom_result loom_op_rms_norm_mul_rows(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
+                                      uint32_t *out_node);
+/* Row t rotated at position pos + t, ROPE's pairing; x, y T x
+ * n_heads*head_dim; y may be x. */
+loom_result loom_op_rope_rows(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
+                              float theta, uint32_t *out_node);
+/* Cache row pos + t = k[t], v[t] for t < rows (rows past max_seq: nothing);
+ * k, v T x kvd. Nothing is written for padding rows; the write ranges cover
+ * the whole caches. */
+loom_result loom_op_kv_append_rows(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
+                                   loom_tensor vcache, uint32_t *out_node);
+/* out[t] head h = softmax(q[t, h] . K[0 .. pos + t] * scale) V, over cache
+ * rows [0, min(pos + t + 1, max_seq)) of kv head h / (n_heads / n_kv_heads)
+ * (causal; the step's rows already appended). Padding rows get the last
+ * real row's keys: finite. q, out T x n_heads*head_dim; head_dim <= 256. */
+loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
+                                   loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+                                   uint32_t *out_node);
+/* y = x[rows - 1] (1 x n): the last real row. */
+loom_result loom_op_row_pick(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node);
+/* out[t] = argmax x[t] (lowest index on ties), out a u32 vector of T. */
+loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node);
 
 /* ---- fused matvec forms (what the fuse pass makes; frontends may call them) */
 

@@ -385,6 +385,11 @@ _Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeo
                    PUSH_STEP_LOG == sizeof(loom_pc_step_log) &&
                    PUSH_RMS_NORM_MATVEC_ARGMAX_LOG == sizeof(loom_pc_norm_matvec_log),
                "ops.def: push-constant sizes");
+_Static_assert(PUSH_EMBED_ROWS == sizeof(loom_pc_embed_rows) && PUSH_RMS_NORM_MUL_ROWS == sizeof(loom_pc_norm_rows) &&
+                   PUSH_ROPE_ROWS == sizeof(loom_pc_rope_rows) && PUSH_KV_APPEND_ROWS == sizeof(loom_pc_kv_rows) &&
+                   PUSH_ATTENTION_ROWS == sizeof(loom_pc_attn_rows) && PUSH_ROW_PICK == sizeof(loom_pc_rows_n) &&
+                   PUSH_ARGMAX_ROWS == sizeof(loom_pc_rows_n),
+               "ops.def: push-constant sizes of the T-row ops");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
  * row, 8 rows each, so 256 rows a pass), attention_wide.comp the rest up
@@ -1127,5 +1132,201 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
                   .push = &pc, .groups = qkv_groups(op, &pc.qkv, Wq.dtype),
                   .v = { { table, false }, { tok, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false },
                          { q, false }, { kcache, false }, { vcache, false }, { x, false } } };
+    return emit(g, &c, out_node);
+}
+
+/* ---- T-row ops (multi-token steps) ---------------------------------------- */
+
+/* An f32 T x n matrix of a T-token step (T == 0 or n == 0: any). */
+static loom_result need_rows(loom_graph *g, loom_op op, const char *name, const loom_tensor *t, uint32_t T,
+                             uint32_t n)
+{
+    loom_result rc = need_dtype(g, op, name, t, LOOM_F32);
+    if (rc)
+        return rc;
+    if (T && t->rows != T)
+        return bad(g, op, name, ".rows (T)", t->rows, T);
+    if (n && t->cols != n)
+        return bad(g, op, name, ".cols", t->cols, n);
+    return LOOM_OK;
+}
+
+loom_result loom_op_embed_rows(loom_graph *g, loom_tensor table, loom_tensor tokens, loom_tensor out,
+                               uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_embed_rows: graph is NULL");
+    const loom_op op = LOOM_OP_EMBED_ROWS;
+    loom_result rc = need_table(g, op, "table", &table);
+    if (!rc)
+        rc = need_dtype(g, op, "tokens", &tokens, LOOM_U32);
+    if (!rc && tokens.rows != 1)
+        rc = bad(g, op, "tokens", ".rows", tokens.rows, 1);
+    if (!rc)
+        rc = need_rows(g, op, "out", &out, 0, table.cols);
+    if (rc)
+        return rc;
+    /* The kernel takes the vocabulary from the table's binding and the
+     * prompt's length from the tokens': neither is a push constant. */
+    loom_pc_embed_rows pc = { table.cols, out.rows };
+    op_call c = { .op = op, .variant = table.dtype == LOOM_F16, .wt = block_of(table.dtype),
+                  .wv = block_of(table.dtype), .n = 3, .push = &pc,
+                  .groups = (uint64_t)out.rows * groups_for(op, table.cols),
+                  .v = { { table, false }, { tokens, false }, { out, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_rms_norm_mul_rows(loom_graph *g, loom_tensor x, loom_tensor w, loom_tensor y, float eps,
+                                      uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_mul_rows: graph is NULL");
+    const loom_op op = LOOM_OP_RMS_NORM_MUL_ROWS;
+    loom_result rc = need_eps(g, op, eps);
+    if (!rc)
+        rc = need_rows(g, op, "x", &x, 0, 0);
+    if (!rc)
+        rc = need_vec(g, op, "w", &w, x.cols);
+    if (!rc)
+        rc = need_rows(g, op, "y", &y, x.rows, x.cols);
+    if (rc)
+        return rc;
+    loom_pc_norm_rows pc = { x.cols, eps, x.rows };
+    /* A workgroup a row: it reads its row whole before it writes, so y may be x. */
+    op_call c = { .op = op, .n = 3, .push = &pc, .groups = groups_for(op, x.rows),
+                  .v = { { x, true }, { w, true }, { y, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_rope_rows(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
+                              float theta, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rope_rows: graph is NULL");
+    const loom_op op = LOOM_OP_ROPE_ROWS;
+    if (n_heads == 0)
+        return bad(g, op, "n_heads", "", 0, 1);
+    if (head_dim == 0 || head_dim % 2)
+        return bad(g, op, "head_dim (even, > 0)", "", head_dim, head_dim + 1);
+    loom_result rc = need_theta(g, op, theta);
+    if (rc)
+        return rc;
+    uint64_t n = (uint64_t)n_heads * head_dim;
+    if (n > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", n, UINT32_MAX);
+    rc = need_rows(g, op, "x", &x, 0, (uint32_t)n);
+    if (!rc)
+        rc = need_rows(g, op, "y", &y, x.rows, (uint32_t)n);
+    if (rc)
+        return rc;
+    loom_pc_rope_rows pc = { n_heads, head_dim, theta, x.rows };
+    op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, (uint64_t)x.rows * n),
+                  .v = { { x, true }, { y, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_kv_append_rows(loom_graph *g, loom_tensor k, loom_tensor v, loom_tensor kcache,
+                                   loom_tensor vcache, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_kv_append_rows: graph is NULL");
+    const loom_op op = LOOM_OP_KV_APPEND_ROWS;
+    loom_result rc = need_rows(g, op, "k", &k, 0, 0);
+    if (!rc)
+        rc = need_rows(g, op, "v", &v, k.rows, k.cols);
+    if (!rc)
+        rc = need_float(g, op, "kcache", &kcache);
+    if (!rc && kcache.cols != k.cols)
+        rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    if (rc)
+        return rc;
+    loom_pc_kv_rows pc = { k.cols, kcache.rows, k.rows };
+    op_call c = { .op = op, .variant = cache_form(&kcache), .n = 4, .push = &pc,
+                  .groups = groups_for(op, (uint64_t)k.rows * k.cols),
+                  .v = { { k, false }, { v, false }, { kcache, false }, { vcache, false } } };
+    return emit(g, &c, out_node);
+}
+
+/* ATTENTION_ROWS tiles (attention_rows.glsl): a workgroup takes NB query
+ * vectors (consecutive (row, head) pairs of one kv head's group) against key
+ * tiles of NB cache rows, NB the largest power of two with NB * head_dim <=
+ * 2048 floats, at most 32: the q, K and V tiles are 8 KiB of shared memory
+ * each, within the 32 KiB every device offers. */
+static uint32_t attn_rows_tile(uint32_t head_dim)
+{
+    uint32_t nb = 32;
+    while (nb > 1 && nb * head_dim > 2048)
+        nb /= 2;
+    return nb;
+}
+
+loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
+                                   loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+                                   uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_attention_rows: graph is NULL");
+    const loom_op op = LOOM_OP_ATTENTION_ROWS;
+    if (n_heads == 0)
+        return bad(g, op, "n_heads", "", 0, 1);
+    if (n_kv_heads == 0 || n_heads % n_kv_heads)
+        return bad(g, op, "n_kv_heads (divides n_heads)", "", n_kv_heads, 1);
+    if (head_dim == 0 || head_dim > ATTN_MAX_HEAD_DIM)
+        return bad(g, op, "head_dim", "", head_dim, ATTN_MAX_HEAD_DIM);
+    uint64_t nq = (uint64_t)n_heads * head_dim, nkv = (uint64_t)n_kv_heads * head_dim;
+    if (nq > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
+    loom_result rc = need_rows(g, op, "q", &q, 0, (uint32_t)nq);
+    if (!rc)
+        rc = need_float(g, op, "kcache", &kcache);
+    if (!rc && kcache.cols != nkv)
+        rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+    if (!rc)
+        rc = need_rows(g, op, "out", &out, q.rows, (uint32_t)nq);
+    if (rc)
+        return rc;
+    loom_pc_attn_rows pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), q.rows };
+    uint64_t per_kv = (uint64_t)q.rows * (n_heads / n_kv_heads);
+    op_call c = { .op = op, .variant = cache_form(&kcache), .n = 4, .push = &pc,
+                  .groups = (uint64_t)n_kv_heads * ceil_div(per_kv, attn_rows_tile(head_dim)),
+                  .v = { { q, false }, { kcache, false }, { vcache, false }, { out, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_row_pick(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_row_pick: graph is NULL");
+    const loom_op op = LOOM_OP_ROW_PICK;
+    loom_result rc = need_rows(g, op, "x", &x, 0, 0);
+    if (!rc)
+        rc = need_vec(g, op, "y", &y, x.cols);
+    if (rc)
+        return rc;
+    loom_pc_rows_n pc = { x.cols, x.rows };
+    op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, x.cols),
+                  .v = { { x, false }, { y, false } } };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_argmax_rows: graph is NULL");
+    const loom_op op = LOOM_OP_ARGMAX_ROWS;
+    loom_result rc = need_rows(g, op, "x", &x, 0, 0);
+    if (!rc)
+        rc = need_dtype(g, op, "out", &out, LOOM_U32);
+    if (!rc && (uint64_t)out.rows * out.cols != x.rows)
+        rc = bad(g, op, "out", "elements", (uint64_t)out.rows * out.cols, x.rows);
+    if (rc)
+        return rc;
+    loom_pc_rows_n pc = { x.cols, x.rows };
+    op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, x.rows),
+                  .v = { { x, false }, { out, false } } };
     return emit(g, &c, out_node);
 }

@@ -118,7 +118,8 @@ static loom_result check_ranges(const loom_graph *g, uint32_t i, const loom_node
  * not. Shapes by op: the matvec forms' rows and cols lead their push
  * constants; the q/k/v forms' are q_rows, kv_rows, cols (and the EMBED-fed
  * form's table has vocab rows, its eighth word); EMBED's table is vocab
- * (word 1) rows of dim (word 0). EMBED_BLOCKS splits its table: skipped. */
+ * (word 1) rows of dim (word 0); EMBED_ROWS's is whole rows of cols (word 0),
+ * as many as its binding holds. EMBED_BLOCKS splits its table: skipped. */
 static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *kname = g->strings.v + g->kernels.v[n->kernel];
@@ -130,7 +131,8 @@ static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node
     const loom_op_info *in = loom_op_info_get((loom_op)n->op);
     const loom_binding *b = loom_node_bindings(g, n);
     bool qkv = n->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV || n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
-    uint32_t cols = qkv ? p[2] : n->op == LOOM_OP_EMBED ? p[0] : p[1];
+    bool rows_op = n->op == LOOM_OP_EMBED_ROWS;   /* its table's rows are its binding's (push: cols, T) */
+    uint32_t cols = qkv ? p[2] : n->op == LOOM_OP_EMBED || rows_op ? p[0] : p[1];
     const char *op = loom_op_name((loom_op)n->op);
     for (uint32_t k = 0; k < n->n_bindings; k++) {
         const char *slot = b[k].slot < in->n_slots ? in->slot[b[k].slot].name : "";
@@ -143,6 +145,9 @@ static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node
         else if (!strcmp(slot, "Wk") || !strcmp(slot, "Wv")) {
             rows = p[1];
             t = slot[1] == 'v' ? wv : wt;
+        } else if (!strcmp(slot, "table") && rows_op) {
+            uint64_t rb = loom_dtype_row_bytes(t, cols);
+            rows = rb ? (uint32_t)(b[k].size / rb) : 0;
         } else if (!strcmp(slot, "table"))
             rows = qkv ? p[7] : p[1];
         else

@@ -107,7 +107,7 @@ static loom_result scan_accesses(const loom_graph *g, buf_info *info, uint32_t *
                 return loom_fail(LOOM_OUT_OF_MEMORY, "lifetimes: out of memory for write coverage");
             if (b->writer == LOOM_NONE)
                 b->writer = nd->capture_index;
-            if (nd->op == LOOM_OP_KV_APPEND)
+            if (nd->op == LOOM_OP_KV_APPEND || nd->op == LOOM_OP_KV_APPEND_ROWS)
                 b->kv_written = 1;
         }
     }

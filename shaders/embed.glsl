@@ -4,6 +4,8 @@
 // (dim is even, so a row starts on a pair; no 16-bit storage needed), or a
 // block type (quant.glsl; dim is whole blocks), an invocation decoding the
 // chunk of 8 that holds its element.
+// EMBED_ROWS (a T-token step): out row t = the table's row of tokens[pos +
+// t], zeros for rows t >= params.rows; the table's rows are its binding's.
 // EMBED_BLOCKS: the table is up to seven row blocks, one binding each; the
 // node covers tokens [first, first + vocab) of a table of total rows and
 // writes nothing for another node's tokens, zeros for a token past the
@@ -46,6 +48,13 @@ layout(set = 0, binding = 8) writeonly buffer Out { float out_row[]; };
 layout(push_constant) uniform Pc {
     uint dim; uint vocab; uint token_index; uint block_rows; uint first; uint total;
 } pc;
+#elif defined(EMBED_ROWS)
+#include "params.glsl"
+layout(set = 0, binding = 1) readonly buffer Table { TABLE_WORD table[]; };
+TABLE_WORD word(uint b, uint i) { return table[i]; }
+layout(set = 0, binding = 2) readonly buffer Tokens { uint tokens[]; };
+layout(set = 0, binding = 3) writeonly buffer Out { float out_row[]; };
+layout(push_constant) uniform Pc { uint dim; uint T; } pc;
 #else
 layout(set = 0, binding = 0) readonly buffer Table { TABLE_WORD table[]; };
 TABLE_WORD word(uint b, uint i) { return table[i]; }
@@ -86,6 +95,48 @@ float table_at(uint b, uint row, uint col)
 #endif
 }
 
+#ifdef EMBED_ROWS
+// Rows of the table its binding holds: the binding is whole rows (a block
+// table's last word rounded up, never a whole row more).
+uint table_rows()
+{
+#if defined(EMB_Q)
+#if defined(MV_Q8_0)
+    uint row_bytes = pc.dim / 32u * 34u;
+#elif defined(MV_Q4_0)
+    uint row_bytes = pc.dim / 32u * 18u;
+#elif defined(MV_Q4_K)
+    uint row_bytes = pc.dim / 256u * 144u;
+#else
+    uint row_bytes = pc.dim / 256u * 210u;
+#endif
+    return uint(table.length()) * 4u / row_bytes;
+#elif defined(MV_F16)
+    return uint(table.length()) * 2u / pc.dim;
+#else
+    return uint(table.length()) / pc.dim;
+#endif
+}
+
+// EMBED_ROWS: a row of workgroups per token row t; row t's token is
+// tokens[pos + t]. Padding rows, positions past the prompt and tokens past
+// the table give zeros.
+void main()
+{
+    uint groups = (pc.dim + 255u) / 256u;
+    uint t = gl_WorkGroupID.x / groups, i = (gl_WorkGroupID.x % groups) * 256u + gl_LocalInvocationID.x;
+    if (i >= pc.dim || t >= pc.T)
+        return;
+    uint at = step_params.pos + t;
+    float v = 0.0;
+    if (t < step_params.rows && at < uint(tokens.length())) {
+        uint token = tokens[at];
+        if (token < table_rows())
+            v = table_at(0u, token, i);
+    }
+    out_row[t * pc.dim + i] = v;
+}
+#else
 void main()
 {
     uint i = gl_GlobalInvocationID.x;
@@ -104,3 +155,4 @@ void main()
     out_row[i] = token < pc.vocab ? table_at(0u, token, i) : 0.0;
 #endif
 }
+#endif

@@ -58,6 +58,29 @@ void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float
                                    uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta,
                                    float eps, uint32_t pos);
 
+/* ---- T-row ops: row t of a T-token step at position pos + t; rows t >=
+ * rows are padding (the kernels' clamps: rows taken in [1, T]). ---- */
+/* out[t] = table[tokens[pos + t]] for t < rows; zeros for padding rows, a
+ * position >= n_tokens or a token >= vocab. out T x dim. */
+void loom_ref_embed_rows(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, const uint32_t *tokens,
+                         uint32_t n_tokens, uint32_t pos, uint32_t rows, uint32_t T, float *out);
+/* y[t] = x[t] / rms(x[t]) * w for every t < T (x, y T x n). */
+void loom_ref_rms_norm_mul_rows(const float *x, const float *w, float *y, uint32_t n, uint32_t T, float eps);
+/* Row t of x (T x n_heads*head_dim) rotated at pos + t. */
+void loom_ref_rope_rows(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos,
+                        uint32_t T);
+/* Cache row pos + t = k[t], v[t] for t < rows (nothing past max_seq). */
+void loom_ref_kv_append_rows(const float *k, const float *v, float *kcache, float *vcache, uint32_t dim,
+                             uint32_t max_seq, uint32_t pos, uint32_t rows);
+/* Row t: loom_ref_attention of q[t] with kv_len pos + min(t, rows - 1) + 1. */
+void loom_ref_attention_rows(const float *q, const float *kcache, const float *vcache, float *out, uint32_t n_heads,
+                             uint32_t n_kv_heads, uint32_t head_dim, uint32_t max_seq, uint32_t pos, uint32_t rows,
+                             uint32_t T, float scale);
+/* y = x[rows - 1] (x T x n). */
+void loom_ref_row_pick(const float *x, float *y, uint32_t n, uint32_t rows, uint32_t T);
+/* out[t] = argmax of row t (x T x n), lowest index on ties. */
+void loom_ref_argmax_rows(const float *x, uint32_t *out, uint32_t n, uint32_t T);
+
 #ifdef __cplusplus
 }
 #endif

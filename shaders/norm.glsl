@@ -1,13 +1,18 @@
 // RMS_NORM and its fused forms, one workgroup over the whole vector:
 //   NORM_ADD: s = a + b is stored to sum, then normalised;
-//   NORM_MUL: the result is scaled elementwise by w.
+//   NORM_MUL: the result is scaled elementwise by w;
+//   NORM_ROWS: x and y are T x n, a workgroup a row (w one row for all).
 // Each invocation touches the same indices in both passes, so y may replace
 // x/a/b and sum may replace a/b: nothing is written before its own read.
 // sum is read-write in the shader (it re-reads its own stores) but written
 // only, as far as the graph is concerned.
 #define WG_SIZE 256u
 layout(local_size_x = 256) in;
+#ifdef NORM_ROWS
+layout(push_constant) uniform Pc { uint n; float eps; uint T; } pc;
+#else
 layout(push_constant) uniform Pc { uint n; float eps; } pc;
+#endif
 
 #ifdef NORM_ADD
 layout(set = 0, binding = 0) readonly buffer A { float a[]; };
@@ -35,13 +40,18 @@ layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
 void main()
 {
     uint t = gl_LocalInvocationID.x;
+#ifdef NORM_ROWS
+    uint off = gl_WorkGroupID.x * pc.n;
+#else
+    const uint off = 0u;
+#endif
     float ss = 0.0;
     for (uint i = t; i < pc.n; i += WG_SIZE) {
 #ifdef NORM_ADD
         float v = a[i] + b[i];
         sum[i] = v;
 #else
-        float v = x[i];
+        float v = x[off + i];
 #endif
         ss += v * v;
     }
@@ -50,11 +60,11 @@ void main()
 #ifdef NORM_ADD
         float v = sum[i] * r;
 #else
-        float v = x[i] * r;
+        float v = x[off + i] * r;
 #endif
 #ifdef NORM_MUL
         v *= w[i];
 #endif
-        y[i] = v;
+        y[off + i] = v;
     }
 }

@@ -5,5 +5,6 @@ layout(set = 0, binding = 0) readonly buffer StepParams {
     uint token;
     uint kv_len;
     uint step;
-    uint user[12];
+    uint rows;      // rows valid in a multi-token step (1 <= rows <= T); 1 in a decode step
+    uint user[11];
 } step_params;

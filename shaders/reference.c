@@ -248,3 +248,63 @@ void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float
             }
     }
 }
+
+/* ---- T-row ops ---- */
+
+/* The kernels take rows in [1, T]. */
+static uint32_t clamp_rows(uint32_t rows, uint32_t T) { return rows < 1 ? 1 : rows > T ? T : rows; }
+
+void loom_ref_embed_rows(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, const uint32_t *tokens,
+                         uint32_t n_tokens, uint32_t pos, uint32_t rows, uint32_t T, float *out)
+{
+    for (uint32_t t = 0; t < T; t++) {
+        uint64_t at = (uint64_t)pos + t;
+        uint32_t token = t < rows && at < n_tokens ? tokens[at] : UINT32_MAX;
+        loom_ref_embed(dtype, table, vocab, dim, token, out + (uint64_t)t * dim);
+    }
+}
+
+void loom_ref_rms_norm_mul_rows(const float *x, const float *w, float *y, uint32_t n, uint32_t T, float eps)
+{
+    for (uint32_t t = 0; t < T; t++)
+        loom_ref_rms_norm(x + (uint64_t)t * n, w, y + (uint64_t)t * n, n, eps);
+}
+
+void loom_ref_rope_rows(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos,
+                        uint32_t T)
+{
+    uint64_t n = (uint64_t)n_heads * head_dim;
+    for (uint32_t t = 0; t < T; t++)
+        loom_ref_rope(x + t * n, y + t * n, n_heads, head_dim, theta, pos + t);
+}
+
+void loom_ref_kv_append_rows(const float *k, const float *v, float *kcache, float *vcache, uint32_t dim,
+                             uint32_t max_seq, uint32_t pos, uint32_t rows)
+{
+    for (uint32_t t = 0; t < rows; t++)
+        loom_ref_kv_append(k + (uint64_t)t * dim, v + (uint64_t)t * dim, kcache, vcache, dim, max_seq, pos + t);
+}
+
+void loom_ref_attention_rows(const float *q, const float *kcache, const float *vcache, float *out, uint32_t n_heads,
+                             uint32_t n_kv_heads, uint32_t head_dim, uint32_t max_seq, uint32_t pos, uint32_t rows,
+                             uint32_t T, float scale)
+{
+    uint64_t nq = (uint64_t)n_heads * head_dim;
+    rows = clamp_rows(rows, T);
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t last = t < rows ? t : rows - 1;
+        loom_ref_attention(q + t * nq, kcache, vcache, out + t * nq, n_heads, n_kv_heads, head_dim, max_seq,
+                           pos + last + 1, scale);
+    }
+}
+
+void loom_ref_row_pick(const float *x, float *y, uint32_t n, uint32_t rows, uint32_t T)
+{
+    memmove(y, x + (uint64_t)(clamp_rows(rows, T) - 1) * n, (size_t)n * sizeof *y);
+}
+
+void loom_ref_argmax_rows(const float *x, uint32_t *out, uint32_t n, uint32_t T)
+{
+    for (uint32_t t = 0; t < T; t++)
+        out[t] = loom_ref_argmax(x + (uint64_t)t * n, n);
+}

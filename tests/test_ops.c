@@ -1244,6 +1244,270 @@ START_TEST(fuse)
 END_TEST
 #endif
 
+/* ---- T-row ops (multi-token steps) ----------------------------------------- *
+ * Every case runs at T in rows_T with pos > 0 and params.rows < T, so there
+ * are padding rows, and poisons what the op must not read or write. */
+
+static const uint32_t rows_T[] = { 2, 3, 16, 17, 64 };
+#define N_ROWS_T (sizeof rows_T / sizeof rows_T[0])
+
+/* Real rows of a case at T: always fewer than T, at least 1. */
+static uint32_t real_rows(uint32_t T) { return T - 1 - T / 3; }
+
+static loom_step_params rows_params(uint32_t pos, uint32_t rows)
+{
+    return (loom_step_params){ .pos = pos, .rows = rows, .kv_len = pos + rows };
+}
+
+/* _i: the table's dtype, f32, f16, q8_0, q4_k. */
+START_TEST(embed_rows)
+{
+    static const loom_dtype dts[] = { LOOM_F32, LOOM_F16, LOOM_Q8_0, LOOM_Q4_K };
+    loom_dtype dt = dts[_i];
+    uint32_t vocab = 11, dim = dt == LOOM_Q4_K ? 256 : dt == LOOM_Q8_0 ? 64 : 258;
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3000 + s + 16 * _i);
+        uint32_t T = rows_T[s], rows = real_rows(T), pos = 3 + (uint32_t)s;
+        /* the prompt: pos + rows tokens, one of them past the table (zeros),
+         * and one more token the step must not take (a padding row's) */
+        uint32_t n_tok = pos + rows + 1, *tok = malloc(n_tok * 4);
+        ck_assert_ptr_nonnull(tok);
+        for (uint32_t i = 0; i < n_tok; i++)
+            tok[i] = (uint32_t)((uniform() + 1.0f) * 0.5f * vocab) % vocab;
+        tok[pos + rows / 2] = vocab + 2;
+        uint64_t n = (uint64_t)vocab * dim, bytes = loom_view_bytes(dt, vocab, dim);
+        float *src = rand_f32(n, 1), *want = alloc_f32((uint64_t)T * dim);
+        void *table = src;
+        if (dt != LOOM_F32) {
+            table = calloc(1, bytes + 4);
+            ck_assert_ptr_nonnull(table);
+            if (dt == LOOM_F16)
+                for (uint64_t i = 0; i < n; i++)
+                    ((uint16_t *)table)[i] = loom_f32_to_f16(src[i]);
+            else
+                ck_assert_int_eq(loom_quantize_row(dt, src, n, table), LOOM_OK);
+        }
+        loom_ref_embed_rows(dt, table, vocab, dim, tok, n_tok, pos, rows, T, want);
+        harness h = begin();
+        uint32_t bt = input(&h, "table", table, bytes), bk = input(&h, "tokens", tok, n_tok * 4);
+        uint32_t bo = output(&h, "out", (uint64_t)T * dim * 4);
+        ck_assert_int_eq(loom_op_embed_rows(h.g, loom_mat(bt, dt, vocab, dim), (loom_tensor){ bk, LOOM_U32, 0, 1, n_tok },
+                                            loom_mat(bo, LOOM_F32, T, dim), NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(pos, rows);
+        run(&h, &p);
+        char what[48];
+        snprintf(what, sizeof what, "%s T %u", loom_dtype_name(dt), T);
+        expect_buffer(&h, LOOM_OP_EMBED_ROWS, what, bo, want, (uint64_t)T * dim);
+        end(&h);
+        if (table != src)
+            free(table);
+        free(src);
+        free(want);
+        free(tok);
+    }
+}
+END_TEST
+
+/* _i 1: in place. Every row is normalised, padding rows too. */
+START_TEST(rms_norm_mul_rows)
+{
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3100 + s + 16 * _i);
+        uint32_t T = rows_T[s], n = s % 2 ? 7 : 300;
+        float eps = 1e-5f;
+        float *x = rand_f32((uint64_t)T * n, 3), *w = rand_f32(n, 2), *want = alloc_f32((uint64_t)T * n);
+        /* rows of very different scale: a kernel mixing rows fails */
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t i = 0; i < n; i++)
+                x[(uint64_t)t * n + i] *= (float)(1 + t % 5);
+        loom_ref_rms_norm_mul_rows(x, w, want, n, T, eps);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * n * 4), bw = input(&h, "w", w, n * 4);
+        uint32_t by = _i ? bx : output(&h, "y", (uint64_t)T * n * 4);
+        ck_assert_int_eq(loom_op_rms_norm_mul_rows(h.g, loom_mat(bx, LOOM_F32, T, n), loom_vec(bw, n),
+                                                   loom_mat(by, LOOM_F32, T, n), eps, NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(4, real_rows(T));
+        run(&h, &p);
+        expect_buffer(&h, LOOM_OP_RMS_NORM_MUL_ROWS, "y", by, want, (uint64_t)T * n);
+        end(&h);
+        free(x);
+        free(w);
+        free(want);
+    }
+}
+END_TEST
+
+/* _i 1: in place. Row t at pos + t: a kernel rotating every row at pos
+ * (or at pos + t + 1) fails on every row but one. */
+START_TEST(rope_rows)
+{
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3200 + s + 16 * _i);
+        uint32_t T = rows_T[s], nh = s % 2 ? 3 : 2, hd = s % 2 ? 16 : 64, n = nh * hd, pos = 9 + 50 * (uint32_t)s;
+        float *x = rand_f32((uint64_t)T * n, 2), *want = alloc_f32((uint64_t)T * n);
+        loom_ref_rope_rows(x, want, nh, hd, 10000.0f, pos, T);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * n * 4);
+        uint32_t by = _i ? bx : output(&h, "y", (uint64_t)T * n * 4);
+        ck_assert_int_eq(loom_op_rope_rows(h.g, loom_mat(bx, LOOM_F32, T, n), loom_mat(by, LOOM_F32, T, n), nh, hd,
+                                           10000.0f, NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(pos, real_rows(T));
+        run(&h, &p);
+        expect_buffer(&h, LOOM_OP_ROPE_ROWS, "y", by, want, (uint64_t)T * n);
+        end(&h);
+        free(x);
+        free(want);
+    }
+}
+END_TEST
+
+/* _i 1: f16 caches. The padding rows of k and v are NaN and the cache rows
+ * past the step hold old values: writing either fails. The last case runs
+ * past max_seq (those rows are dropped). */
+START_TEST(kv_append_rows)
+{
+    bool kh = _i == 1;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
+    const uint32_t dim = 24, max_seq = 80;
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3300 + s + 16 * _i);
+        uint32_t T = rows_T[s], rows = real_rows(T), pos = s + 1 == N_ROWS_T ? 50 : 5 + (uint32_t)s;
+        uint64_t kn = (uint64_t)T * dim, cn = (uint64_t)max_seq * dim;
+        float *k = rand_f32(kn, 1), *v = rand_f32(kn, 1), *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
+        for (uint64_t e = (uint64_t)rows * dim; e < kn; e++)
+            k[e] = v[e] = NAN;
+        harness h = begin();
+        uint32_t bk = input(&h, "k", k, kn * 4), bv = input(&h, "v", v, kn * 4);
+        uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
+        loom_ref_kv_append_rows(k, v, kc, vc, dim, max_seq, pos, rows);
+        ck_assert_int_eq(loom_op_kv_append_rows(h.g, loom_mat(bk, LOOM_F32, T, dim), loom_mat(bv, LOOM_F32, T, dim),
+                                                loom_mat(bkc, cdt, max_seq, dim), loom_mat(bvc, cdt, max_seq, dim),
+                                                NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(pos, rows);
+        run(&h, &p);
+        expect_cache(&h, LOOM_OP_KV_APPEND_ROWS, "kcache", bkc, kc, cn, kh);
+        expect_cache(&h, LOOM_OP_KV_APPEND_ROWS, "vcache", bvc, vc, cn, kh);
+        end(&h);
+        free(k);
+        free(v);
+        free(kc);
+        free(vc);
+    }
+}
+END_TEST
+
+/* _i 1: f16 caches. Heads, kv heads and head_dim: GQA groups of 2 and 4 and
+ * one kv head for all, and every tile shape of the kernel (head_dim 16 and
+ * 64: 32 queries a tile, several keys an invocation; 128: one key; 256:
+ * a key's dims split over invocations; 24 and 80: not powers of two). The
+ * cache rows past the step are NaN, so a query row that looks one key past
+ * its causal limit fails on the last real row, and every other row's
+ * output changes; the padding rows' output must be finite. */
+START_TEST(attention_rows)
+{
+    static const uint32_t cases[][3] = { { 4, 2, 64 }, { 8, 2, 16 }, { 2, 1, 128 }, { 2, 2, 256 },
+                                         { 6, 3, 24 }, { 3, 1, 80 } };
+    bool kh = _i == 1;
+    loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t s = 0; s < N_ROWS_T; s++) {
+            seed(3400 + c * 8 + s + 128 * _i);
+            uint32_t nh = cases[c][0], nkv = cases[c][1], hd = cases[c][2], T = rows_T[s], rows = real_rows(T);
+            uint32_t pos = 1 + (uint32_t)(c + s) % 7 * 5, max_seq = pos + T + 3;
+            uint64_t nq = (uint64_t)nh * hd, cn = (uint64_t)max_seq * nkv * hd;
+            /* sharp scores in one case: only a running maximum stays finite */
+            float *q = rand_f32(T * nq, c == 1 ? 40.0f : 1.0f), *kc = rand_f32(cn, 2), *vc = rand_f32(cn, 1);
+            float *want = alloc_f32(T * nq), *got = alloc_f32(T * nq);
+            for (uint64_t e = (uint64_t)(pos + rows) * nkv * hd; e < cn; e++)
+                kc[e] = vc[e] = NAN;
+            float scale = 1.0f / sqrtf((float)hd);
+            harness h = begin();
+            uint32_t bq = input(&h, "q", q, T * nq * 4), bkc = cache_input(&h, "kc", kc, cn, kh);
+            uint32_t bvc = cache_input(&h, "vc", vc, cn, kh), bo = output(&h, "out", T * nq * 4);
+            loom_ref_attention_rows(q, kc, vc, want, nh, nkv, hd, max_seq, pos, rows, T, scale);
+            ck_assert_int_eq(loom_op_attention_rows(h.g, loom_mat(bq, LOOM_F32, T, (uint32_t)nq),
+                                                    loom_mat(bkc, cdt, max_seq, nkv * hd),
+                                                    loom_mat(bvc, cdt, max_seq, nkv * hd),
+                                                    loom_mat(bo, LOOM_F32, T, (uint32_t)nq), nh, nkv, hd, NULL),
+                             LOOM_OK);
+            loom_step_params p = rows_params(pos, rows);
+            run(&h, &p);
+            fetch(&h, bo, got, T * nq * 4);
+            char what[64];
+            snprintf(what, sizeof what, "%s %u/%u heads of %u, T %u", kh ? "f16 caches" : "f32 caches", nh, nkv, hd,
+                     T);
+            expect_close(LOOM_OP_ATTENTION_ROWS, what, got, want, rows * nq);
+            for (uint64_t e = rows * nq; e < T * nq; e++)
+                ck_assert_msg(isfinite(got[e]), "%s: padding element %llu is %g", what, (unsigned long long)e,
+                              got[e]);
+            end(&h);
+            free(q);
+            free(kc);
+            free(vc);
+            free(want);
+            free(got);
+        }
+}
+END_TEST
+
+START_TEST(row_pick)
+{
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3500 + s);
+        uint32_t T = rows_T[s], n = s % 2 ? 5 : 300, rows = real_rows(T);
+        float *x = rand_f32((uint64_t)T * n, 1), *want = alloc_f32(n);
+        loom_ref_row_pick(x, want, n, rows, T);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * n * 4), by = output(&h, "y", n * 4);
+        ck_assert_int_eq(loom_op_row_pick(h.g, loom_mat(bx, LOOM_F32, T, n), loom_vec(by, n), NULL), LOOM_OK);
+        loom_step_params p = rows_params(7, rows);
+        run(&h, &p);
+        expect_buffer(&h, LOOM_OP_ROW_PICK, "y", by, want, n);
+        end(&h);
+        free(x);
+        free(want);
+    }
+}
+END_TEST
+
+/* Ties to the lowest index, as ARGMAX; each row's maximum elsewhere. */
+START_TEST(argmax_rows)
+{
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3600 + s);
+        uint32_t T = rows_T[s], n = s % 2 ? 7 : 3001;
+        float *x = rand_f32((uint64_t)T * n, 1);
+        for (uint32_t t = 0; t < T; t++) {
+            float *r = x + (uint64_t)t * n;
+            r[(t * 37u) % n] = 5.0f + (float)t;
+            r[n - 1] = 5.0f + (float)t;   /* a tie, at a higher index unless it is the same */
+        }
+        uint32_t *want = malloc(T * 4), *got = malloc(T * 4);
+        ck_assert(want && got);
+        loom_ref_argmax_rows(x, want, n, T);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * n * 4), bo = output(&h, "out", T * 4);
+        ck_assert_int_eq(loom_op_argmax_rows(h.g, loom_mat(bx, LOOM_F32, T, n), (loom_tensor){ bo, LOOM_U32, 0, 1, T },
+                                             NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(2, real_rows(T));
+        run(&h, &p);
+        fetch(&h, bo, got, T * 4);
+        for (uint32_t t = 0; t < T; t++)
+            ck_assert_msg(got[t] == want[t] && want[t] == (t * 37u) % n, "T %u row %u: %u, want %u", T, t, got[t],
+                          want[t]);
+        end(&h);
+        free(x);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -1256,6 +1520,9 @@ static Suite *ops_suite(void)
         { "attention_replays", attention_replays, 1 }, { "matvec_add_stage", matvec_add_stage, 2 },
         { "zero", zero, 1 },         { "step_log", step_log, 1 },
         { "blocks", blocks, N_BLOCK_TYPES * N_BLOCK_FORMS }, { "blocks_nan", blocks_nan, N_BLOCK_TYPES },
+        { "embed_rows", embed_rows, 4 }, { "rms_norm_mul_rows", rms_norm_mul_rows, 2 },
+        { "rope_rows", rope_rows, 2 },   { "kv_append_rows", kv_append_rows, 2 },
+        { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

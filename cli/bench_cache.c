@@ -92,7 +92,7 @@ static loom_result measure(loom_rt *rt, const bufs *b, uint32_t n, uint32_t reps
         double t3 = loom_cli_now_us();
         if (!rc && !hit)
             rc = loom_fail(LOOM_INVALID_ARGUMENT, "bench cache: step %u missed the cache", i);
-        loom_step_params sp = { .pos = i, .step = i };
+        loom_step_params sp = { .pos = i, .step = i, .rows = 1 };
         rc = rc ? rc : loom_rt_replay_plan(rt, plan, &sp, &step);
         double t4 = loom_cli_now_us();
         rc = rc ? rc : loom_rt_wait(rt, step);

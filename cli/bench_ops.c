@@ -339,7 +339,7 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
         rc = loom_rt_program_create(rt, g, &prog);
     }
     /* Attention reads the cache up to kv_len from the step parameters. */
-    loom_step_params sp = { .pos = cfg->kv_len - 1, .kv_len = cfg->kv_len };
+    loom_step_params sp = { .pos = cfg->kv_len - 1, .kv_len = cfg->kv_len, .rows = 1 };
     double t0 = loom_cli_now_us();
     while (!rc && loom_cli_now_us() - t0 < cfg->warmup_s * 1e6) {
         uint64_t step;

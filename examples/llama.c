@@ -1041,7 +1041,8 @@ static loom_result submit(loom_llama *m, uint32_t token, uint32_t pos, bool feed
         loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
     if ((rc = prepare(m)))
         return rc;
-    loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step };
+    loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step,
+                                .rows = 1 };
     uint64_t id = 0;
     if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)))
         return rc;

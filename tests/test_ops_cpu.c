@@ -3,6 +3,7 @@
  * rejects. The kernels themselves are tested against the CPU reference in
  * test_ops.c. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "loom_ops.h"
@@ -248,6 +249,8 @@ START_TEST(rejects_bad_shapes)
     loom_tensor v100 = loom_vec(f.a, 100), m16 = loom_mat(f.w16, LOOM_F16, 64, 100);
     loom_tensor out = { f.out, LOOM_U32, 0, 1, 1 };
     loom_tensor kc = loom_mat(f.kc, LOOM_F32, 32, 64), vc = loom_mat(f.vc, LOOM_F32, 32, 64);
+    loom_tensor tok4 = { f.tok, LOOM_U32, 0, 1, 4 }, r4 = loom_mat(f.a, LOOM_F32, 4, 64);
+    loom_tensor q4 = loom_mat(f.a, LOOM_F32, 4, 128);
     loom_result rcs[] = {
         loom_op_matvec(g, m16, loom_vec(f.a, 99), loom_vec(f.b, 64), NULL),            /* x length */
         loom_op_matvec(g, m16, v100, loom_vec(f.b, 63), NULL),                         /* y length */
@@ -298,12 +301,70 @@ START_TEST(rejects_bad_shapes)
                                            (loom_tensor){ f.d, LOOM_U32, 0, 3, 2 }, 1e-5f, NULL), /* ring cols */
         loom_op_rms_norm_matvec_argmax_log(g, m16, v100, loom_vec(f.c, 100), loom_vec(f.b, 64), out,
                                            (loom_tensor){ f.out, LOOM_U32, 0, 1, 1 }, 1e-5f, NULL), /* ring is out */
+        /* T-row ops: a 4-token step */
+        loom_op_embed_rows(g, m16, tok4, loom_mat(f.b, LOOM_F32, 4, 99), NULL),       /* out cols */
+        loom_op_embed_rows(g, m16, loom_vec(f.tok, 4), loom_mat(f.b, LOOM_F32, 4, 100), NULL), /* tokens f32 */
+        loom_op_embed_rows(g, m16, (loom_tensor){ f.tok, LOOM_U32, 0, 2, 2 }, loom_mat(f.b, LOOM_F32, 4, 100),
+                           NULL),                                                      /* tokens 2-D */
+        loom_op_rms_norm_mul_rows(g, r4, loom_vec(f.c, 64), loom_mat(f.b, LOOM_F32, 3, 64), 1e-5f, NULL), /* y rows */
+        loom_op_rms_norm_mul_rows(g, r4, loom_vec(f.c, 63), loom_mat(f.b, LOOM_F32, 4, 64), 1e-5f, NULL), /* w */
+        loom_op_rms_norm_mul_rows(g, r4, loom_vec(f.c, 64), loom_mat(f.b, LOOM_F32, 4, 64), NAN, NULL), /* eps */
+        loom_op_rope_rows(g, r4, loom_mat(f.b, LOOM_F32, 4, 64), 4, 15, 1e4f, NULL),  /* odd head_dim */
+        loom_op_rope_rows(g, r4, loom_mat(f.b, LOOM_F32, 2, 64), 4, 16, 1e4f, NULL),  /* y rows */
+        loom_op_rope_rows(g, r4, loom_mat(f.b, LOOM_F32, 4, 64), 2, 16, 1e4f, NULL),  /* n mismatch */
+        loom_op_kv_append_rows(g, r4, loom_mat(f.b, LOOM_F32, 3, 64), kc, vc, NULL),  /* v rows */
+        loom_op_kv_append_rows(g, loom_mat(f.a, LOOM_F32, 4, 63), loom_mat(f.b, LOOM_F32, 4, 63), kc, vc, NULL),
+        loom_op_kv_append_rows(g, r4, loom_mat(f.b, LOOM_F32, 4, 64), kc, loom_mat(f.vc, LOOM_F16, 32, 64), NULL),
+        loom_op_attention_rows(g, q4, kc, vc, loom_mat(f.b, LOOM_F32, 4, 128), 8, 3, 16, NULL), /* GQA ratio */
+        loom_op_attention_rows(g, q4, kc, vc, loom_mat(f.b, LOOM_F32, 3, 128), 8, 4, 16, NULL), /* out rows */
+        loom_op_attention_rows(g, q4, kc, vc, loom_mat(f.b, LOOM_F32, 4, 128), 8, 4, 8, NULL),  /* cache width */
+        loom_op_attention_rows(g, q4, kc, vc, loom_mat(f.b, LOOM_F32, 4, 128), 8, 4, 0, NULL),  /* head_dim */
+        loom_op_attention_rows(g, (loom_tensor){ f.a, LOOM_F16, 0, 4, 128 }, kc, vc, loom_mat(f.b, LOOM_F32, 4, 128),
+                               8, 4, 16, NULL),                                        /* q f16 */
+        loom_op_attention_rows(g, q4, kc, vc, loom_mat(f.kc, LOOM_F32, 4, 128), 8, 4, 16, NULL), /* out in cache */
+        loom_op_row_pick(g, r4, loom_vec(f.b, 63), NULL),                             /* y length */
+        loom_op_row_pick(g, r4, loom_mat(f.b, LOOM_F32, 2, 64), NULL),                /* y 2-D */
+        loom_op_argmax_rows(g, r4, loom_vec(f.b, 4), NULL),                           /* out not u32 */
+        loom_op_argmax_rows(g, r4, (loom_tensor){ f.b, LOOM_U32, 0, 1, 3 }, NULL),    /* out length */
     };
     for (size_t i = 0; i < sizeof rcs / sizeof rcs[0]; i++) {
         ck_assert_msg(rcs[i] == LOOM_INVALID_ARGUMENT, "case %zu gave %s", i, loom_result_str(rcs[i]));
     }
     ck_assert_uint_eq(loom_graph_node_count(g), 0);
     ck_assert_int_eq(loom_op_argmax(NULL, v100, out, NULL), LOOM_INVALID_ARGUMENT);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* The T-row ops on good shapes: the step parameters at slot 0 where the
+ * kernel reads pos or rows, and the workgroups the kernels expect. */
+START_TEST(row_ops_append)
+{
+    fixture f = make();
+    loom_graph *g = f.g;
+    uint32_t params;
+    loom_tensor r4 = loom_mat(f.a, LOOM_F32, 4, 64), y4 = loom_mat(f.b, LOOM_F32, 4, 64);
+    loom_tensor kc = loom_mat(f.kc, LOOM_F32, 32, 64), vc = loom_mat(f.vc, LOOM_F32, 32, 64);
+    ck_assert_int_eq(loom_op_embed_rows(g, loom_mat(f.w16, LOOM_F16, 64, 100), (loom_tensor){ f.tok, LOOM_U32, 0, 1, 4 },
+                                        loom_mat(f.b, LOOM_F32, 4, 100), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_graph_params(g, &params), LOOM_OK);
+    expect_binding(&f, last(&f), 0, params, 0, sizeof(loom_step_params), LOOM_ACCESS_READ);
+    ck_assert_uint_eq(last(&f)->groups[0], 4);   /* a row of workgroups a token row */
+    ck_assert_int_eq(loom_op_rms_norm_mul_rows(g, r4, loom_vec(f.c, 64), r4, 1e-5f, NULL), LOOM_OK);   /* in place */
+    ck_assert_uint_eq(last(&f)->groups[0], 4);
+    ck_assert_int_eq(loom_op_rope_rows(g, r4, r4, 4, 16, 1e4f, NULL), LOOM_OK);
+    expect_binding(&f, last(&f), 0, params, 0, sizeof(loom_step_params), LOOM_ACCESS_READ);
+    ck_assert_int_eq(loom_op_kv_append_rows(g, r4, y4, kc, vc, NULL), LOOM_OK);
+    expect_binding(&f, last(&f), 3, f.kc, 0, 32 * 64 * 4, LOOM_ACCESS_WRITE);
+    /* 8 heads of 16 over 4 kv heads: groups of 2, 4 rows, 32 queries a tile */
+    ck_assert_int_eq(loom_op_attention_rows(g, loom_mat(f.c, LOOM_F32, 4, 128), kc, vc, loom_mat(f.d, LOOM_F32, 4, 128),
+                                            8, 4, 16, NULL), LOOM_OK);
+    ck_assert_uint_eq(last(&f)->groups[0], 4);
+    ck_assert(!loom_op_reorderable(LOOM_OP_ATTENTION_ROWS));
+    ck_assert_int_eq(loom_op_row_pick(g, r4, loom_vec(f.e, 64), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_argmax_rows(g, r4, (loom_tensor){ f.e, LOOM_U32, 0, 1, 4 }, NULL), LOOM_OK);
+    ck_assert_uint_eq(last(&f)->groups[0], 4);
+    ck_assert_int_eq(loom_graph_verify(g), LOOM_OK);
     loom_graph_destroy(g);
 }
 END_TEST
@@ -367,6 +428,7 @@ static Suite *ops_builders_suite(void)
     tcase_add_test(tc, matvec_shape);
     tcase_add_test(tc, per_step_ops_bind_params);
     tcase_add_test(tc, small_ops);
+    tcase_add_test(tc, row_ops_append);
     suite_add_tcase(s, tc);
     tc = tcase_create("reject");
     tcase_add_test(tc, rejects_bad_shapes);

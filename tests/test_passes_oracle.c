@@ -309,12 +309,20 @@ static void chain_matvec_add(gen *G)
         emit_write(G, loom_op_add(G->g, r, t, y, NULL), &y);
 }
 
+/* A two-slot view as the 2 x N matrix of a 2-token step. */
+static loom_tensor two_rows(loom_tensor t)
+{
+    t.rows = 2;
+    t.cols = N;
+    return t;
+}
+
 /* One op of the rest of the library, or a fence. */
 static void single(gen *G)
 {
     loom_tensor x, y, q;
     uint32_t k;
-    switch (rnd(&G->r, 11)) {
+    switch (rnd(&G->r, 15)) {
     case 0:   /* wide copy: partial overlaps with the one-slot views */
         if (pick_read(G, 2, &x) && pick_write(G, 2, false, &y))
             emit_write(G, loom_op_copy(G->g, x, y, NULL), &y);
@@ -374,6 +382,47 @@ static void single(gen *G)
     case 8:
         ck_assert_int_eq(loom_graph_add_barrier(G->g, NULL), LOOM_OK);
         break;
+    case 11:   /* a 2-token step's appends, then its attention over them */
+    case 12:
+        if ((k = pick_kind(G, K_KV, LOOM_F32)) != LOOM_NONE && pick_read(G, 2, &x) && pick_read(G, 2, &q)) {
+            loom_tensor kc = loom_mat(G->b[k].id, G->b[k].dtype, SEQ, N), vc = kc;
+            vc.offset = (uint64_t)SEQ * N * loom_dtype_size(G->b[k].dtype);
+            if (rnd(&G->r, 2) == 0)
+                ok(loom_op_kv_append_rows(G->g, two_rows(x), two_rows(q), kc, vc, NULL));
+            else if (pick_write(G, 2, false, &y))
+                emit_write(G, loom_op_attention_rows(G->g, two_rows(q), kc, vc, two_rows(y), 2,
+                                                     chance(&G->r, 50) ? 1 : 2, N / 2, NULL), &y);
+        }
+        break;
+    case 13:
+        if (pick_read(G, 2, &x) && pick_write(G, 2, false, &y)) {
+            loom_tensor w;
+            switch (rnd(&G->r, 3)) {
+            case 0: emit_write(G, loom_op_rope_rows(G->g, two_rows(x), two_rows(y), 2, N / 2, 10000.0f, NULL), &y); break;
+            case 1:
+                if (pick_read(G, 1, &w))
+                    emit_write(G, loom_op_rms_norm_mul_rows(G->g, two_rows(x), w, two_rows(y), 1e-5f, NULL), &y);
+                break;
+            default:
+                y.cols = N;
+                emit_write(G, loom_op_row_pick(G->g, two_rows(x), y, NULL), &y);
+                break;
+            }
+        }
+        break;
+    case 14: {   /* the step's rows embedded from the prompt, or their argmax into a token slot */
+        uint32_t tok = pick_kind(G, K_TOKEN, LOOM_F32);
+        if ((k = pick_kind(G, K_TABLE, LOOM_F32)) != LOOM_NONE && chance(&G->r, 50)) {
+            if (pick_write(G, 2, false, &y))
+                emit_write(G, loom_op_embed_rows(G->g, loom_mat(G->b[k].id, G->b[k].dtype, VOCAB, N),
+                                                 (loom_tensor){ G->b[tok].id, LOOM_U32, 0, 1, 256 }, two_rows(y), NULL),
+                           &y);
+        } else if (pick_read(G, 2, &x)) {
+            loom_tensor out = { G->b[tok].id, LOOM_U32, 256u * rnd(&G->r, 4), 1, 2 };
+            ok(loom_op_argmax_rows(G->g, two_rows(x), out, NULL));
+        }
+        break;
+    }
     default:
         if (pick_read(G, 1, &x) && pick_write(G, 1, false, &y))
             emit_write(G, loom_op_copy(G->g, x, y, NULL), &y);
@@ -579,6 +628,43 @@ static void run_node(const machine *m, const loom_node *nd)
         cache_done(m, nd, 3, vc, n, false);
         break;
     }
+    case LOOM_OP_EMBED_ROWS: {   /* params, table, tokens, out; push: cols, T */
+        uint32_t cols = P(m, nd, 0), n_tok = (uint32_t)(slot_of(m->g, nd, 2)->size / 4);
+        loom_ref_embed_rows(mat_dtype(m, nd, 1, (uint64_t)VOCAB * cols), S(m, nd, 1), VOCAB, cols, S(m, nd, 2), n_tok,
+                            params(m, nd)->pos, params(m, nd)->rows, P(m, nd, 1), S(m, nd, 3));
+        break;
+    }
+    case LOOM_OP_RMS_NORM_MUL_ROWS:   /* x, w, y; push: n, eps, T */
+        loom_ref_rms_norm_mul_rows(S(m, nd, 0), S(m, nd, 1), S(m, nd, 2), P(m, nd, 0), P(m, nd, 2), PF(m, nd, 1));
+        break;
+    case LOOM_OP_ROPE_ROWS:   /* params, x, y; push: n_heads, head_dim, theta, T */
+        loom_ref_rope_rows(S(m, nd, 1), S(m, nd, 2), P(m, nd, 0), P(m, nd, 1), PF(m, nd, 2), params(m, nd)->pos,
+                           P(m, nd, 3));
+        break;
+    case LOOM_OP_KV_APPEND_ROWS: {   /* params, k, v, kcache, vcache; push: kvd, max_seq, T */
+        uint64_t n = (uint64_t)P(m, nd, 0) * P(m, nd, 1);
+        uint32_t rows = params(m, nd)->rows < P(m, nd, 2) ? params(m, nd)->rows : P(m, nd, 2);
+        float *kc = cache_in(m, nd, 3, n), *vc = cache_in(m, nd, 4, n);
+        loom_ref_kv_append_rows(S(m, nd, 1), S(m, nd, 2), kc, vc, P(m, nd, 0), P(m, nd, 1), params(m, nd)->pos, rows);
+        cache_done(m, nd, 3, kc, n, true);
+        cache_done(m, nd, 4, vc, n, true);
+        break;
+    }
+    case LOOM_OP_ATTENTION_ROWS: {   /* params, q, kcache, vcache, out; push: heads, kv heads, head_dim, max_seq, scale, T */
+        uint64_t n = (uint64_t)P(m, nd, 1) * P(m, nd, 2) * P(m, nd, 3);
+        float *kc = cache_in(m, nd, 2, n), *vc = cache_in(m, nd, 3, n);
+        loom_ref_attention_rows(S(m, nd, 1), kc, vc, S(m, nd, 4), P(m, nd, 0), P(m, nd, 1), P(m, nd, 2), P(m, nd, 3),
+                                params(m, nd)->pos, params(m, nd)->rows, P(m, nd, 5), PF(m, nd, 4));
+        cache_done(m, nd, 2, kc, n, false);
+        cache_done(m, nd, 3, vc, n, false);
+        break;
+    }
+    case LOOM_OP_ROW_PICK:   /* params, x, y; push: n, T */
+        loom_ref_row_pick(S(m, nd, 1), S(m, nd, 2), P(m, nd, 0), params(m, nd)->rows, P(m, nd, 1));
+        break;
+    case LOOM_OP_ARGMAX_ROWS:   /* x, out; push: n, T */
+        loom_ref_argmax_rows(S(m, nd, 0), S(m, nd, 1), P(m, nd, 0), P(m, nd, 1));
+        break;
     case LOOM_OP_SOFTMAX: loom_ref_softmax(S(m, nd, 0), S(m, nd, 1), P(m, nd, 0)); break;
     case LOOM_OP_ARGMAX:
         *(uint32_t *)S(m, nd, 1) = loom_ref_argmax(S(m, nd, 0), P(m, nd, 0));
@@ -725,7 +811,9 @@ static void begin_step(machine *m, uint32_t step)
     memset(m->arena, 0xff, m->arena_size + 1);
     for (uint32_t i = 0; i < loom_graph_buffer_count(m->g); i++)
         if (loom_graph_buffer(m->g, i)->usage == LOOM_USAGE_PARAMS) {
-            loom_step_params sp = { .pos = step, .token = 3, .kv_len = step + 1, .step = step };
+            /* one row, then two: the T-row ops' padding row, then none */
+            loom_step_params sp = { .pos = step, .token = 3, .kv_len = step + 1, .step = step,
+                                    .rows = 1 + step % 2 };
             memcpy(m->mem[i], &sp, sizeof sp);
         }
 }

@@ -28,7 +28,7 @@ loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhy
 static const char K_PARAMS[] =
     "#version 450\n"
     "layout(local_size_x = 1) in;\n"
-    "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step; uint user[12]; } p;\n"
+    "layout(set = 0, binding = 0) readonly buffer P { uint pos, token, kv_len, step, rows; uint user[11]; } p;\n"
     "layout(set = 0, binding = 1) buffer O { uint o[]; };\n"
     "void main() { o[p.pos] = p.token; }\n";
 

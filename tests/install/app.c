@@ -75,7 +75,7 @@ int main(void)
         CHECK(loom_rt_compile(rt, g, NULL, &plan, &hit));
         hits += hit;
         uint64_t done;
-        CHECK(loom_rt_replay_plan(rt, plan, &(loom_step_params){ .pos = pos, .kv_len = pos + 1, .step = step }, &done));
+        CHECK(loom_rt_replay_plan(rt, plan, &(loom_step_params){ .pos = pos, .kv_len = pos + 1, .step = step, .rows = 1 }, &done));
         CHECK(loom_rt_wait(rt, done));
         loom_plan_release(plan);
         CHECK(loom_rt_buffer_read(rt, y, 0, got, sizeof got));

@@ -409,10 +409,10 @@ loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path);
 void rt_pipeline_cache_close(loom_rt *rt);
 
 /* profile.c */
-/* Group timestamps are wanted: profiling or tracing. */
 /* x rounded up to a multiple of align (> 0). */
 static inline uint64_t rt_round_up(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
 
+/* Group timestamps are wanted: profiling or tracing. */
 static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != LOOM_PROFILE_OFF || rt->trace; }
 /* Makes p->groups, p->ticks and p->group_ticks and sets p->n_queries, when
  * rt_group_queries(rt). */

@@ -44,9 +44,11 @@ static const char ENVIRONMENT[] =
     "  LOOM_TRACE=FILE.json      Chrome trace of the steps run (open in Perfetto)\n"
     "  LOOM_PIPELINE_CACHE=FILE  load and save the Vulkan pipeline cache\n"
     "  LOOM_KERNEL_STATS=1       print each pipeline's driver statistics (registers, ...) to stderr\n"
+#ifdef LOOM_PROBES
     "  LOOM_PROBE_SKIP_BARRIER=NAME\n"
     "                            no barrier before the kernels whose name contains NAME: wrong results,\n"
-    "                            for timing what one dependency costs\n"
+    "                            for timing what one dependency costs (test and benchmark builds)\n"
+#endif
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,stage,gather,reorder,barriers,lifetimes,cache\n"
     "  LOOM_ENABLE=LIST          forms that are not the default: half_shares,half_stage,half_act (f16 intermediates),\n"
     "                            long_rows (two chunks a trip in long-row projections)\n"

@@ -73,8 +73,8 @@ typedef struct loom_compile_options {
      * runs at once; 0: unknown. The argmax forms' workgroups loop over
      * their row blocks, at most 1024 of them; the split pass caps them at
      * this where it is lower, so that one wave does all the blocks and no
-     * second one starts as the first ends (1.2-1.6 us a 1b token on the
-     * H100 and H200, docs/perf.md). loom_rt_compile fills it in where the
+     * second one starts as the first ends (faster on the H100 and H200;
+     * figures: docs/perf-log.md). loom_rt_compile fills it in where the
      * driver tells the SM count. Part of the plan's key. */
     uint32_t wave_groups;
 } loom_compile_options;

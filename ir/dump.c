@@ -218,7 +218,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
             loom_str_printf(s, " flags=0x%04x", n->flags);
         if (n->fused != 1) {
             const uint32_t *m = loom_node_members(g, n);
-            loom_str_printf(s, " fused=%u members=", n->fused);
+            loom_str_printf(s, n->fused ? " fused=%u members=" : " fused=%u", n->fused);
             for (uint32_t k = 0; k < n->fused && m != &n->capture_index; k++)
                 loom_str_printf(s, "%s%u", k ? "," : "", m[k]);
         }

@@ -607,6 +607,70 @@ loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n)
     return LOOM_OK;
 }
 
+/* Renumbers buffer id for loom_graph_drop_unused_buffers: map holds the new
+ * id of every buffer from first on (LOOM_NONE: dropped). */
+static uint32_t remapped(const uint32_t *map, uint32_t first, uint32_t n_old, uint32_t id)
+{
+    return id >= first && id < n_old ? map[id - first] : id;
+}
+
+loom_result loom_graph_drop_unused_buffers(loom_graph *g, uint32_t first, uint32_t *out_dropped)
+{
+    if (out_dropped)
+        *out_dropped = 0;
+    if (!g || first >= g->buffers.n)
+        return LOOM_OK;
+    uint32_t n_old = g->buffers.n, n = n_old - first, k = first;
+    uint32_t *map = loom_alloc(g->a, (size_t)n * sizeof *map);
+    if (!map)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "drop_unused_buffers: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        map[i] = LOOM_NONE;
+    /* Used: bound or ranged by a node of the graph (the side arrays may
+     * still hold entries of nodes a permutation dropped). */
+    for (uint32_t i = 0; i < g->nodes.n; i++) {
+        const loom_node *nd = &g->nodes.v[i];
+        if (!loom_node_sane(g, nd))
+            continue;
+        for (uint32_t j = 0; j < nd->n_bindings; j++)
+            if (g->bindings.v[nd->first_binding + j].buffer - first < n)
+                map[g->bindings.v[nd->first_binding + j].buffer - first] = 0;
+        for (uint32_t j = 0; j < (uint32_t)nd->n_reads + nd->n_writes; j++)
+            if (g->ranges.v[nd->first_range + j].buffer - first < n)
+                map[g->ranges.v[nd->first_range + j].buffer - first] = 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (map[i] != LOOM_NONE) {
+            g->buffers.v[k] = g->buffers.v[first + i];
+            map[i] = k++;
+        }
+    if (k != n_old) {
+        for (uint32_t i = 0; i < g->nodes.n; i++) {
+            const loom_node *nd = &g->nodes.v[i];
+            if (!loom_node_sane(g, nd))
+                continue;
+            for (uint32_t j = 0; j < nd->n_bindings; j++) {
+                loom_binding *b = &g->bindings.v[nd->first_binding + j];
+                b->buffer = remapped(map, first, n_old, b->buffer);
+            }
+            for (uint32_t j = 0; j < (uint32_t)nd->n_reads + nd->n_writes; j++) {
+                loom_range *r = &g->ranges.v[nd->first_range + j];
+                r->buffer = remapped(map, first, n_old, r->buffer);
+            }
+        }
+        for (uint32_t i = 0; i < g->barriers.n; i++)
+            g->barriers.v[i].buffer = remapped(map, first, n_old, g->barriers.v[i].buffer);
+        if (g->params != LOOM_NONE)
+            g->params = remapped(map, first, n_old, g->params);
+        g->buffers.n = k;
+        g->node_enc_ok = false;
+    }
+    loom_free(g->a, map, (size_t)n * sizeof *map);
+    if (out_dropped)
+        *out_dropped = n_old - k;
+    return LOOM_OK;
+}
+
 const uint32_t *loom_node_members(const loom_graph *g, const loom_node *n)
 {
     if (n->fused > 1 && n->first_member != LOOM_NONE && (uint64_t)n->first_member + n->fused <= g->members.n)

@@ -332,13 +332,15 @@ static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out
 
 /* "fused" and "members" are checked, never taken on trust: a node standing
  * for more than one captured node lists them all, ascending, its capture
- * index last. Uniqueness across nodes is checked once all are read. */
+ * index last; one standing for none (fused 0, a node a pass added) lists
+ * nothing. Uniqueness across nodes is checked once all are read. */
 static bool parse_members(jp *p, loom_graph *g, uint32_t id, uint32_t obj, uint32_t arr, uint32_t fused)
 {
     const loom_node *n = loom_graph_node(g, id);
     if (arr == LOOM_NONE) {
-        if (fused != 1)
+        if (fused > 1)
             return AT(p, J(p, obj), "\"fused\": %u needs the \"members\" it stands for", fused), false;
+        loom_graph_node_mut(g, id)->fused = fused;   /* 0: a node a pass added, claiming none */
         return true;
     }
     if (!get_array(p, arr, UINT8_MAX, "members"))

@@ -158,6 +158,7 @@ enum { LOOM_ACCESS_READ = 1, LOOM_ACCESS_WRITE = 2, LOOM_ACCESS_RW = 3 };
 typedef struct loom_op_slot {
     const char *name;         /* "params": the step-parameter buffer */
     uint32_t access;          /* LOOM_ACCESS_READ, _WRITE, or _RW for a workspace */
+    bool inplace;             /* a read slot that may be exactly a written slot's view ("(i)") */
 } loom_op_slot;
 
 /* An op kind's row of ops.def, whose header says what each column means. */
@@ -250,7 +251,9 @@ typedef struct loom_node {
     uint32_t group;         /* concurrency group; LOOM_NONE before scheduling */
     uint32_t barrier;       /* index into barrier infos for a barrier recorded
                                before this node; LOOM_NONE if none */
-    uint32_t fused;         /* number of captured nodes this node stands for */
+    uint32_t fused;         /* number of captured nodes this node stands for;
+                               0 for a node a pass added (the stage pass's
+                               ZERO), whose capture_index is only a label */
     uint32_t first_member;  /* fused > 1: index of their capture indices in the
                                graph's member list; LOOM_NONE otherwise */
     uint32_t window;        /* reorder's lookahead window (segment) number;

@@ -25,6 +25,13 @@ loom_buffer *loom_graph_buffer_mut(loom_graph *g, uint32_t id);
  * Nodes not listed are dropped; listing one twice is LOOM_INVALID_ARGUMENT. */
 loom_result loom_graph_permute(loom_graph *g, const uint32_t *order, uint32_t n);
 
+/* Drops every buffer from id first on that no node binds or ranges, and
+ * renumbers the rest of them in order (ids below first never change), so a
+ * pass or builder that declared buffers it did not use leaves none behind.
+ * *out_dropped (may be NULL): how many went. Fails only for memory, leaving
+ * the graph as it was. */
+loom_result loom_graph_drop_unused_buffers(loom_graph *g, uint32_t first, uint32_t *out_dropped);
+
 /* Records that node id stands for the captured nodes caps[0..n) (ascending,
  * the last its capture index): sets fused = n and the member list. */
 loom_result loom_graph_set_members(loom_graph *g, uint32_t id, const uint32_t *caps, uint32_t n);

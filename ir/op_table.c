@@ -41,11 +41,15 @@ static struct {
 } table[LOOM_OP_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* "name", "name(w)" or "name(rw)": one word of the slot column. */
+/* "name", "name(w)", "name(rw)" or "name(i)": one word of the slot column. */
 static void add_slot(loom_op_info *in, char (*names)[NAME_BYTES], const char *w, size_t len)
 {
     uint32_t access = LOOM_ACCESS_READ;
-    if (len > 4 && memcmp(w + len - 4, "(rw)", 4) == 0) {
+    bool inplace = false;
+    if (len > 3 && memcmp(w + len - 3, "(i)", 3) == 0) {
+        inplace = true;
+        len -= 3;
+    } else if (len > 4 && memcmp(w + len - 4, "(rw)", 4) == 0) {
         access = LOOM_ACCESS_RW;
         len -= 4;
     } else if (len > 3 && memcmp(w + len - 3, "(w)", 3) == 0) {
@@ -59,7 +63,7 @@ static void add_slot(loom_op_info *in, char (*names)[NAME_BYTES], const char *w,
     uint32_t s = in->n_slots++;
     memcpy(names[s], w, len);
     names[s][len] = 0;
-    in->slot[s] = (loom_op_slot){ names[s], access };
+    in->slot[s] = (loom_op_slot){ names[s], access, inplace };
     if (access & LOOM_ACCESS_WRITE)
         in->writable |= 1u << s;
 }

@@ -67,7 +67,8 @@ uint64_t loom_view_bytes(loom_dtype t, uint64_t rows, uint64_t cols)
 }
 
 /* The tensor a builder binds to one kernel slot; the slot's name and access
- * are its op kind's (ops.def). A read view marked inplace may be the very
+ * are its op kind's (ops.def). A read view marked inplace (as its slot is
+ * in ops.def, "(i)"; emit checks the two agree) may be the very
  * same view as a written one: the kernel reads each such element before the
  * same invocation overwrites it, or finishes all reads before any write. */
 typedef struct op_view {
@@ -225,6 +226,10 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
     if (c->n + info->params != info->n_slots)   /* a builder out of step with ops.def */
         return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): %u views for the %u slots of ops.def", node,
                          info->name, c->n + info->params, info->n_slots);
+    for (uint32_t i = 0; i < c->n; i++)
+        if (c->v[i].inplace != s[i].inplace)
+            return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): the builder's in-place %s is not ops.def's", node,
+                             info->name, s[i].name);
     uint64_t bytes[LOOM_MAX_BINDINGS];
     loom_result rc = check_views(g, c, s, bytes);
     if (rc)
@@ -261,6 +266,16 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
         distinct_ranges(b, nb, &d, rr, ww);
     /* Kernel names are literals of the op table: the address finds the kernel. */
     return loom_graph_add_dispatch_lit(g, &d, out_node);
+}
+
+/* emit for a builder that declared buffers from id `declared` on: when the
+ * node is refused, they go too. */
+static loom_result emit_owning(loom_graph *g, const op_call *c, uint32_t declared, uint32_t *out_node)
+{
+    loom_result rc = emit(g, c, out_node);
+    if (rc)
+        loom_graph_drop_unused_buffers(g, declared, NULL);   /* no node uses them: only memory can fail */
+    return rc;
 }
 
 /* ---- shared shape checks -------------------------------------------------- */
@@ -395,14 +410,12 @@ _Static_assert(PUSH_EMBED_ROWS == sizeof(loom_pc_embed_rows) && PUSH_RMS_NORM_MU
  * row, 8 rows each, so 256 rows a pass), attention_wide.comp the rest up
  * to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a pass). A share of the narrow
  * kernel is two passes, 512 rows: the 1b step (512-row cache, so one
- * share: the output written whole, nothing for the gather pass) took
- * 1096.8-1097.0 us a token on the H100 against 1102.6-1102.7 with two
- * shares of 256 rows combined by the o-projection (docs/perf.md). Before
- * the gather pass, on the H200, four shares of 128 rows were 5 us faster
- * than eight and sixteen 21 us slower. The f16-cache forms ("_kh") take
- * the same shares, each one pass of sixteen rows an invocation (the 1b
- * cache in one trip): 1080.8-1082.0 us a token on the H100 against
- * 1090.5-1091.9 with f32 caches (docs/perf.md). */
+ * share: the output written whole, nothing for the gather pass) ran faster
+ * that way than with two shares of 256 rows combined by the o-projection. Before
+ * the gather pass, four shares of 128 rows beat eight and sixteen. The
+ * f16-cache forms ("_kh") take the same shares, each one pass of sixteen
+ * rows an invocation (the 1b cache in one trip), faster than f32 caches.
+ * Figures: docs/perf-log.md, "Figures moved out of code comments". */
 #define ATTN_NARROW_HEAD_DIM 64u
 static uint32_t attn_rows_per_share(uint32_t head_dim) { return head_dim <= ATTN_NARROW_HEAD_DIM ? 512u : 8u; }
 
@@ -416,7 +429,9 @@ static uint32_t attn_splits(uint32_t max_seq, uint32_t head_dim)
 
 /* A plan-owned STATE buffer for a kernel's own bookkeeping (partial results,
  * completion counters), named after the node it serves. The runtime zeroes
- * it once; kernels leave their counters at zero when they finish. */
+ * it once; kernels leave their counters at zero when they finish. A builder
+ * that declared workspaces emits through emit_owning, so a refused view
+ * leaves none behind. */
 static loom_result workspace(loom_graph *g, loom_op op, const char *what, uint64_t bytes, loom_tensor *out)
 {
     char name[64];
@@ -884,15 +899,16 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     /* Per head: the shares' (max, sum) pairs padded to 16 bytes, then their
      * partial outputs (attention.glsl). */
     uint64_t head_block = ((2u * splits + 3u) & ~3u) + (uint64_t)splits * head_dim;
+    uint32_t declared = loom_graph_buffer_count(g);
     if ((rc = workspace(g, op, "part", (uint64_t)n_heads * head_block * 4, &part)) ||
         (rc = workspace(g, op, "count", (uint64_t)n_heads * 4, &count)))
-        return rc;
+        return loom_graph_drop_unused_buffers(g, declared, NULL), rc;
     op_call c = { .op = op, .variant = (head_dim > ATTN_NARROW_HEAD_DIM) + cache_form(&kcache),
                   .n = 6, .push = &pc,
                   .groups = (uint64_t)n_heads * splits,
                   .v = { { q, true }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
                          { count, false } } };
-    return emit(g, &c, out_node);
+    return emit_owning(g, &c, declared, out_node);
 }
 
 loom_result loom_op_softmax(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node)
@@ -980,17 +996,18 @@ static loom_result norm_matvec_common(loom_graph *g, loom_op op, const loom_tens
     if (gw)
         c.v[c.n++] = (op_view){ *gw, false };
     c.v[c.n++] = (op_view){ *y, false };
+    uint32_t declared = loom_graph_buffer_count(g);
     if (out) {
         loom_tensor part, count;
         if ((rc = workspace(g, op, "part", groups * 8, &part)) || (rc = workspace(g, op, "count", 4, &count)))
-            return rc;
+            return loom_graph_drop_unused_buffers(g, declared, NULL), rc;
         c.v[c.n++] = (op_view){ *out, false };
         c.v[c.n++] = (op_view){ part, false };
         c.v[c.n++] = (op_view){ count, false };
     }
     if (ring)
         c.v[c.n++] = (op_view){ *ring, false };
-    return emit(g, &c, out_node);
+    return emit_owning(g, &c, declared, out_node);
 }
 
 loom_result loom_op_rms_norm_matvec(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor gw, loom_tensor y,

@@ -1,6 +1,7 @@
 /* The verifier: every id exists, every binding and range lies inside its
- * buffer, counts and limits hold, bindings match their kernel's layout and
- * explicit ranges match the bindings. The first violation is reported with
+ * buffer, counts and limits hold, bindings match their kernel's layout,
+ * explicit ranges match the bindings, and a built-in kernel's written
+ * slots overlap nothing the builders would refuse. The first violation is reported with
  * the node index, op, field and value. */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -164,6 +165,48 @@ static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node
     return LOOM_OK;
 }
 
+/* A built-in kernel bound slot by slot as its op kind's row lays it out:
+ * the row's kernels, or any form of forms.def. */
+static bool row_layout(const loom_graph *g, const loom_node *n, const loom_op_info *in)
+{
+    const char *kname = g->strings.v + g->kernels.v[n->kernel];
+    bool own = loom_form_row(kname) != NULL;
+    for (int v = 0; v < 4 && !own; v++)
+        own = in->kernel[v] && !strcmp(kname, in->kernel[v]);
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t k = 0; own && k < n->n_bindings; k++)
+        own = b[k].slot == k;
+    return own && n->n_bindings == in->n_slots;
+}
+
+/* What the builders refuse (ops.c, check_aliasing): a written slot meeting
+ * another slot, unless that one is a read slot ops.def marks in place "(i)"
+ * bound to exactly the same bytes. A kernel reading x whole while other
+ * workgroups write y over it (a MATVEC_ADD with y = x) races; checked here
+ * so that no pipeline, and no device, decides the verdict. */
+static loom_result check_aliasing(const loom_graph *g, uint32_t i, const loom_node *n)
+{
+    const loom_op_info *in = loom_op_info_get((loom_op)n->op);
+    if (!in || !row_layout(g, n, in))
+        return LOOM_OK;
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t w = 0; w < n->n_bindings; w++) {
+        if (!(b[w].access & LOOM_ACCESS_WRITE))
+            continue;
+        for (uint32_t k = 0; k < n->n_bindings; k++) {
+            if (k == w || b[k].buffer != b[w].buffer || b[k].offset >= b[w].offset + b[w].size ||
+                b[w].offset >= b[k].offset + b[k].size)
+                continue;
+            bool same = b[k].offset == b[w].offset && b[k].size == b[w].size;
+            if (!(b[k].access & LOOM_ACCESS_WRITE) && in->slot[k].inplace && same)
+                continue;
+            return loom_fail(LOOM_VERIFY, "node %u (%s): %s overlaps %s in buffer %u '%s'", i, in->name,
+                             in->slot[w].name, in->slot[k].name, b[w].buffer, loom_graph_buffer_name(g, b[w].buffer));
+        }
+    }
+    return LOOM_OK;
+}
+
 static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *op = loom_op_name((loom_op)n->op);
@@ -230,6 +273,8 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
      * its kernel binds nothing. */
     if (n->n_bindings) {
         loom_result rc = check_ranges(g, i, n);
+        if (!rc)
+            rc = check_aliasing(g, i, n);
         if (rc)
             return rc;
     }

@@ -964,6 +964,7 @@ loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
 {
     loom_graph_clear_schedule(g);
     loom_result rc = LOOM_OK;
+    uint32_t declared = loom_graph_buffer_count(g);
     for (int round = 0; round < FUSE_MAX_ROUNDS && rc == LOOM_OK; round++) {
         uint32_t chains = 0;
         rc = fuse_round(g, ctx ? ctx->max_binding_range : 0, &chains);
@@ -972,5 +973,10 @@ loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx)
         if (chains == 0)
             break;
     }
+    /* A node a later round fused again (MATVEC_ARGMAX into
+     * RMS_NORM_MATVEC_ARGMAX) took its workspaces with it: no plan keeps
+     * buffers that no node uses. */
+    if (rc == LOOM_OK)
+        rc = loom_graph_drop_unused_buffers(g, declared, NULL);
     return rc;
 }

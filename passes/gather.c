@@ -1,7 +1,7 @@
 /* gather: an ATTENTION split over the cache ends with a serial tail — a
  * fence, an atomic count per head, and the last workgroup of each head
- * loading every share to combine them — that cost the 1b decode step about
- * 36 us on the H200 (docs/perf.md). Its output is read by one matvec (the
+ * loading every share to combine them — a measurable part of the 1b decode
+ * step (docs/perf-log.md). Its output is read by one matvec (the
  * attention's output projection), whose every workgroup loads the whole
  * vector anyway: this pass makes the ATTENTION store its shares only
  * (kernel attention_part, no output, no counter) and

@@ -91,6 +91,9 @@ bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b
 bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b);
 /* Gives node id nd's capture indices (members or its own) and flags. */
 loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id);
+/* Marks node id as made by a pass, standing for no captured node (fused 0);
+ * label is the capture index it carries for messages and barrier reasons. */
+void pass_made_node(loom_graph *g, uint32_t id, uint32_t label);
 /* Appends a dispatch standing for node pos (its op, workgroups and
  * captured members) with the given kernel, bindings, ranges (nr reads,
  * then nw writes) and push constants; *id: the new node. None of the

@@ -86,7 +86,8 @@ bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b
     return false;
 }
 
-/* Copies nd's capture indices (its members, or its own index) onto node id:
+/* Copies nd's capture indices (its members, its own index, or none for a
+ * node a pass made) onto node id:
  * through a local copy, since setting them may move the member list. */
 loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id)
 {
@@ -103,7 +104,17 @@ loom_result pass_same_members(loom_graph *g, const loom_node *nd, uint32_t id)
     loom_node *nn = loom_graph_node_mut(g, id);
     nn->capture_index = cap;
     nn->flags = flags;
+    if (n == 0)
+        pass_made_node(g, id, cap);
     return LOOM_OK;
+}
+
+void pass_made_node(loom_graph *g, uint32_t id, uint32_t label)
+{
+    loom_node *nn = loom_graph_node_mut(g, id);
+    nn->fused = 0;
+    nn->first_member = LOOM_NONE;
+    nn->capture_index = label;
 }
 
 loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const loom_binding *b, uint32_t nb,

@@ -28,8 +28,8 @@
  * The argmax forms left whole are then capped at loom_pass_ctx.wave_groups
  * workgroups (where it is nonzero and lower than theirs): their workgroups
  * loop over the row blocks, and one wave of them, where a second would
- * start as the first ends, read 1.2-1.6 us a 1b token faster on the H100
- * and H200 (docs/perf.md). Their partial-result workspace, sized for
+ * start as the first ends, reads faster on the H100 and H200 (figures:
+ * docs/perf-log.md). Their partial-result workspace, sized for
  * the builder's count, holds the fewer.
  *
  * Every new node stands for the captured nodes of the node it replaces and

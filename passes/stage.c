@@ -1,15 +1,18 @@
 /* stage: a fused RMS norm (RMS_NORM_MATVEC and its forms) reads, in every
  * one of its invocations, a chunk of x and the same chunk of its gain g, to
- * sum x^2 and scale x; those two vector loads beside the weights cost the
- * 1b decode step about 36 us on the H200, where one uniform scalar load
- * costs nothing measurable (docs/perf.md). The norm's input x was written
+ * sum x^2 and scale x; those two vector loads beside the weights are a
+ * measurable part of the 1b decode step, where one uniform scalar load
+ * costs nothing measurable (figures: docs/perf-log.md). The norm's input x was written
  * one level earlier by a MATVEC_ADD (the residual add of an attention or
  * FFN block), whose workgroup writing x[i] can do that work once: this pass
  * makes the producer a MATVEC_ADD_STAGE, which also writes t = x * g and
  * adds x^2 into an accumulator with float atomics, and binds the norm's
  * kernel form that reads t and the accumulator (the *_pre kernels,
  * MV_PRE) in place of x and g. One ZERO node, first in the graph, clears
- * the accumulators each step; reorder puts it in the first level.
+ * the accumulators each step; reorder puts it in the first level. It stands
+ * for no captured node (fused 0): it carries the first producer's capture
+ * index for messages only, so a plan claims each captured node once and
+ * reads back from JSON.
  *
  * A norm node N (RMS_NORM_MATVEC, RMS_NORM_MATVEC_SILU_MUL,
  * RMS_NORM_MATVEC_ARGMAX and its _LOG form, RMS_NORM_QKV_ROPE_KV as their
@@ -366,7 +369,7 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         if (!rc)
             rc = loom_op_zero(g, (loom_tensor){ s.acc, LOOM_F32, 0, 1, (uint32_t)(bytes / 4) }, &zero);
         if (!rc)
-            rc = pass_same_members(g, loom_graph_node(g, first), zero);
+            pass_made_node(g, zero, loom_graph_node(g, first)->capture_index);
     }
     for (uint32_t i = 0; !rc && norms && i < s.n_st; i++)
         rc = build_producer(&s, &s.st[i]);

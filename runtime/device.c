@@ -200,10 +200,9 @@ static bool compute_queue(VkPhysicalDevice pd, uint32_t *family, uint32_t *flags
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
     /* A family with graphics as well as compute first, else any with
      * compute; LOOM_QUEUE=compute prefers a compute-only family. The
-     * families may run on different hardware channels: on the H200 the 1b
-     * decode step read 2.2-3.4 us a token faster on the graphics family in
-     * four calls (a process each, alternating; docs/perf.md), on the H100
-     * about 1 us. */
+     * families may run on different hardware channels: the 1b decode step
+     * read faster on the graphics family, on the H200 and the H100 alike
+     * (figures: docs/perf-log.md, "Figures moved out of code comments"). */
     const char *want = getenv("LOOM_QUEUE");
     bool graphics = !(want && !strcmp(want, "compute"));
     for (int pass = 0; pass < 2; pass++)

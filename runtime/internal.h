@@ -29,6 +29,7 @@
 #include <vulkan/vulkan.h>
 #include "loom_runtime.h"
 #include "loom_ir_edit.h"
+#include "loom_shaders.h"   /* LOOM_TAG_BINDING, LOOM_TAG_PUSH_OFFSET, LOOM_TAG_GATE */
 
 #define LOOM_RT_BLOCK_SIZE  (64ull << 20)   /* sub-allocation block */
 #define LOOM_RT_DEFAULT_SPIN 4096u          /* counter polls before blocking */
@@ -154,20 +155,18 @@ typedef struct rt_groups {
 } rt_groups;
 
 /* A dispatch that reads or writes a tagged vector (tag.glsl): the vector
- * numbers it pushes at byte RT_TAG_PUSH_OFFSET for its x and its y (0: a
+ * numbers it pushes at byte LOOM_TAG_PUSH_OFFSET for its x and its y (0: a
  * plain binding), the kernel it runs instead of the node's, and whether the
  * barrier in front of it is left out (it polls its x instead). The step
- * number is at binding RT_TAG_SLOT, a word the replay writes after the step
+ * number is at binding LOOM_TAG_BINDING, a word the replay writes after the step
  * parameters. */
 typedef struct rt_tag {
     uint32_t in, out;
     const char *kernel;
     bool no_barrier;
 } rt_tag;
-#define RT_TAG_PUSH_OFFSET 120u
-#define RT_TAG_SLOT 31u
 #define RT_TAG_MAX 127u          /* vectors a plan may tag */
-#define RT_TAG_GATE 0x100u       /* in rt_tag.in: the reader waits for all of x first (TAG_GATE) */
+#define RT_TAG_GATE LOOM_TAG_GATE   /* in rt_tag.in: the reader waits for all of x first */
 
 /* Fills p->tags, p->tag_at and p->tag_mem (tags.c) where LOOM_TAGS and the
  * plan allow; LOOM_OUT_OF_MEMORY or a Vulkan failure of the zero fill. */
@@ -410,10 +409,10 @@ loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path);
 void rt_pipeline_cache_close(loom_rt *rt);
 
 /* profile.c */
-/* Group timestamps are wanted: profiling or tracing. */
 /* x rounded up to a multiple of align (> 0). */
 static inline uint64_t rt_round_up(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
 
+/* Group timestamps are wanted: profiling or tracing. */
 static inline bool rt_group_queries(const loom_rt *rt) { return rt->profile != LOOM_PROFILE_OFF || rt->trace; }
 /* Makes p->groups, p->ticks and p->group_ticks and sets p->n_queries, when
  * rt_group_queries(rt). */

@@ -181,7 +181,7 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
             p->slots[w[j].buffer].written = true;
         bool tagged = p->tags && p->tags[i].kernel;
         loom_result rc = rt_pipeline_get(rt, tagged ? p->tags[i].kernel : loom_graph_kernel_name(g, n->kernel),
-                                         tagged ? mask | 1u << RT_TAG_SLOT : mask, &p->pipes[i]);
+                                         tagged ? mask | 1u << LOOM_TAG_BINDING : mask, &p->pipes[i]);
         if (rc)
             return loom_fail_wrap(rc, "node %u (%s)", i, loom_op_name((loom_op)n->op));
         (*n_sets)++;
@@ -233,7 +233,7 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         if (p->tags && p->tags[i].kernel) {
             info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 4 };
             w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
-                                            .dstBinding = RT_TAG_SLOT, .descriptorCount = 1,
+                                            .dstBinding = LOOM_TAG_BINDING, .descriptorCount = 1,
                                             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                             .pBufferInfo = &info[nw] };
             nw++;
@@ -278,10 +278,14 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
      * whose kernel name contains NAME, so that they overlap what runs
      * before them. Their results are wrong (the validation layer reports
      * the hazard): it prices what one dependency of a plan costs, for
-     * timing only (tools/probe-barriers.sh, docs/perf.md). */
-    const char *probe = getenv("LOOM_PROBE_SKIP_BARRIER");
+     * timing only (tools/probe-barriers.sh, docs/perf.md). Built into test
+     * and benchmark builds only (CMake option LOOM_PROBES). */
+    const char *probe = NULL;
+#ifdef LOOM_PROBES
+    probe = getenv("LOOM_PROBE_SKIP_BARRIER");
     if (probe && !*probe)
         probe = NULL;
+#endif
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         if (labels && scheduled && n->group != group) {
@@ -323,7 +327,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                loom_node_push(g, n));
         if (p->tags && p->tags[i].kernel)
-            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, RT_TAG_PUSH_OFFSET, 8, &p->tags[i].in);
+            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, &p->tags[i].in);
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
         if (per_node)

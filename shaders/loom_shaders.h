@@ -18,4 +18,18 @@ const loom_builtin_kernel *loom_builtin_kernels(size_t *count);
 /* NULL when there is no kernel of that name. */
 const loom_builtin_kernel *loom_builtin_kernel_find(const char *name);
 
+/* ---- what C and the GLSL must agree on ------------------------------------ */
+
+/* The tagged forms' interface (tag.glsl; MV_TAG in matvec.glsl, ATT_TAG in
+ * attention.glsl), which the runtime binds and pushes: the step word at
+ * binding LOOM_TAG_BINDING, the vector numbers tag_in and tag_out at push
+ * bytes [LOOM_TAG_PUSH_OFFSET, +8). The GLSL writes the same numbers; the
+ * build holds every kernel's SPIR-V against these two and fails where they
+ * differ (tools/spirv_layouts.c). */
+#define LOOM_TAG_BINDING 31u
+#define LOOM_TAG_PUSH_OFFSET 120u
+/* tag_in's bit for "wait for all of x first" (tag.glsl's TAG_GATE; the
+ * build reads that line of tag.glsl and compares). */
+#define LOOM_TAG_GATE 0x100u
+
 #endif

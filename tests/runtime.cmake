@@ -3,6 +3,9 @@
 # on the host, zero validation messages required.
 if(TARGET loom_runtime)
   loom_test(test_runtime SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_runtime.c LIBS loom_runtime loom_ir GPU)
+  if(LOOM_PROBES)   # the probe's test runs where the runtime has it
+    target_compile_definitions(test_runtime PRIVATE LOOM_PROBES=1)
+  endif()
 endif()
 
 # runtime/ has no call circles: every reference between its files points to

@@ -469,6 +469,166 @@ START_TEST(test_env_enable)
 }
 END_TEST
 
+/* ---- what a random-graph checker found ------------------------------------ */
+
+#define CN 64u   /* floats a vector: one 256-byte binding unit */
+
+static uint32_t buf(loom_graph *g, uint64_t size, loom_usage u)
+{
+    uint32_t id;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = size, .usage = u }, &id), LOOM_OK);
+    return id;
+}
+
+/* Every buffer a pass declared (id from `first` on) is bound by some node. */
+static uint32_t unused_from(const loom_graph *g, uint32_t first)
+{
+    uint32_t unused = 0;
+    for (uint32_t b = first; b < loom_graph_buffer_count(g); b++) {
+        bool used = false;
+        for (uint32_t i = 0; i < loom_graph_node_count(g) && !used; i++) {
+            const loom_node *nd = loom_graph_node(g, i);
+            const loom_binding *bb = loom_node_bindings(g, nd);
+            for (uint32_t k = 0; k < nd->n_bindings && !used; k++)
+                used = bb[k].buffer == b;
+        }
+        unused += !used;
+    }
+    return unused;
+}
+
+/* The plan's graph written as JSON reads back (docs/json-format.md). */
+static loom_result round_trip(const loom_plan *p)
+{
+    loom_str s;
+    loom_str_init(&s, NULL);
+    loom_result rc = loom_graph_dump(loom_plan_graph(p), LOOM_FORMAT_JSON, &s);
+    loom_graph *back = NULL;
+    if (!rc)
+        rc = loom_graph_parse_json(s.data, s.len, NULL, &back);
+    loom_graph_destroy(back);
+    loom_str_free(&s);
+    return rc;
+}
+
+/* MATVEC_ADD(W, x, r -> h) then RMS_NORM_MATVEC(W2, h, g -> y): the stage
+ * pass stages the norm into the producer and adds a ZERO node, which must
+ * not claim the producer's captured node: the plan reads back. */
+START_TEST(test_stage_round_trip)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t W = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT), W2 = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT);
+    uint32_t x = buf(g, CN * 4, LOOM_USAGE_INPUT), r = buf(g, CN * 4, LOOM_USAGE_INPUT);
+    uint32_t h = buf(g, CN * 4, LOOM_USAGE_NONE), gw = buf(g, CN * 4, LOOM_USAGE_WEIGHT);
+    uint32_t y = buf(g, CN * 4, LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_matvec_add(g, loom_mat(W, LOOM_F32, CN, CN), loom_vec(x, CN), loom_vec(r, CN),
+                                        loom_vec(h, CN), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_matvec(g, loom_mat(W2, LOOM_F32, CN, CN), loom_vec(h, CN), loom_vec(gw, CN),
+                                             loom_vec(y, CN), 1e-5f, NULL), LOOM_OK);
+    loom_plan *p;
+    ck_assert_int_eq(loom_compile(g, NULL, &p), LOOM_OK);
+    const loom_graph *pg = loom_plan_graph(p);
+    ck_assert_uint_eq(loom_graph_node_count(pg), 3);   /* the stage pass did change it */
+    ck_assert_uint_eq(loom_graph_node(pg, 0)->op, LOOM_OP_ZERO);
+    ck_assert_int_eq(round_trip(p), LOOM_OK);
+    loom_plan_release(p);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* RMS_NORM -> MUL -> MATVEC -> ARGMAX fuses in two rounds (MATVEC_ARGMAX,
+ * then RMS_NORM_MATVEC_ARGMAX): the first round's workspaces go with the
+ * node that used them. */
+START_TEST(test_fuse_twice_workspaces)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t x = buf(g, CN * 4, LOOM_USAGE_INPUT), t = buf(g, CN * 4, LOOM_USAGE_NONE);
+    uint32_t w = buf(g, CN * 4, LOOM_USAGE_WEIGHT), u = buf(g, CN * 4, LOOM_USAGE_NONE);
+    uint32_t W = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT), y = buf(g, CN * 4, LOOM_USAGE_OUTPUT);
+    uint32_t tok = buf(g, 4, LOOM_USAGE_OUTPUT);
+    ck_assert_int_eq(loom_op_rms_norm(g, loom_vec(x, CN), loom_vec(t, CN), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_mul(g, loom_vec(t, CN), loom_vec(w, CN), loom_vec(u, CN), NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_matvec(g, loom_mat(W, LOOM_F32, CN, CN), loom_vec(u, CN), loom_vec(y, CN), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_argmax(g, loom_vec(y, CN), (loom_tensor){ tok, LOOM_U32, 0, 1, 1 }, NULL), LOOM_OK);
+    uint32_t captured = loom_graph_buffer_count(g);
+    loom_plan *p;
+    ck_assert_int_eq(loom_compile(g, NULL, &p), LOOM_OK);
+    const loom_graph *pg = loom_plan_graph(p);
+    ck_assert_uint_eq(loom_graph_node_count(pg), 1);
+    ck_assert_uint_eq(loom_graph_node(pg, 0)->op, LOOM_OP_RMS_NORM_MATVEC_ARGMAX);
+    ck_assert_uint_eq(loom_graph_buffer_count(pg), captured + 2);   /* its part and count */
+    ck_assert_uint_eq(unused_from(pg, captured), 0);
+    loom_plan_release(p);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* MATVEC -> ARGMAX whose x sits at byte offset 64 (a raw dispatch: the
+ * builders bind at 256-byte steps): MATVEC_ARGMAX's builder refuses the view,
+ * the chain stays unfused, and the workspaces it had in mind are not left. */
+START_TEST(test_refused_view_workspaces)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t W = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT), x = buf(g, CN * 4 + 64, LOOM_USAGE_INPUT);
+    uint32_t y = buf(g, CN * 4, LOOM_USAGE_OUTPUT), tok = buf(g, 4, LOOM_USAGE_OUTPUT);
+    loom_binding b[3] = { { .buffer = W, .slot = 0, .offset = 0, .size = CN * CN * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = x, .slot = 1, .offset = 64, .size = CN * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = y, .slot = 2, .offset = 0, .size = CN * 4, .access = LOOM_ACCESS_WRITE } };
+    loom_pc_matvec pc = { CN, CN };
+    loom_dispatch_desc d = { .kernel = "matvec_f32", .op = LOOM_OP_MATVEC, .groups = { CN / 2, 1, 1 },
+                             .bindings = b, .n_bindings = 3, .push = &pc, .push_size = sizeof pc };
+    ck_assert_int_eq(loom_graph_add_dispatch(g, &d, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_argmax(g, loom_vec(y, CN), (loom_tensor){ tok, LOOM_U32, 0, 1, 1 }, NULL), LOOM_OK);
+    uint32_t captured = loom_graph_buffer_count(g);
+    loom_plan *p;
+    ck_assert_int_eq(loom_compile(g, NULL, &p), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_node_count(loom_plan_graph(p)), 2);   /* unfused */
+    ck_assert_uint_eq(loom_graph_buffer_count(loom_plan_graph(p)), captured);
+    loom_plan_release(p);
+    /* The builder alone, too: a refused view declares nothing. */
+    ck_assert_int_ne(loom_op_matvec_argmax(g, loom_mat(W, LOOM_F32, CN, CN), loom_vec_at(x, 64, CN), loom_vec(y, CN),
+                                           (loom_tensor){ tok, LOOM_U32, 0, 1, 1 }, NULL), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_buffer_count(g), captured);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* A captured MATVEC_ADD whose y is its x (the builders allow y = r only),
+ * read by an RMS_NORM_MATVEC: refused by the verifier, so every pipeline
+ * gives the same answer. */
+START_TEST(test_verify_matvec_add_y_is_x)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t W = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT), W2 = buf(g, CN * CN * 4, LOOM_USAGE_WEIGHT);
+    uint32_t h = buf(g, CN * 4, LOOM_USAGE_STATE), r = buf(g, CN * 4, LOOM_USAGE_INPUT);
+    uint32_t gw = buf(g, CN * 4, LOOM_USAGE_WEIGHT), y = buf(g, CN * 4, LOOM_USAGE_OUTPUT);
+    loom_binding b[4] = { { .buffer = W, .slot = 0, .offset = 0, .size = CN * CN * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = h, .slot = 1, .offset = 0, .size = CN * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = r, .slot = 2, .offset = 0, .size = CN * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = h, .slot = 3, .offset = 0, .size = CN * 4, .access = LOOM_ACCESS_WRITE } };
+    loom_pc_matvec pc = { CN, CN };
+    loom_dispatch_desc d = { .kernel = "matvec_add_f32", .op = LOOM_OP_MATVEC_ADD, .groups = { CN / 2, 1, 1 },
+                             .bindings = b, .n_bindings = 4, .push = &pc, .push_size = sizeof pc };
+    ck_assert_int_eq(loom_graph_add_dispatch(g, &d, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_matvec(g, loom_mat(W2, LOOM_F32, CN, CN), loom_vec(h, CN), loom_vec(gw, CN),
+                                             loom_vec(y, CN), 1e-5f, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(g), LOOM_VERIFY);
+    static const char *const pipelines[] = { NULL, "verify,fuse,reorder,barriers,lifetimes", "verify",
+                                             "fuse,split,stage" };
+    for (size_t i = 0; i < sizeof pipelines / sizeof pipelines[0]; i++) {
+        loom_plan *p = (loom_plan *)1;
+        ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .pipeline = pipelines[i] }, &p), LOOM_VERIFY);
+        ck_assert_ptr_null(p);
+    }
+    loom_graph_destroy(g);
+}
+END_TEST
+
 static Suite *compiler_suite(void)
 {
     Suite *s = suite_create("compiler");
@@ -488,6 +648,12 @@ static Suite *compiler_suite(void)
     tcase_add_test(tc, test_env_cache);
     tcase_add_test(tc, test_env_unknown);
     tcase_add_test(tc, test_env_enable);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("checker");
+    tcase_add_test(tc, test_stage_round_trip);
+    tcase_add_test(tc, test_fuse_twice_workspaces);
+    tcase_add_test(tc, test_refused_view_workspaces);
+    tcase_add_test(tc, test_verify_matvec_add_y_is_x);
     suite_add_tcase(s, tc);
     return s;
 }

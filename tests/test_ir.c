@@ -636,7 +636,7 @@ static const char *const bad_json[] = {
     HEAD BUF "\"nodes\": [7]}",
     /* capture_index / fused / members are checked, not trusted */
     NODE(GOOD_NODE ", \"fused\": 2"),
-    NODE(GOOD_NODE ", \"fused\": 0"),
+    NODE(GOOD_NODE ", \"fused\": 0, \"members\": [0]"),   /* fused 0 (a pass's node) claims none */
     NODE(GOOD_NODE ", \"fused\": 2, \"capture_index\": 3, \"members\": [3, 1]"),
     NODE(GOOD_NODE ", \"fused\": 2, \"capture_index\": 3, \"members\": [1, 2]"),
     NODE(GOOD_NODE ", \"fused\": 3, \"capture_index\": 3, \"members\": [1, 3]"),

@@ -946,7 +946,8 @@ static void pair_scan(const loom_plan *p, uint32_t captured, bool reorder)
             CHECK(mem[k] < captured && !seen[mem[k]], "captured node %u stood for twice or out of range", mem[k]);
             seen[mem[k]] = 1;
         }
-        CHECK(mem[nd->fused - 1] == nd->capture_index, "plan node %u: capture_index is not its last member", i);
+        CHECK(nd->fused == 0 || mem[nd->fused - 1] == nd->capture_index,
+              "plan node %u: capture_index is not its last member", i);
         e += nd->barrier != LOOM_NONE;
         epoch[i] = e;
     }

@@ -10,12 +10,22 @@
  * its local size. Any difference fails the build, naming the op, the kernel
  * and the slot, and no table is written.
  *
- * usage: spirv_layouts OUT.c NAME.spv... (the kernel name is NAME) */
+ * Last, what C and the GLSL both spell out (the kernel interface of
+ * shaders/loom_shaders.h): every kernel binding the tag step word binds it
+ * at LOOM_TAG_BINDING, read-only, and ends its push constants with the two
+ * tag words at LOOM_TAG_PUSH_OFFSET (no other binding lies beyond the op
+ * slots); tag.glsl's TAG_GATE is LOOM_TAG_GATE; and the step-parameter
+ * block of params.glsl lists the fields of loom_step_params (ir/loom_ir.h)
+ * in order, with the same types and array lengths, as many bytes as C has.
+ *
+ * usage: spirv_layouts OUT.c LOOM_IR_H PARAMS_GLSL TAG_GLSL NAME.spv...
+ * (the kernel name is NAME) */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "loom_shaders.h"
 
 typedef struct entry {
     char name[128];
@@ -120,6 +130,153 @@ static int check_ops(const entry *e, size_t n)
     return bad;
 }
 
+/* ---- what C and the GLSL both spell out ----------------------------------- */
+
+/* Binding LOOM_TAG_BINDING and the tag words ending the push constants, in
+ * every kernel that binds anything beyond the op slots. */
+static int check_tags(const entry *e, size_t n)
+{
+    int bad = 0, tagged = 0;
+    const uint32_t tag_bit = 1u << LOOM_TAG_BINDING, op_slots = (1u << LOOM_MAX_BINDINGS) - 1;
+    for (size_t i = 0; i < n; i++) {
+        const loom_spirv_info *f = &e[i].info;
+        uint32_t extra = f->layout.slots & ~op_slots;
+        if (!extra)
+            continue;
+        tagged++;
+        if (extra != tag_bit) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': bindings 0x%x beyond the op slots; the tag step word is "
+                    "binding %u (LOOM_TAG_BINDING, shaders/loom_shaders.h; TAG_BINDING in tag.glsl)\n", e[i].name,
+                    extra, LOOM_TAG_BINDING);
+            bad = 1;
+        } else if (f->layout.writable & tag_bit) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': the tag step word (binding %u) is writable\n", e[i].name,
+                    LOOM_TAG_BINDING);
+            bad = 1;
+        } else if (f->push_size != LOOM_TAG_PUSH_OFFSET + 8) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': push constants end at byte %u; the tag words are at %u..%u "
+                    "(LOOM_TAG_PUSH_OFFSET, shaders/loom_shaders.h; TAG_PC in matvec.glsl and attention.glsl)\n",
+                    e[i].name, f->push_size, LOOM_TAG_PUSH_OFFSET, LOOM_TAG_PUSH_OFFSET + 8);
+            bad = 1;
+        }
+    }
+    if (n && !tagged) {
+        fprintf(stderr, "spirv_layouts: no kernel binds the tag step word at binding %u (LOOM_TAG_BINDING)\n",
+                LOOM_TAG_BINDING);
+        bad = 1;
+    }
+    return bad;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *s = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = 0;
+    if (f)
+        fclose(f);
+    if (!s)
+        fprintf(stderr, "spirv_layouts: %s: cannot read\n", path);
+    return s;
+}
+
+/* tag.glsl's "#define TAG_GATE 0x...u" is LOOM_TAG_GATE. */
+static int check_gate(const char *path)
+{
+    char *s = read_text(path);
+    const char *d = s ? strstr(s, "#define TAG_GATE ") : NULL;
+    unsigned long v = d ? strtoul(d + strlen("#define TAG_GATE "), NULL, 0) : 0;
+    int bad = !d || v != LOOM_TAG_GATE;
+    if (s && bad)
+        fprintf(stderr, "spirv_layouts: %s: TAG_GATE is %s0x%lx, LOOM_TAG_GATE (shaders/loom_shaders.h) 0x%x\n", path,
+                d ? "" : "missing, not ", v, LOOM_TAG_GATE);
+    free(s);
+    return s ? bad : 1;
+}
+
+typedef struct field { char type[16], name[32]; unsigned count; } field;
+
+/* The fields of the first block after `open` up to the line starting with
+ * '}': one "TYPE NAME;" or "TYPE NAME[N];" a line, comments dropped. */
+static int fields_of(const char *path, const char *text, const char *open, field *f, int max)
+{
+    const char *p = strstr(text, open);
+    if (!p) {
+        fprintf(stderr, "spirv_layouts: %s: no '%s'\n", path, open);
+        return -1;
+    }
+    int n = 0;
+    for (p = strchr(p, '\n'); p && *++p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(len < 255 ? len : 255), p);
+        char *c = strstr(line, "/*");
+        if (c || (c = strstr(line, "//")))
+            *c = 0;
+        char *t = line + strspn(line, " \t");
+        if (*t == '}')
+            return n;
+        if (*t && *t != '*') {   /* a comment's continuation lines start with '*' */
+            field x = { .count = 1 };
+            char rest[64] = "";
+            if (n == max || sscanf(t, "%15s %31[A-Za-z0-9_]%63s", x.type, x.name, rest) < 2 ||
+                (rest[0] == '[' && sscanf(rest, "[%u];", &x.count) != 1) || (rest[0] != '[' && strcmp(rest, ";"))) {
+                fprintf(stderr, "spirv_layouts: %s: cannot read the field '%s' of '%s'\n", path, t, open);
+                return -1;
+            }
+            f[n++] = x;
+        }
+        p = end;
+    }
+    fprintf(stderr, "spirv_layouts: %s: '%s' does not end\n", path, open);
+    return -1;
+}
+
+/* The GLSL spelling of a C field type (32-bit scalars only). */
+static const char *glsl_type(const char *c)
+{
+    return !strcmp(c, "uint32_t") ? "uint" : !strcmp(c, "int32_t") ? "int" : !strcmp(c, "float") ? "float" : NULL;
+}
+
+/* params.glsl's StepParams block against loom_step_params in loom_ir.h. */
+static int check_params(const char *c_path, const char *glsl_path)
+{
+    char *c = read_text(c_path), *glsl = read_text(glsl_path);
+    field cf[32], gf[32];
+    int nc = c ? fields_of(c_path, c, "typedef struct loom_step_params {", cf, 32) : -1;
+    int ng = glsl ? fields_of(glsl_path, glsl, "buffer StepParams {", gf, 32) : -1;
+    int bad = nc < 0 || ng < 0;
+    uint64_t words = 0;
+    for (int i = 0; !bad && i < nc && i < ng; i++) {
+        const char *want = glsl_type(cf[i].type);
+        words += cf[i].count;
+        if (!want || strcmp(want, gf[i].type) || strcmp(cf[i].name, gf[i].name) || cf[i].count != gf[i].count) {
+            fprintf(stderr, "spirv_layouts: step parameters: field %d is %s %s[%u] in %s, %s %s[%u] in %s\n", i,
+                    cf[i].type, cf[i].name, cf[i].count, c_path, gf[i].type, gf[i].name, gf[i].count, glsl_path);
+            bad = 1;
+        }
+    }
+    if (!bad && nc != ng) {
+        fprintf(stderr, "spirv_layouts: step parameters: %d fields in %s, %d in %s\n", nc, c_path, ng, glsl_path);
+        bad = 1;
+    }
+    if (!bad && words * 4 != sizeof(loom_step_params)) {
+        fprintf(stderr, "spirv_layouts: step parameters: %s reads as %llu bytes, sizeof(loom_step_params) is %zu\n",
+                c_path, (unsigned long long)words * 4, sizeof(loom_step_params));
+        bad = 1;
+    }
+    free(c);
+    free(glsl);
+    return bad;
+}
+
 static int write_table(const char *path, const entry *e, int n)
 {
     FILE *out = fopen(path, "w");
@@ -139,19 +296,23 @@ static int write_table(const char *path, const entry *e, int n)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: spirv_layouts OUT.c NAME.spv...\n");
+    if (argc < 5) {
+        fprintf(stderr, "usage: spirv_layouts OUT.c LOOM_IR_H PARAMS_GLSL TAG_GLSL NAME.spv...\n");
         return 2;
     }
-    int n = argc - 2;
+    int n = argc - 5;
     entry *e = calloc(n ? (size_t)n : 1, sizeof *e);
     if (!e)
         return 1;
     for (int i = 0; i < n; i++)
-        if (read_layout(argv[i + 2], &e[i]))
+        if (read_layout(argv[i + 5], &e[i]))
             return 1;
     qsort(e, (size_t)n, sizeof *e, by_name);
-    int rc = check_ops(e, (size_t)n) || write_table(argv[1], e, n);
+    int bad = check_ops(e, (size_t)n);
+    bad |= check_tags(e, (size_t)n);
+    bad |= check_gate(argv[4]);
+    bad |= check_params(argv[2], argv[3]);
+    int rc = bad || write_table(argv[1], e, n);
     if (rc)
         remove(argv[1]);
     free(e);

@@ -116,6 +116,8 @@ typedef struct loom_rt_info {
     uint32_t max_push_constants;
     uint32_t subgroup_size;
     bool atomic_float_add;             /* float atomic adds on storage buffers enabled (the stage pass's sums of squares) */
+    bool coopmat;                      /* NV cooperative matrices (16x16x16, f16 inputs, f32 sums, subgroups of 32)
+                                          enabled: the matmul kinds' coopmat forms run (loom_compile_options.coopmat) */
     bool debug_utils;
     uint64_t pipeline_cache_loaded;    /* bytes of a valid pipeline-cache file used at creation; 0: none */
     /* The queue family submitted to: one with graphics as well as compute

@@ -204,7 +204,7 @@ void store(uint t, uint row, float g, float u)
 
 #ifndef MM_TILED
 // ---- the multi-column matvec (small T) ------------------------------------
-#define SR 4u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
+#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
 #define TG 4u    // token rows a pass
 #define NACC (SR * NMAT * TG)
 shared float red[NACC][WG / 4u];
@@ -218,18 +218,23 @@ void main()
         for (uint s = 0u; s < NACC; s++)
             acc[s] = 0.0;
         for (uint c = lid; c < chunks; c += WG) {
-            vec4 wa[SR * NMAT], wb[SR * NMAT];
-            for (uint k = 0u; k < SR; k++)
-                for (uint m = 0u; m < NMAT; m++)
-                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa[k * NMAT + m], wb[k * NMAT + m]);
+            // The chunk of x of every token row of the pass, then each row's
+            // weights decoded once against all of them: x is read once per
+            // SR rows, as the single-token matvec reads it once per its rows.
+            vec4 xa[TG], xb[TG];
             for (uint j = 0u; j < TG; j++) {
-                if (t0 + j < pc.T) {
-                    vec4 xa, xb;
-                    xchunk(t0 + j, c, xa, xb);
-                    for (uint i = 0u; i < SR * NMAT; i++)
-                        acc[i * TG + j] += dot(wa[i], xa) + dot(wb[i], xb);
-                }
+                xa[j] = vec4(0.0);
+                xb[j] = vec4(0.0);
+                if (t0 + j < pc.T)
+                    xchunk(t0 + j, c, xa[j], xb[j]);
             }
+            for (uint k = 0u; k < SR; k++)
+                for (uint m = 0u; m < NMAT; m++) {
+                    vec4 wa, wb;
+                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa, wb);
+                    for (uint j = 0u; j < TG; j++)
+                        acc[(k * NMAT + m) * TG + j] += dot(wa, xa[j]) + dot(wb, xb[j]);
+                }
         }
         for (uint s = 0u; s < NACC; s++) {
             float v = subgroupAdd(acc[s]);
@@ -327,8 +332,16 @@ void main()
 // ---- the cooperative-matrix form ------------------------------------------
 #define CBM 128u  // rows a tile: LOOM_MATMUL_COOP_ROWS
 #define CBN 64u   // token rows a tile: LOOM_MATMUL_COOP_T
-#define CBK 32u   // columns a slice: 4 chunks of 8 halves
-#define CS 5u     // a staged row: 4 chunks (uvec4 of 8 halves) and one of padding (banks)
+#ifdef MM_SILU
+#define CBK 32u   // columns a slice (two weight tiles: shared memory within 48 KB)
+#else
+#define CBK 64u
+#endif
+#define CQ (CBK / 8u)        // chunks (uvec4 of 8 halves) a staged row
+#define CS (CQ + 1u)         // a staged row with one chunk of padding: ldmatrix rows in distinct banks
+#define RP (WG / CQ)         // staged rows a pass of the workgroup
+#define APASS (CBM / RP)
+#define BPASS (CBN / RP)
 #define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 shared uvec4 as0[CBM * CS];
@@ -366,98 +379,119 @@ uvec4 xstage(uint t, uint c)
     return pack8(a, b);
 }
 
+// Each 16 x 16 result through the subgroup's staging, column-major (a
+// column is a token row: lanes write 16 consecutive rows of y).
+void emit(FC g16, FC u16, uint row0, uint t0)
+{
+    uint base = gl_SubgroupID * 256u, lane = gl_SubgroupInvocationID;
+    float g[8], u[8];
+    coopMatStoreNV(g16, cs, base, 16u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++)
+        g[e] = cs[base + lane + 32u * e];
+#ifdef MM_SILU
+    subgroupBarrier();
+    coopMatStoreNV(u16, cs, base, 16u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++)
+        u[e] = cs[base + lane + 32u * e];
+#else
+    u = g;
+#endif
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint idx = lane + 32u * e, row = row0 + idx % 16u, t = t0 + idx / 16u;
+        if (row < pc.rows && t < pc.T)
+            store(t, row, g[e], u[e]);
+    }
+}
+
+// Results: named, not arrays, so that no compiler keeps them in memory.
+#ifdef MM_SILU
+#define MMA2(i, fa1, fa0)                                  \
+    a##i##0 = coopMatMulAddNV(fa0, fb0, a##i##0);          \
+    a##i##1 = coopMatMulAddNV(fa0, fb1, a##i##1);          \
+    u##i##0 = coopMatMulAddNV(fa1, fb0, u##i##0);          \
+    u##i##1 = coopMatMulAddNV(fa1, fb1, u##i##1);
+#else
+#define MMA2(i, fa1, fa0)                                  \
+    a##i##0 = coopMatMulAddNV(fa0, fb0, a##i##0);          \
+    a##i##1 = coopMatMulAddNV(fa0, fb1, a##i##1);
+#endif
+
 void main()
 {
-    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
     uint tiles = (pc.rows + CBM - 1u) / CBM;
     uint row0 = (gl_WorkGroupID.x % tiles) * CBM, t0 = (gl_WorkGroupID.x / tiles) * CBN;
     // Subgroup sg takes rows 32 (sg % 4), token rows 32 (sg / 4) of the tile.
     uint wm = 32u * (sg % 4u), wn = 32u * (sg / 4u);
-    // Staging: weights chunk lid % 4 of tile rows lid / 4 and 64 + lid / 4;
-    // x chunk lid % 4 of token row lid / 4.
-    uint sr = lid / 4u, sq = lid % 4u;
-    FC acc0[2][2];
+    // Staging: chunk lid % CQ of staged rows lid / CQ + RP p.
+    uint sr = lid / CQ, sq = lid % CQ;
+    FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
 #ifdef MM_SILU
-    FC acc1[2][2];
+    FC u00 = FC(0.0), u01 = FC(0.0), u10 = FC(0.0), u11 = FC(0.0);
+    uvec4 pu[APASS];
 #endif
-    for (uint i = 0u; i < 2u; i++)
-        for (uint j = 0u; j < 2u; j++) {
-            acc0[i][j] = FC(0.0);
+    uvec4 pa[APASS], pb[BPASS];
+    for (uint p = 0u; p < APASS; p++) {
+        pa[p] = wstage(0u, row0 + sr + RP * p, sq);
 #ifdef MM_SILU
-            acc1[i][j] = FC(0.0);
+        pu[p] = wstage(1u, row0 + sr + RP * p, sq);
 #endif
-        }
-    uvec4 pa0 = wstage(0u, row0 + sr, sq), pa1 = wstage(0u, row0 + 64u + sr, sq);
-#ifdef MM_SILU
-    uvec4 pu0 = wstage(1u, row0 + sr, sq), pu1 = wstage(1u, row0 + 64u + sr, sq);
-#endif
-    uvec4 pb = xstage(t0 + sr, sq);
+    }
+    for (uint p = 0u; p < BPASS; p++)
+        pb[p] = xstage(t0 + sr + RP * p, sq);
     for (uint k0 = 0u; k0 < pc.cols; k0 += CBK) {
         barrier();   // the slice before is multiplied
-        as0[sr * CS + sq] = pa0;
-        as0[(64u + sr) * CS + sq] = pa1;
+        for (uint p = 0u; p < APASS; p++) {
+            as0[(sr + RP * p) * CS + sq] = pa[p];
 #ifdef MM_SILU
-        as1[sr * CS + sq] = pu0;
-        as1[(64u + sr) * CS + sq] = pu1;
+            as1[(sr + RP * p) * CS + sq] = pu[p];
 #endif
-        bs[sr * CS + sq] = pb;
+        }
+        for (uint p = 0u; p < BPASS; p++)
+            bs[(sr + RP * p) * CS + sq] = pb[p];
         memoryBarrierShared();
         barrier();
-        if (k0 + CBK < pc.cols) {
+        if (k0 + CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
             uint c = (k0 + CBK) / 8u + sq;
-            pa0 = wstage(0u, row0 + sr, c);
-            pa1 = wstage(0u, row0 + 64u + sr, c);
+            for (uint p = 0u; p < APASS; p++) {
+                pa[p] = wstage(0u, row0 + sr + RP * p, c);
 #ifdef MM_SILU
-            pu0 = wstage(1u, row0 + sr, c);
-            pu1 = wstage(1u, row0 + 64u + sr, c);
-#endif
-            pb = xstage(t0 + sr, c);
-        }
-        for (uint kk = 0u; kk < CBK / 8u; kk += 2u) {
-            FA fb[2];
-            for (uint j = 0u; j < 2u; j++)
-                coopMatLoadNV(fb[j], bs, (wn + 16u * j) * CS + kk, CS, true);
-            for (uint i = 0u; i < 2u; i++) {
-                FA fa;
-                coopMatLoadNV(fa, as0, (wm + 16u * i) * CS + kk, CS, false);
-                for (uint j = 0u; j < 2u; j++)
-                    acc0[i][j] = coopMatMulAddNV(fa, fb[j], acc0[i][j]);
-#ifdef MM_SILU
-                coopMatLoadNV(fa, as1, (wm + 16u * i) * CS + kk, CS, false);
-                for (uint j = 0u; j < 2u; j++)
-                    acc1[i][j] = coopMatMulAddNV(fa, fb[j], acc1[i][j]);
+                pu[p] = wstage(1u, row0 + sr + RP * p, c);
 #endif
             }
+            for (uint p = 0u; p < BPASS; p++)
+                pb[p] = xstage(t0 + sr + RP * p, c);
+        }
+        for (uint kk = 0u; kk < CQ; kk += 2u) {
+            FA fb0, fb1, fw0, fw1;
+            coopMatLoadNV(fb0, bs, wn * CS + kk, CS, true);
+            coopMatLoadNV(fb1, bs, (wn + 16u) * CS + kk, CS, true);
+            coopMatLoadNV(fw0, as0, wm * CS + kk, CS, false);
+#ifdef MM_SILU
+            coopMatLoadNV(fw1, as1, wm * CS + kk, CS, false);
+#endif
+            MMA2(0, fw1, fw0)
+            coopMatLoadNV(fw0, as0, (wm + 16u) * CS + kk, CS, false);
+#ifdef MM_SILU
+            coopMatLoadNV(fw1, as1, (wm + 16u) * CS + kk, CS, false);
+#endif
+            MMA2(1, fw1, fw0)
         }
     }
-    // Each 16 x 16 result through the subgroup's staging, column-major (a
-    // column is a token row: lanes write 16 consecutive rows of y).
-    uint base = sg * 256u;
-    for (uint i = 0u; i < 2u; i++)
-        for (uint j = 0u; j < 2u; j++) {
-            float g[8], u[8];
-            coopMatStoreNV(acc0[i][j], cs, base, 16u, true);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            for (uint e = 0u; e < 8u; e++)
-                g[e] = cs[base + lane + 32u * e];
-#ifdef MM_SILU
-            subgroupBarrier();
-            coopMatStoreNV(acc1[i][j], cs, base, 16u, true);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            for (uint e = 0u; e < 8u; e++)
-                u[e] = cs[base + lane + 32u * e];
-#else
-            u = g;
+#ifndef MM_SILU
+#define u00 a00
+#define u01 a01
+#define u10 a10
+#define u11 a11
 #endif
-            subgroupBarrier();
-            for (uint e = 0u; e < 8u; e++) {
-                uint idx = lane + 32u * e;
-                uint row = row0 + wm + 16u * i + idx % 16u, t = t0 + wn + 16u * j + idx / 16u;
-                if (row < pc.rows && t < pc.T)
-                    store(t, row, g[e], u[e]);
-            }
-        }
+    emit(a00, u00, row0 + wm, t0 + wn);
+    emit(a01, u01, row0 + wm, t0 + wn + 16u);
+    emit(a10, u10, row0 + wm + 16u, t0 + wn);
+    emit(a11, u11, row0 + wm + 16u, t0 + wn + 16u);
 }
 #endif

@@ -204,7 +204,7 @@ void store(uint t, uint row, float g, float u)
 
 #ifndef MM_TILED
 // ---- the multi-column matvec (small T) ------------------------------------
-#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
+#define SR 4u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
 #define TG 4u    // token rows a pass
 #define NACC (SR * NMAT * TG)
 shared float red[NACC][WG / 4u];
@@ -218,23 +218,18 @@ void main()
         for (uint s = 0u; s < NACC; s++)
             acc[s] = 0.0;
         for (uint c = lid; c < chunks; c += WG) {
-            // The chunk of x of every token row of the pass, then each row's
-            // weights decoded once against all of them: x is read once per
-            // SR rows, as the single-token matvec reads it once per its rows.
-            vec4 xa[TG], xb[TG];
-            for (uint j = 0u; j < TG; j++) {
-                xa[j] = vec4(0.0);
-                xb[j] = vec4(0.0);
-                if (t0 + j < pc.T)
-                    xchunk(t0 + j, c, xa[j], xb[j]);
-            }
+            vec4 wa[SR * NMAT], wb[SR * NMAT];
             for (uint k = 0u; k < SR; k++)
-                for (uint m = 0u; m < NMAT; m++) {
-                    vec4 wa, wb;
-                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa, wb);
-                    for (uint j = 0u; j < TG; j++)
-                        acc[(k * NMAT + m) * TG + j] += dot(wa, xa[j]) + dot(wb, xb[j]);
+                for (uint m = 0u; m < NMAT; m++)
+                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa[k * NMAT + m], wb[k * NMAT + m]);
+            for (uint j = 0u; j < TG; j++) {
+                if (t0 + j < pc.T) {
+                    vec4 xa, xb;
+                    xchunk(t0 + j, c, xa, xb);
+                    for (uint i = 0u; i < SR * NMAT; i++)
+                        acc[i * TG + j] += dot(wa[i], xa) + dot(wb[i], xb);
                 }
+            }
         }
         for (uint s = 0u; s < NACC; s++) {
             float v = subgroupAdd(acc[s]);
@@ -370,13 +365,14 @@ uvec4 wstage(uint m, uint row, uint c)
 #endif
 }
 
-uvec4 xstage(uint t, uint c)
+// x as loaded: packed to f16 only where it is staged, so that the loads stay
+// in flight while the slice before is multiplied.
+void xstage(uint t, uint c, out vec4 a, out vec4 b)
 {
-    if (t >= pc.T || 8u * c >= pc.cols)
-        return uvec4(0u);
-    vec4 a, b;
-    xchunk(t, c, a, b);
-    return pack8(a, b);
+    a = vec4(0.0);
+    b = vec4(0.0);
+    if (t < pc.T && 8u * c < pc.cols)
+        xchunk(t, c, a, b);
 }
 
 // Each 16 x 16 result through the subgroup's staging, column-major (a
@@ -435,7 +431,8 @@ void main()
     FC u00 = FC(0.0), u01 = FC(0.0), u10 = FC(0.0), u11 = FC(0.0);
     uvec4 pu[APASS];
 #endif
-    uvec4 pa[APASS], pb[BPASS];
+    uvec4 pa[APASS];
+    vec4 pxa[BPASS], pxb[BPASS];
     for (uint p = 0u; p < APASS; p++) {
         pa[p] = wstage(0u, row0 + sr + RP * p, sq);
 #ifdef MM_SILU
@@ -443,7 +440,7 @@ void main()
 #endif
     }
     for (uint p = 0u; p < BPASS; p++)
-        pb[p] = xstage(t0 + sr + RP * p, sq);
+        xstage(t0 + sr + RP * p, sq, pxa[p], pxb[p]);
     for (uint k0 = 0u; k0 < pc.cols; k0 += CBK) {
         barrier();   // the slice before is multiplied
         for (uint p = 0u; p < APASS; p++) {
@@ -453,7 +450,7 @@ void main()
 #endif
         }
         for (uint p = 0u; p < BPASS; p++)
-            bs[(sr + RP * p) * CS + sq] = pb[p];
+            bs[(sr + RP * p) * CS + sq] = pack8(pxa[p], pxb[p]);
         memoryBarrierShared();
         barrier();
         if (k0 + CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
@@ -465,7 +462,7 @@ void main()
 #endif
             }
             for (uint p = 0u; p < BPASS; p++)
-                pb[p] = xstage(t0 + sr + RP * p, c);
+                xstage(t0 + sr + RP * p, c, pxa[p], pxb[p]);
         }
         for (uint kk = 0u; kk < CQ; kk += 2u) {
             FA fb0, fb1, fw0, fw1;

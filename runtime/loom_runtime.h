@@ -318,7 +318,8 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
 /* The options as loom_rt_compile adapts them to this device, in place: the
  * binding limit at most the runtime's, the stage pass off without float
  * atomic adds, the LOOM_ENABLE_HALF_* forms off where subgroups hold one
- * invocation. For a frontend that compiles through a cache of its own. */
+ * invocation, coopmat as the device has cooperative matrices
+ * (loom_rt_info.coopmat). For a frontend that compiles through a cache of its own. */
 void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o);
 /* Replays a plan: its program (pipelines, descriptor sets, plan-owned
  * memory, recorded command buffers) is made on the first replay on this

@@ -588,7 +588,9 @@ static loom_result need_weight(loom_graph *g, loom_op op, const char *name, cons
     loom_result rc = need_table(g, op, name, W);   /* the same dtype and row rules */
     if (rc)
         return rc;
-    uint32_t per = rows_per_group(op, W->dtype);
+    /* The matvec forms' rows a workgroup; 0 for the matmul kinds, whose
+     * workgroup counts emit() checks. */
+    uint32_t per = loom_op_info_get(op)->per_group ? rows_per_group(op, W->dtype) : 0;
     if (per && W->rows > MAX_GROUPS * per)
         return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * per);
     return LOOM_OK;

@@ -8,6 +8,7 @@
 #define WEAK __attribute__((weak))
 int loom_bench_micro(int argc, char **argv) WEAK;    /* runtime: dispatch, barrier, record, submit, wait */
 int loom_bench_ops(int argc, char **argv) WEAK;      /* op library: MATVEC GB/s vs copy */
+int loom_bench_matmul(int argc, char **argv) WEAK;   /* op library: MATMUL TFLOP/s per kernel form */
 int loom_bench_cache(int argc, char **argv) WEAK;    /* capture + hash + lookup + submit per step */
 int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1k..100k nodes */
 int loom_bench_decode(int argc, char **argv) WEAK;   /* the example decoder's step under each plan variant */
@@ -20,6 +21,8 @@ static const struct {
     { "micro", "[--quick] [--dispatches N] [--reps R] [--device INDEX|NAME]",
       "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
     { "ops", "[--quick] [--isolated [--hot]] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
+    { "matmul", "[--quick] [--no-check] [--smi] [--types LIST] [--device NAME]", "MATMUL TFLOP/s per kernel form",
+      loom_bench_matmul },
     { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },
     { "compile", "[--sizes N[,N...]] [--passes P] [--window N] [--keep-hidden]",
       "pass pipeline time on synthetic decoder graphs (default sizes 1000,10000,100000)", loom_bench_compile },
@@ -45,7 +48,7 @@ void loom_bench_usage(FILE *f)
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: loom bench micro|ops|cache|compile|decode|profile [options]\n");
+        fprintf(stderr, "usage: loom bench micro|ops|matmul|cache|compile|decode|profile [options]\n");
         loom_bench_usage(stderr);
         return 2;
     }

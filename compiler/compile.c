@@ -109,6 +109,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     out->max_binding_range = o ? o->max_binding_range : 0;
     out->enable = o ? o->enable : 0;
     out->wave_groups = o ? o->wave_groups : 0;
+    out->coopmat = o && o->coopmat;
     out->cache = !(out->disable & LOOM_DISABLE_CACHE);
     const char *passes = getenv("LOOM_PASSES"), *off = getenv("LOOM_DISABLE");
     if (passes && passes[0]) {
@@ -143,7 +144,8 @@ size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst)
 {
     size_t plen = strlen(o->pipeline);
     uint32_t words[PLAN_OPTS_FIXED / 4] = { (uint32_t)plen, o->window, o->disable, (uint32_t)o->max_binding_range,
-                                            (uint32_t)(o->max_binding_range >> 32), o->enable, o->wave_groups };
+                                            (uint32_t)(o->max_binding_range >> 32), o->enable, o->wave_groups,
+                                            (uint32_t)o->coopmat };
     memcpy(dst, words, sizeof words);
     memcpy(dst + sizeof words, o->pipeline, plen);
     return sizeof words + plen;
@@ -236,7 +238,7 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
     loom_graph_clear_schedule(p->graph);
 
     loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range, .enable = po.enable,
-                          .wave_groups = po.wave_groups };
+                          .wave_groups = po.wave_groups, .coopmat = po.coopmat };
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,

@@ -77,6 +77,14 @@ typedef struct loom_compile_options {
      * figures: docs/perf-log.md). loom_rt_compile fills it in where the
      * driver tells the SM count. Part of the plan's key. */
     uint32_t wave_groups;
+    /* The tiled forms of the matmul kinds (MATMUL, MATMUL_ADD,
+     * MATMUL_SILU_MUL over f16 or block-typed weights) are swapped for
+     * their cooperative-matrix forms (the split pass), whose kernels run
+     * only on a device with VK_NV_cooperative_matrix's 16x16x16 f16 -> f32
+     * shape. loom_rt_compile sets it from its device (loom_rt_info.coopmat;
+     * LOOM_COOPMAT=0 at device creation runs as on a device without).
+     * Part of the plan's key. */
+    bool coopmat;
 } loom_compile_options;
 
 #define LOOM_MAX_PASSES 16

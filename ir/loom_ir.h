@@ -169,7 +169,8 @@ typedef struct loom_op_info {
     const char *kernel[4];    /* by weight dtype, [0] f32 and [1] f16 (ATTENTION: [1] for head_dim
                                  > 64); the same name twice when the kernel has no variants; NULL
                                  for an op with no built-in kernel. [2] and [3]: the same for f16
-                                 KV caches, where the op has caches (else NULL) */
+                                 KV caches, where the op has caches (else NULL); the matmul kinds:
+                                 [2] and [3] their tiled forms */
     bool params;              /* slot 0 is the step-parameter buffer */
     uint32_t n_slots;
     loom_op_slot slot[LOOM_MAX_BINDINGS];
@@ -301,6 +302,8 @@ loom_result loom_graph_kernel(loom_graph *g, const char *name, uint32_t *out_id)
 #define LOOM_MAX_SLOTS 32
 /* Device features a kernel's SPIR-V declares it needs (loom_kernel_layout.needs). */
 #define LOOM_KERNEL_NEEDS_STORAGE16 1u   /* 16-bit loads and stores of storage buffers (StorageBuffer16BitAccess) */
+#define LOOM_KERNEL_NEEDS_COOPMAT 2u     /* NV cooperative matrices, 16x16x16 f16 -> f32 by subgroups of 32
+                                            (CooperativeMatrixNV; the matmul kinds' coopmat forms) */
 typedef struct loom_kernel_layout {
     uint32_t slots;      /* bit s: the kernel declares binding s */
     uint32_t writable;   /* bit s: binding s is not readonly (NonWritable): the kernel may write it */

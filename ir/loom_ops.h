@@ -183,6 +183,23 @@ typedef struct loom_pc_attn_rows {
     uint32_t T;
 } loom_pc_attn_rows;                                                                  /* ATTENTION_ROWS */
 typedef struct loom_pc_rows_n     { uint32_t n, T; } loom_pc_rows_n;                  /* ROW_PICK, ARGMAX_ROWS */
+/* MATMUL, MATMUL_ADD, MATMUL_SILU_MUL: W rows x cols; x T x cols; y (and r)
+ * T x rows. */
+typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
+/* The matmul kinds' forms (shaders/matmul.glsl): T up to LOOM_MATMUL_SMALL_T
+ * takes the multi-column matvec form, LOOM_MATMUL_SMALL_ROWS rows a
+ * workgroup, every weight read once for all T token rows; above it the
+ * tiled form, a workgroup per tile of LOOM_MATMUL_TILE_ROWS rows by
+ * LOOM_MATMUL_TILE_T token rows, or on devices with cooperative matrices
+ * (loom_compile_options.coopmat) the cooperative-matrix form, tiles of
+ * LOOM_MATMUL_COOP_ROWS by LOOM_MATMUL_COOP_T. Workgroups are numbered row
+ * tile fastest. */
+#define LOOM_MATMUL_SMALL_T     16u
+#define LOOM_MATMUL_SMALL_ROWS  4u
+#define LOOM_MATMUL_TILE_ROWS   64u
+#define LOOM_MATMUL_TILE_T      64u
+#define LOOM_MATMUL_COOP_ROWS   128u
+#define LOOM_MATMUL_COOP_T      64u
 
 /* ---- builders ----------------------------------------------------------- *
  * Each builder's kernel, binding slots (in order; (w) written), push bytes
@@ -339,6 +356,21 @@ loom_result loom_op_embed_rms_norm_qkv_rope_kv(loom_graph *g, loom_tensor table,
                                                loom_tensor Wv, loom_tensor x, loom_tensor q, loom_tensor kcache,
                                                loom_tensor vcache, uint32_t head_dim, float theta, float eps,
                                                uint32_t *out_node);
+
+/* ---- matrix products over T token rows (prefill, verification) ----------- */
+
+/* y[t] = W x[t] for t < T = x.rows: W rows x cols (f32, f16 with even cols,
+ * or a block type); x T x cols f32; y T x rows f32, overlapping nothing
+ * read. The kernel form follows T (LOOM_MATMUL_SMALL_T); any T, rows and
+ * cols. LOOM_INVALID_ARGUMENT naming the field on a shape or dtype
+ * mismatch. */
+loom_result loom_op_matmul(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node);
+/* y[t] = W x[t] + r[t]; r T x rows; y may be r (the same view), never x. */
+loom_result loom_op_matmul_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
+                               uint32_t *out_node);
+/* y[t] = silu(Wg x[t]) * (Wu x[t]); Wu of Wg's dtype and shape. */
+loom_result loom_op_matmul_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,
+                                    uint32_t *out_node);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

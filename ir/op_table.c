@@ -15,6 +15,8 @@
 #define K1C(k) { #k, #k, #k "_kh", #k "_kh" }
 #define KFC(k) { #k "_f32", #k "_f16", #k "_kh_f32", #k "_kh_f16" }
 #define K2C(a, b) { #a, #b, #a "_kh", #b "_kh" }
+/* The matmul kinds: the multi-column matvec form, then the tiled one. */
+#define KT(k) { #k "_f32", #k "_f16", #k "_tiled_f32", #k "_tiled_f16" }
 
 typedef struct op_row {
     const char *name, *meaning;

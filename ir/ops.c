@@ -82,7 +82,7 @@ typedef struct op_view {
 typedef struct op_call {
     loom_op op;
     uint8_t variant;          /* the row's kernel: 1 and 3 f16 weights or ATTENTION's wide form,
-                                 2 and 3 f16 KV caches */
+                                 2 and 3 f16 KV caches or a matmul kind's tiled form */
     bool distinct_reads;      /* one read range per distinct view, not per binding */
     uint8_t wt, wv;           /* block-typed weights (wv: a q/k/v form's Wv; else wt): the kernel is
                                  the variant's form for them (forms.def); 0 for f32/f16 */
@@ -405,6 +405,9 @@ _Static_assert(PUSH_EMBED_ROWS == sizeof(loom_pc_embed_rows) && PUSH_RMS_NORM_MU
                    PUSH_ATTENTION_ROWS == sizeof(loom_pc_attn_rows) && PUSH_ROW_PICK == sizeof(loom_pc_rows_n) &&
                    PUSH_ARGMAX_ROWS == sizeof(loom_pc_rows_n),
                "ops.def: push-constant sizes of the T-row ops");
+_Static_assert(PUSH_MATMUL == sizeof(loom_pc_matmul) && PUSH_MATMUL_ADD == sizeof(loom_pc_matmul) &&
+                   PUSH_MATMUL_SILU_MUL == sizeof(loom_pc_matmul),
+               "ops.def: loom_pc_matmul ops");
 
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
  * row, 8 rows each, so 256 rows a pass), attention_wide.comp the rest up
@@ -605,8 +608,10 @@ static loom_result need_weight(loom_graph *g, loom_op op, const char *name, cons
     loom_result rc = need_table(g, op, name, W);   /* the same dtype and row rules */
     if (rc)
         return rc;
-    uint32_t per = rows_per_group(op, W->dtype);
-    if (W->rows > MAX_GROUPS * per)
+    /* The matvec forms' rows a workgroup; 0 for the matmul kinds, whose
+     * workgroup counts emit() checks. */
+    uint32_t per = loom_op_info_get(op)->per_group ? rows_per_group(op, W->dtype) : 0;
+    if (per && W->rows > MAX_GROUPS * per)
         return bad(g, op, name, ".rows", W->rows, MAX_GROUPS * per);
     return LOOM_OK;
 }
@@ -736,6 +741,15 @@ static loom_result matvec_common(loom_graph *g, loom_op op, const loom_tensor *W
     return matvec_stage(g, op, W, U, x, r, NULL, y, NULL, NULL, out_node);
 }
 
+/* The matrices of a product form: W, or Wg and Wu of one dtype and shape. */
+static loom_result need_weights(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U)
+{
+    loom_result rc = need_weight(g, op, U ? "Wg" : "W", W);
+    if (!rc && U)
+        rc = need_same_shape(g, op, "Wu", U, W);
+    return rc;
+}
+
 static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
                                 const loom_tensor *x, const loom_tensor *r, const loom_tensor *s,
                                 const loom_tensor *y, const loom_tensor *t, const loom_tensor *acc,
@@ -743,10 +757,7 @@ static loom_result matvec_stage(loom_graph *g, loom_op op, const loom_tensor *W,
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
-    const char *wname = U ? "Wg" : "W";
-    loom_result rc = need_weight(g, op, wname, W);
-    if (!rc && U)
-        rc = need_same_shape(g, op, "Wu", U, W);
+    loom_result rc = need_weights(g, op, W, U);
     if (!rc)
         rc = need_vec(g, op, "x", x, W->cols);
     if (!rc && r)
@@ -1346,4 +1357,66 @@ loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, u
     op_call c = { .op = op, .n = 2, .push = &pc, .groups = groups_for(op, x.rows),
                   .v = { { x, false }, { out, false } } };
     return emit(g, &c, out_node);
+}
+
+/* ---- matrix products over T token rows ------------------------------------ */
+
+/* Workgroups of a matmul form over rows x T (ops.def's KT variants: 0 and
+ * 1 the multi-column matvec, 2 and 3 the tiled form). */
+static uint64_t matmul_groups(uint32_t rows, uint32_t T, bool tiled)
+{
+    if (!tiled)
+        return ceil_div(rows, LOOM_MATMUL_SMALL_ROWS);
+    return ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T);
+}
+
+/* The three matmul forms: W (and U) rows x cols; x T x cols; r and y T x
+ * rows. y may replace r, never x: every workgroup reads x. */
+static loom_result matmul_common(loom_graph *g, loom_op op, const loom_tensor *W, const loom_tensor *U,
+                                 const loom_tensor *x, const loom_tensor *r, const loom_tensor *y,
+                                 uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "%s: graph is NULL", loom_op_name(op));
+    loom_result rc = need_weights(g, op, W, U);
+    if (!rc)
+        rc = need_dtype(g, op, "x", x, LOOM_F32);
+    if (!rc && x->cols != W->cols)
+        rc = bad(g, op, "x", ".cols", x->cols, W->cols);
+    if (!rc && r)
+        rc = need_rows(g, op, "r", r, x->rows, W->rows);
+    if (!rc)
+        rc = need_rows(g, op, "y", y, x->rows, W->rows);
+    if (rc)
+        return rc;
+    uint32_t T = x->rows;
+    bool tiled = T > LOOM_MATMUL_SMALL_T;
+    loom_pc_matmul pc = { W->rows, W->cols, T };
+    op_call c = { .op = op, .variant = (uint8_t)((W->dtype == LOOM_F16) + 2 * tiled), .wt = block_of(W->dtype),
+                  .wv = block_of(W->dtype), .push = &pc, .groups = matmul_groups(W->rows, T, tiled) };
+    c.v[c.n++] = (op_view){ *W, false };
+    if (U)
+        c.v[c.n++] = (op_view){ *U, false };
+    c.v[c.n++] = (op_view){ *x, false };
+    if (r)
+        c.v[c.n++] = (op_view){ *r, true };
+    c.v[c.n++] = (op_view){ *y, false };
+    return emit(g, &c, out_node);
+}
+
+loom_result loom_op_matmul(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor y, uint32_t *out_node)
+{
+    return matmul_common(g, LOOM_OP_MATMUL, &W, NULL, &x, NULL, &y, out_node);
+}
+
+loom_result loom_op_matmul_add(loom_graph *g, loom_tensor W, loom_tensor x, loom_tensor r, loom_tensor y,
+                               uint32_t *out_node)
+{
+    return matmul_common(g, LOOM_OP_MATMUL_ADD, &W, NULL, &x, &r, &y, out_node);
+}
+
+loom_result loom_op_matmul_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,
+                                    uint32_t *out_node)
+{
+    return matmul_common(g, LOOM_OP_MATMUL_SILU_MUL, &Wg, &Wu, &x, NULL, &y, out_node);
 }

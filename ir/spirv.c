@@ -37,6 +37,7 @@ enum {
     SC_PUSH_CONSTANT = 9,
     SC_STORAGE_BUFFER = 12,
     CAP_STORAGE_BUFFER_16BIT = 4433,
+    CAP_COOPERATIVE_MATRIX_NV = 5357,
 };
 
 /* Per id: what the module says about it. Ids are bounded by the header. */
@@ -129,6 +130,8 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
         case OP_CAPABILITY:
             if (na >= 1 && a[0] == CAP_STORAGE_BUFFER_16BIT)
                 *needs |= LOOM_KERNEL_NEEDS_STORAGE16;
+            if (na >= 1 && a[0] == CAP_COOPERATIVE_MATRIX_NV)
+                *needs |= LOOM_KERNEL_NEEDS_COOPMAT;
             break;
         case OP_TYPE_ARRAY:
         case OP_TYPE_RUNTIME_ARRAY:

@@ -110,4 +110,8 @@ loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const
 typedef loom_result (*pass_rename_fn)(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg);
 loom_result pass_rename_nodes(loom_graph *g, const char *pass, pass_rename_fn fn, const void *arg, uint32_t *count);
 
+/* split's last step: the matmul kinds' tiled forms to their
+ * cooperative-matrix forms where ctx->coopmat (coopmat.c). */
+loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx);
+
 #endif

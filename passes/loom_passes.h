@@ -36,6 +36,7 @@ typedef struct loom_pass_ctx {
     uint64_t max_binding_range;   /* bytes one binding may cover (split, fuse); 0: no limit */
     uint32_t enable;              /* LOOM_ENABLE_* forms asked for (gather) */
     uint32_t wave_groups;         /* split: the argmax forms' workgroup cap (loom_compile_options); 0: none */
+    bool coopmat;                 /* split: the tiled matmul forms take their cooperative-matrix forms */
     uint32_t fused_chains;        /* fuse: chains replaced by one node */
     uint32_t split_nodes;         /* split: nodes cut into row blocks */
     uint32_t staged_gains;        /* stage: norms now reading a staged copy of their gain */
@@ -80,7 +81,9 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  *   LOOM_LIMIT naming node and field. No limit or nothing above it: the
  *   graph is left as is; else any schedule is cleared. Then the argmax
  *   forms still whole take at most ctx->wave_groups workgroups (their
- *   workgroups loop over row blocks; 0: no cap).
+ *   workgroups loop over row blocks; 0: no cap). With ctx->coopmat, the
+ *   matmul kinds' tiled forms take their cooperative-matrix forms where
+ *   forms.def has one (f16 and block-typed weights; see coopmat.c).
  * - stage: a fused RMS norm whose input a MATVEC_ADD wrote reads its gain
  *   from a copy that producer (now MATVEC_ADD_STAGE) writes; see stage.c.
  * - gather: an ATTENTION split into shares stores them only, and the

@@ -32,6 +32,10 @@
  * docs/perf-log.md). Their partial-result workspace, sized for
  * the builder's count, holds the fewer.
  *
+ * Last, with loom_pass_ctx.coopmat, the matmul kinds' tiled forms take
+ * their cooperative-matrix forms (coopmat.c): the device's forms, decided
+ * where the device's limits are.
+ *
  * Every new node stands for the captured nodes of the node it replaces and
  * carries LOOM_NODE_SPLIT. The pass runs after fuse (fusion is decided on
  * whole matrices; fuse makes no node this pass could not cut) and before
@@ -448,5 +452,7 @@ loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx)
     loom_result rc = cut_all(g, ctx);
     if (!rc && ctx)
         cap_waves(g, ctx->wave_groups);
+    if (!rc)
+        rc = pass_coopmat(g, ctx);
     return rc;
 }

@@ -323,6 +323,7 @@ typedef struct device_features {
     VkPhysicalDeviceVulkan11Features want11;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep;
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat;
 } device_features;
 
 /* Timeline semaphores always; kernels may use 16-bit storage / f16 math
@@ -348,6 +349,7 @@ static void features_fill(loom_rt *rt, device_features *f)
         .timelineSemaphore = VK_TRUE,
         .shaderFloat16 = have12.shaderFloat16,
         .storageBuffer8BitAccess = have12.storageBuffer8BitAccess,
+        .vulkanMemoryModel = have12.vulkanMemoryModel,   /* kept only with cooperative matrices (device_extensions) */
     };
     f->want = (VkPhysicalDeviceFeatures2){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -374,6 +376,41 @@ static bool atomic_float_add(loom_rt *rt)
     return af.shaderBufferFloat32AtomicAdd == VK_TRUE;
 }
 
+/* The shape the matmul kinds' coopmat forms multiply (shaders/matmul.glsl):
+ * 16x16x16, f16 A and B, f32 C and D, by a subgroup, where subgroups are 32
+ * wide (a workgroup of 256 is the eight subgroups the kernel divides its
+ * tile between) and f16 arithmetic, which the kernels declare, is on. */
+static bool coopmat_shape(loom_rt *rt, bool float16)
+{
+    if (!float16 || rt->subgroup_size != 32 ||
+        !device_has_extension(rt->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+        return false;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            rt->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV };
+    VkPhysicalDeviceFeatures2 f = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &cf };
+    vkGetPhysicalDeviceFeatures2(rt->phys, &f);
+    uint32_t n = 0;
+    if (!props || !cf.cooperativeMatrix || props(rt->phys, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkCooperativeMatrixPropertiesNV p[64];
+    if (n > 64)
+        n = 64;
+    for (uint32_t i = 0; i < n; i++)
+        p[i] = (VkCooperativeMatrixPropertiesNV){ .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV };
+    VkResult vr = props(rt->phys, &n, p);
+    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 && p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+            p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+            p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].scope == VK_SCOPE_SUBGROUP_NV)
+            return true;
+    return false;
+}
+
 /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
  * (registers, spills, ...) on stderr, where the device reports them.
  * Tracing aligns GPU time to the host clock through calibrated timestamps
@@ -390,6 +427,22 @@ static void device_extensions(loom_rt *rt, device_features *f, const char **exts
     const char *ext = rt_trace_device_extension(rt);
     if (ext)
         exts[(*n_exts)++] = ext;
+    /* LOOM_COOPMAT=0: run as on a device without cooperative matrices (the
+     * tiled matmul forms; benchmarks, tests). Their kernels use the Vulkan
+     * memory model (glslang declares it with the extension). */
+    const char *cm = getenv("LOOM_COOPMAT");
+    if (!(cm && !strcmp(cm, "0")) && f->want12.vulkanMemoryModel && coopmat_shape(rt, f->want12.shaderFloat16)) {
+        exts[(*n_exts)++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+        f->coopmat = (VkPhysicalDeviceCooperativeMatrixFeaturesNV){
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+            .pNext = f->want11.pNext,
+            .cooperativeMatrix = VK_TRUE,
+        };
+        f->want11.pNext = &f->coopmat;
+        rt->coopmat = true;
+    } else {
+        f->want12.vulkanMemoryModel = VK_FALSE;
+    }
     /* LOOM_ATOMIC_FLOAT=0: run as on a device without them (tests). */
     const char *af = getenv("LOOM_ATOMIC_FLOAT");
     if ((af && !strcmp(af, "0")) || !atomic_float_add(rt))
@@ -409,7 +462,7 @@ static loom_result create_device(loom_rt *rt)
     device_fetch(rt);
     device_features f;
     features_fill(rt, &f);
-    const char *exts[3];
+    const char *exts[4];
     uint32_t n_exts = 0;
     device_extensions(rt, &f, exts, &n_exts);
     float prio = 1.0f;
@@ -528,6 +581,7 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->max_push_constants = rt->props.limits.maxPushConstantsSize;
     out->subgroup_size = rt->subgroup_size;
     out->atomic_float_add = rt->atomic_float_add;
+    out->coopmat = rt->coopmat;
     out->debug_utils = rt->debug_utils;
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
     out->queue_family = rt->queue_family;

@@ -66,6 +66,10 @@ static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *cod
         return loom_fail(LOOM_UNSUPPORTED, "kernel %s declares 16-bit storage-buffer access (as the f16 KV caches' "
                          "\"_kh\" kernels do), and device '%s' has no storageBuffer16BitAccess enabled",
                          name, rt->props.deviceName);
+    if ((layout.needs & LOOM_KERNEL_NEEDS_COOPMAT) && !rt->coopmat)
+        return loom_fail(LOOM_UNSUPPORTED, "kernel %s multiplies NV cooperative matrices (16x16x16 f16 -> f32, "
+                         "subgroups of 32; the matmul kinds' coopmat forms), and device '%s' has none enabled",
+                         name, rt->props.deviceName);
     rt_kernel *k = find_kernel(rt, name);
     /* Programs hold this kernel's pipelines; swapping the code under them
      * would make replays disagree with what was compiled. */

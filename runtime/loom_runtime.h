@@ -116,6 +116,8 @@ typedef struct loom_rt_info {
     uint32_t max_push_constants;
     uint32_t subgroup_size;
     bool atomic_float_add;             /* float atomic adds on storage buffers enabled (the stage pass's sums of squares) */
+    bool coopmat;                      /* NV cooperative matrices (16x16x16, f16 inputs, f32 sums, subgroups of 32)
+                                          enabled: the matmul kinds' coopmat forms run (loom_compile_options.coopmat) */
     bool debug_utils;
     uint64_t pipeline_cache_loaded;    /* bytes of a valid pipeline-cache file used at creation; 0: none */
     /* The queue family submitted to: one with graphics as well as compute
@@ -316,7 +318,8 @@ loom_result loom_rt_compile(loom_rt *rt, const loom_graph *g, const loom_compile
 /* The options as loom_rt_compile adapts them to this device, in place: the
  * binding limit at most the runtime's, the stage pass off without float
  * atomic adds, the LOOM_ENABLE_HALF_* forms off where subgroups hold one
- * invocation. For a frontend that compiles through a cache of its own. */
+ * invocation, coopmat as the device has cooperative matrices
+ * (loom_rt_info.coopmat). For a frontend that compiles through a cache of its own. */
 void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o);
 /* Replays a plan: its program (pipelines, descriptor sets, plan-owned
  * memory, recorded command buffers) is made on the first replay on this

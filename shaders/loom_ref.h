@@ -33,6 +33,13 @@ void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const floa
 /* y = silu(Wg x) * (Wu x). */
 void loom_ref_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x, float *y,
                               uint32_t rows, uint32_t cols);
+/* y[t] = W x[t] [+ r[t]] for t < T: x T x cols, r and y T x rows (y may be
+ * r); W rows x cols of any weight dtype (f32, f16, block types). */
+void loom_ref_matmul(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
+                     uint32_t cols, uint32_t T);
+/* y[t] = silu(Wg x[t]) * (Wu x[t]) for t < T. */
+void loom_ref_matmul_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x, float *y,
+                              uint32_t rows, uint32_t cols, uint32_t T);
 /* Rotates pairs (i, i + head_dim/2) of each head by pos * theta^(-2i/head_dim). */
 void loom_ref_rope(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos);
 /* kcache[pos] = k, vcache[pos] = v (rows of dim); nothing when pos >= max_seq. */

@@ -105,6 +105,21 @@ void loom_ref_matvec_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, 
         y[i] = (float)(silu(row_dot(dtype, Wg, x, i, cols)) * row_dot(dtype, Wu, x, i, cols));
 }
 
+void loom_ref_matmul(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
+                     uint32_t cols, uint32_t T)
+{
+    for (uint32_t t = 0; t < T; t++)
+        loom_ref_matvec(dtype, W, x + (uint64_t)t * cols, r ? r + (uint64_t)t * rows : NULL, y + (uint64_t)t * rows,
+                        rows, cols);
+}
+
+void loom_ref_matmul_silu_mul(loom_dtype dtype, const void *Wg, const void *Wu, const float *x, float *y,
+                              uint32_t rows, uint32_t cols, uint32_t T)
+{
+    for (uint32_t t = 0; t < T; t++)
+        loom_ref_matvec_silu_mul(dtype, Wg, Wu, x + (uint64_t)t * cols, y + (uint64_t)t * rows, rows, cols);
+}
+
 void loom_ref_rope(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos)
 {
     uint32_t half = head_dim / 2;

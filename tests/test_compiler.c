@@ -258,6 +258,12 @@ START_TEST(test_binding_limit)
     ck_assert(hit);
     ck_assert_ptr_eq(wave_again, wave);
     loom_plan_release(wave), loom_plan_release(wave_again);
+    /* And the cooperative-matrix forms, a device feature. */
+    loom_plan *coop;
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .coopmat = true }, &coop, &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(loom_plan_key(whole).lo != loom_plan_key(coop).lo || loom_plan_key(whole).hi != loom_plan_key(coop).hi);
+    loom_plan_release(coop);
     loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
     loom_cache_destroy(c);
     loom_graph_destroy(g);

@@ -1091,6 +1091,111 @@ START_TEST(blocks_nan)
 }
 END_TEST
 
+/* ---- matrix products over T token rows ------------------------------------ */
+
+/* Weights of type t, rows x cols, as a frontend stores them. */
+static void *rand_weights(loom_dtype t, uint32_t rows, uint32_t cols)
+{
+    uint64_t n = (uint64_t)rows * cols;
+    if (t == LOOM_F32)
+        return rand_f32(n, 1);
+    if (t == LOOM_F16)
+        return rand_f16(n);
+    return rand_blocks(t, rows, cols, 1);
+}
+
+static const loom_dtype MM_TYPES[] = { LOOM_F32, LOOM_F16, LOOM_Q8_0, LOOM_Q4_0, LOOM_Q4_K, LOOM_Q6_K };
+#define N_MM_TYPES 6
+/* T: both sides of LOOM_MATMUL_SMALL_T (the multi-column form's passes of 4
+ * token rows, and the tiled form's 64-row tiles: one partial, one whole). */
+static const uint32_t mm_T[] = { 2, 3, 16, 17, 64 };
+
+/* One matmul form (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL) against the
+ * reference: y poisoned with NaN, so a row or token row the kernel skips
+ * fails; MATMUL_ADD in place on r for odd T. */
+static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd)
+{
+    static const loom_op ops[] = { LOOM_OP_MATMUL, LOOM_OP_MATMUL_ADD, LOOM_OP_MATMUL_SILU_MUL };
+    const loom_op op = ops[form];
+    seed(sd);
+    uint64_t wb = loom_view_bytes(dt, rows, cols), ny = (uint64_t)T * rows;
+    void *W = rand_weights(dt, rows, cols), *U = rand_weights(dt, rows, cols);
+    float *x = rand_f32((uint64_t)T * cols, 1), *r = rand_f32(ny, 1), *want = alloc_f32(ny);
+    if (form == 2)
+        loom_ref_matmul_silu_mul(dt, W, U, x, want, rows, cols, T);
+    else
+        loom_ref_matmul(dt, W, x, form == 1 ? r : NULL, want, rows, cols, T);
+    bool in_place = form == 1 && T % 2;
+    harness h = begin();
+    uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx = input(&h, "x", x, (uint64_t)T * cols * 4);
+    uint32_t br = input(&h, "r", r, ny * 4), by = output(&h, "y", ny * 4);
+    loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
+    loom_tensor tx = loom_mat(bx, LOOM_F32, T, cols), tr = loom_mat(br, LOOM_F32, T, rows);
+    loom_tensor ty = in_place ? tr : loom_mat(by, LOOM_F32, T, rows);
+    loom_result rc = form == 0   ? loom_op_matmul(h.g, tw, tx, ty, NULL)
+                     : form == 1 ? loom_op_matmul_add(h.g, tw, tx, tr, ty, NULL)
+                                 : loom_op_matmul_silu_mul(h.g, tw, tu, tx, ty, NULL);
+    ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    run(&h, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "%s %ux%u T=%u%s", loom_dtype_name(dt), rows, cols, T, in_place ? " in place" : "");
+    expect_buffer(&h, op, what, in_place ? br : by, want, ny);
+    end(&h);
+    free_all((void *[]){ W, U, x, r, want }, 5);
+}
+
+/* _i: type * 3 + form. Rows past a multiple of every form's rows (4, 64);
+ * f32 and f16 rows of 100 (read element by element) and of 160 (chunks of
+ * 8); block rows of 3 blocks. */
+START_TEST(matmul)
+{
+    loom_dtype dt = MM_TYPES[_i / 3];
+    int form = _i % 3;
+    uint32_t blk = loom_dtype_block(dt);
+    uint32_t shapes[2][2] = { { 67, blk > 1 ? 3 * blk : 100 }, { 130, 160 } };
+    for (size_t s = 0; s < (blk > 1 ? 1u : 2u); s++)
+        for (size_t k = 0; k < sizeof mm_T / sizeof mm_T[0]; k++)
+            matmul_case(dt, form, shapes[s][0], shapes[s][1], mm_T[k], 1700 + 64 * (uint64_t)_i + 8 * s + k);
+}
+END_TEST
+
+/* A NaN scale poisons its row in every token row, and nothing else, in
+ * both forms. _i: the block type. */
+START_TEST(matmul_nan)
+{
+    loom_dtype t = BLOCK_TYPES[_i];
+    const uint32_t rows = 6, cols = 512;
+    uint64_t rb = loom_dtype_row_bytes(t, cols);
+    static const uint32_t Ts[] = { 3, 17 };
+    for (size_t k = 0; k < 2; k++) {
+        uint32_t T = Ts[k];
+        seed(1800 + 4 * (uint64_t)_i + k);
+        uint8_t *W = rand_blocks(t, rows, cols, 1);
+        uint32_t d = block_d_at(t);
+        W[2 * rb + d] = 0x00;
+        W[2 * rb + d + 1] = 0x7e;   /* f16 NaN in row 2's first block */
+        float *x = rand_f32((uint64_t)T * cols, 1), *want = alloc_f32(T * rows), *got = alloc_f32(T * rows);
+        loom_ref_matmul(t, W, x, NULL, want, rows, cols, T);
+        harness h = begin();
+        uint32_t bw = input(&h, "W", W, rows * rb), bx = input(&h, "x", x, (uint64_t)T * cols * 4);
+        uint32_t by = output(&h, "y", (uint64_t)T * rows * 4);
+        ck_assert_int_eq(loom_op_matmul(h.g, loom_mat(bw, t, rows, cols), loom_mat(bx, LOOM_F32, T, cols),
+                                        loom_mat(by, LOOM_F32, T, rows), NULL), LOOM_OK);
+        run(&h, NULL);
+        fetch(&h, by, got, (uint64_t)T * rows * 4);
+        for (uint32_t j = 0; j < T; j++) {
+            float *g = got + j * rows, *w = want + j * rows;
+            ck_assert_msg(isnan(g[2]) && isnan(w[2]), "%s T=%u: token row %u, row 2 is %g (reference %g), want NaN",
+                          loom_dtype_name(t), T, j, g[2], w[2]);
+            g[2] = w[2] = 0;
+        }
+        expect_close(LOOM_OP_MATMUL, loom_dtype_name(t), got, want, (uint64_t)T * rows);
+        end(&h);
+        free_all((void *[]){ W, x, want, got }, 4);
+    }
+}
+END_TEST
+
 /* One attention program replayed at growing kv_len: the per-head counters of
  * the in-dispatch combine must be back at zero after every replay. */
 START_TEST(attention_replays)
@@ -1523,6 +1628,7 @@ static Suite *ops_suite(void)
         { "embed_rows", embed_rows, 4 }, { "rms_norm_mul_rows", rms_norm_mul_rows, 2 },
         { "rope_rows", rope_rows, 2 },   { "kv_append_rows", kv_append_rows, 2 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
+        { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_nan", matmul_nan, N_BLOCK_TYPES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -148,6 +148,66 @@ START_TEST(matvec_shape)
 }
 END_TEST
 
+/* MATMUL's builders pick the form by T (LOOM_MATMUL_SMALL_T), count the
+ * form's workgroups, bind the views whole and reject what is not a T-row
+ * product, naming the field. */
+START_TEST(matmul_shape)
+{
+    fixture f = make();
+    uint32_t x = buf(f.g, "mx", 64 * 100 * 4), y = buf(f.g, "my", 64 * 64 * 4), q = buf(f.g, "mq", 61 * 144);
+    loom_tensor w16 = loom_mat(f.w16, LOOM_F16, 61, 100);
+    static const uint32_t Ts[] = { 1, 2, 16, 17, 64 };
+    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+        uint32_t T = Ts[k];
+        ck_assert_int_eq(loom_op_matmul(f.g, w16, loom_mat(x, LOOM_F32, T, 100), loom_mat(y, LOOM_F32, T, 61), NULL),
+                         LOOM_OK);
+        const loom_node *n = last(&f);
+        bool tiled = T > LOOM_MATMUL_SMALL_T;
+        ck_assert_uint_eq(n->op, LOOM_OP_MATMUL);
+        ck_assert_str_eq(kernel(&f, n), tiled ? "matmul_tiled_f16" : "matmul_f16");
+        ck_assert_uint_eq(n->groups[0], tiled ? (T + LOOM_MATMUL_TILE_T - 1) / LOOM_MATMUL_TILE_T
+                                              : (61 + LOOM_MATMUL_SMALL_ROWS - 1) / LOOM_MATMUL_SMALL_ROWS);
+        expect_binding(&f, n, 0, f.w16, 0, 61 * 100 * 2, LOOM_ACCESS_READ);
+        expect_binding(&f, n, 1, x, 0, (uint64_t)T * 400, LOOM_ACCESS_READ);
+        expect_binding(&f, n, 2, y, 0, (uint64_t)T * 61 * 4, LOOM_ACCESS_WRITE);
+        expect_ranges_are_bindings(&f, n);
+        loom_pc_matmul pc;
+        ck_assert_uint_eq(n->push_size, sizeof pc);
+        memcpy(&pc, loom_node_push(f.g, n), sizeof pc);
+        ck_assert_uint_eq(pc.rows, 61);
+        ck_assert_uint_eq(pc.cols, 100);
+        ck_assert_uint_eq(pc.T, T);
+    }
+    /* Block weights, in place on the residual, and the gated form. */
+    loom_tensor wq = loom_mat(q, LOOM_Q4_K, 61, 256), x256 = loom_mat(x, LOOM_F32, 20, 256);
+    ck_assert_int_eq(loom_op_matmul_add(f.g, wq, x256, loom_mat(y, LOOM_F32, 20, 61), loom_mat(y, LOOM_F32, 20, 61),
+                                        NULL), LOOM_OK);
+    ck_assert_str_eq(kernel(&f, last(&f)), "matmul_add_tiled_q4_k");
+    ck_assert_int_eq(loom_op_matmul_silu_mul(f.g, wq, wq, loom_mat(x, LOOM_F32, 3, 256), loom_mat(y, LOOM_F32, 3, 61),
+                                             NULL), LOOM_OK);
+    ck_assert_str_eq(kernel(&f, last(&f)), "matmul_silu_mul_q4_k");
+    ck_assert_uint_eq(last(&f)->n_bindings, 4);
+    ck_assert_int_eq(loom_graph_verify(f.g), LOOM_OK);
+    uint32_t before = loom_graph_node_count(f.g);
+    loom_tensor tx = loom_mat(x, LOOM_F32, 4, 100), ty = loom_mat(y, LOOM_F32, 4, 61);
+    loom_result rcs[] = {
+        loom_op_matmul(f.g, w16, loom_mat(x, LOOM_F32, 4, 99), ty, NULL),                 /* x.cols */
+        loom_op_matmul(f.g, w16, tx, loom_mat(y, LOOM_F32, 5, 61), NULL),                 /* y.rows: T */
+        loom_op_matmul(f.g, w16, tx, loom_mat(y, LOOM_F32, 4, 60), NULL),                 /* y.cols: W.rows */
+        loom_op_matmul(f.g, w16, loom_mat(x, LOOM_F16, 4, 100), ty, NULL),                /* x.dtype */
+        loom_op_matmul(f.g, w16, tx, loom_mat(x, LOOM_F32, 4, 61), NULL),                 /* y overlaps x */
+        loom_op_matmul(f.g, loom_mat(f.w16, LOOM_F16, 61, 99), loom_mat(x, LOOM_F32, 4, 99), ty, NULL), /* odd f16 */
+        loom_op_matmul_add(f.g, w16, tx, loom_mat(f.c, LOOM_F32, 3, 61), ty, NULL),       /* r.rows */
+        loom_op_matmul_silu_mul(f.g, w16, loom_mat(f.w, LOOM_F32, 61, 100), tx, ty, NULL), /* Wu.dtype */
+        loom_op_matmul(NULL, w16, tx, ty, NULL),                                          /* no graph */
+    };
+    for (size_t i = 0; i < sizeof rcs / sizeof rcs[0]; i++)
+        ck_assert_msg(rcs[i] == LOOM_INVALID_ARGUMENT, "case %zu: %s", i, loom_result_str(rcs[i]));
+    ck_assert_uint_eq(loom_graph_node_count(f.g), before);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
 START_TEST(per_step_ops_bind_params)
 {
     fixture f = make();
@@ -426,6 +486,7 @@ static Suite *ops_builders_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("append");
     tcase_add_test(tc, matvec_shape);
+    tcase_add_test(tc, matmul_shape);
     tcase_add_test(tc, per_step_ops_bind_params);
     tcase_add_test(tc, small_ops);
     tcase_add_test(tc, row_ops_append);

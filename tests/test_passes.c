@@ -870,6 +870,47 @@ START_TEST(test_split_wave_cap)
 }
 END_TEST
 
+/* The device's matmul forms: with ctx.coopmat the tiled forms over f16
+ * and block-typed weights take their cooperative-matrix forms and tiles;
+ * f32 weights stay tiled, small T stays on the multi-column form, and
+ * without coopmat nothing changes. */
+START_TEST(test_split_coopmat)
+{
+    static const struct { loom_dtype t; uint32_t T; const char *built, *coop; } cases[] = {
+        { LOOM_F16, 100, "matmul_add_tiled_f16", "matmul_add_coop_f16" },
+        { LOOM_Q4_K, 17, "matmul_add_tiled_q4_k", "matmul_add_coop_q4_k" },
+        { LOOM_Q8_0, 64, "matmul_add_tiled_q8_0", "matmul_add_coop_q8_0" },
+        { LOOM_F32, 100, "matmul_add_tiled_f32", NULL },
+        { LOOM_F16, 16, "matmul_add_f16", NULL },
+    };
+    const uint32_t rows = 300, cols = 256;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int on = 0; on < 2; on++) {
+            loom_graph_reset(G);
+            uint32_t T = cases[k].T;
+            uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+            uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+            ck_assert_int_eq(loom_op_matmul_add(G, loom_mat(w, cases[k].t, rows, cols), loom_mat(x, LOOM_F32, T, cols),
+                                                loom_mat(y, LOOM_F32, T, rows), loom_mat(y, LOOM_F32, T, rows), NULL),
+                             LOOM_OK);
+            ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel), cases[k].built);
+            uint32_t groups = loom_graph_node(G, 0)->groups[0];
+            loom_pass_ctx ctx = { .coopmat = on };
+            ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+            ck_assert_uint_eq(loom_graph_node_count(G), 1);
+            const loom_node *n = loom_graph_node(G, 0);
+            bool swapped = on && cases[k].coop;
+            ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), swapped ? cases[k].coop : cases[k].built);
+            uint32_t tiles = swapped ? ((rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS) *
+                                           ((T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T)
+                                     : groups;
+            ck_assert_uint_eq(n->groups[0], tiles);
+            ck_assert_uint_eq(n->n_bindings, 4);
+            ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        }
+}
+END_TEST
+
 /* Every matvec form, both dtypes, a vector and a scalar row length: blocks
  * of whole 64-row multiples tile W (and Wu), y (and r) exactly, read x and g
  * whole, fit the limit, and an argmax form ends with one ARGMAX over all
@@ -1683,7 +1724,7 @@ static Suite *passes_suite(void)
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
-                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip } },
+                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -1,0 +1,55 @@
+/* The split pass's last step (the device's forms): with
+ * loom_pass_ctx.coopmat, every node of a matmul kind (MATMUL, MATMUL_ADD,
+ * MATMUL_SILU_MUL) on a tiled kernel form (forms.def: MM_TILED) takes the
+ * same form with MM_COOP, where forms.def has one (f16 and block-typed
+ * weights; f32 weights stay tiled, whose precision f16 inputs would lose),
+ * and the workgroup count of its tiles (ir/loom_ops.h: LOOM_MATMUL_COOP_*).
+ * Bindings, ranges and push constants stay as they are; the new node stands
+ * for the same captured nodes. Nodes on the multi-column form (small T) keep
+ * it: they stream the weights once, which is what bounds them. */
+#include <string.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+static bool matmul_kind(uint32_t op)
+{
+    return op == LOOM_OP_MATMUL || op == LOOM_OP_MATMUL_ADD || op == LOOM_OP_MATMUL_SILU_MUL;
+}
+
+static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
+{
+    (void)arg;
+    const loom_node *nd = loom_graph_node(g, i);
+    if (nd->type != LOOM_NODE_DISPATCH || !matmul_kind(nd->op) || nd->push_size != sizeof(loom_pc_matmul))
+        return LOOM_OK;
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    const char *to = loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")
+                         ? loom_form_variant(k, "MM_COOP", NULL) : NULL;
+    if (!to)
+        return LOOM_OK;
+    loom_pc_matmul pc;
+    memcpy(&pc, loom_node_push(g, nd), sizeof pc);
+    uint64_t groups = (uint64_t)(pc.rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS *
+                      ((pc.T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T);
+    if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: stay tiled */
+        return LOOM_OK;
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_RANGES];
+    uint8_t push[LOOM_MAX_PUSH];
+    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
+    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
+    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
+    memcpy(push, loom_node_push(g, nd), nd->push_size);
+    loom_result rc = pass_add_like(g, i, to, b, nb, r, nr, nw, push, nd->push_size, &repl[i]);
+    if (rc)
+        return rc;
+    loom_graph_node_mut(g, repl[i])->groups[0] = (uint32_t)groups;
+    (*count)++;
+    return LOOM_OK;
+}
+
+loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
+{
+    uint32_t count;
+    return ctx && ctx->coopmat ? pass_rename_nodes(g, "split", to_coop, NULL, &count) : LOOM_OK;
+}

@@ -1,0 +1,494 @@
+// MATMUL, MATMUL_ADD, MATMUL_SILU_MUL: y[t] = W x[t] for the T token rows
+// of x (T x cols, f32) into y (T x rows, f32). Three forms (ir/loom_ops.h:
+// LOOM_MATMUL_*, whose tile sizes the builder and the split pass count
+// workgroups by):
+//   (none)    the multi-column matvec, for small T: a workgroup of 256 takes
+//             SR rows, each invocation 8-weight chunks c, c + 256, ... of
+//             them, decoded once and dotted with the same chunk of TG token
+//             rows of x at a time; the sums meet through subgroupAdd, then
+//             shared memory. Past TG token rows the workgroup goes round its
+//             rows again (their weights then come from the caches), so the
+//             registers are sized for TG, not for the largest T;
+//   MM_TILED  tiles of BM rows by BN token rows: a BK-column slice of the
+//             weights (decoded to f32) and of x staged in shared memory, each
+//             invocation 4 x 4 outputs accumulated in f32. Portable GLSL 450;
+//   MM_COOP   (with MM_TILED) tiles of CBM rows by CBN token rows multiplied
+//             with GL_NV_cooperative_matrix (16 x 16 x 16, f16 inputs, f32
+//             accumulators): weights (block types dequantized) and x are
+//             staged in shared memory as f16, eight subgroups of 32 taking
+//             32 x 32 of the tile each; the next slice's global loads are in
+//             flight while a slice is multiplied. Only where the device has
+//             the extension with that shape (the split pass swaps it in).
+//   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
+//             may be r;
+//   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side.
+// Weight types (forms.def's type defines, as matvec.glsl reads them): f32;
+// MV_F16 f16 pairs packed in u32; MV_Q8_0, MV_Q4_0, MV_Q4_K, MV_Q6_K blocks
+// decoded 8 weights at a time by quant.glsl's q*_chunk. Rows whose length is
+// not a multiple of 8 (f32, f16) are read element by element; a weight
+// past a row's end, a row past rows or a token row past T reads as 0 and is
+// never written.
+#if defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)
+#define MM_Q
+#endif
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef MM_COOP
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#if !defined(MV_F16) && !defined(MM_Q)
+#error "MM_COOP: f16 or block-typed weights"
+#endif
+#endif
+
+#define WG 256u
+layout(local_size_x = 256) in;
+layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
+
+#ifdef MM_SILU
+#define NMAT 2u
+#define B_X 2
+#else
+#define NMAT 1u
+#define B_X 1
+#endif
+#ifdef MM_ADD
+#define B_R (B_X + 1)
+#define B_Y (B_X + 2)
+#else
+#define B_Y (B_X + 1)
+#endif
+
+// ---- weights: chunk c (weights 8c .. 8c + 7) of a row --------------------
+#ifdef MM_Q
+#if defined(MV_Q8_0)
+#define QK 32u
+#define QB 34u
+#define QCHUNK q8_0_chunk
+#define QCPB Q8_0_CHUNKS
+#elif defined(MV_Q4_0)
+#define QK 32u
+#define QB 18u
+#define QCHUNK q4_0_chunk
+#define QCPB Q4_0_CHUNKS
+#elif defined(MV_Q4_K)
+#define QK 256u
+#define QB 144u
+#define QCHUNK q4_k_chunk
+#define QCPB Q4_K_CHUNKS
+#else
+#define QK 256u
+#define QB 210u
+#define QCHUNK q6_k_chunk
+#define QCPB Q6_K_CHUNKS
+#endif
+#define QBIND(k, b)                                                              \
+    layout(set = 0, binding = b) readonly buffer W##k##q { uint w##k##q[]; };    \
+    layout(set = 0, binding = b) readonly buffer W##k##q2 { uvec2 w##k##q2[]; }; \
+    layout(set = 0, binding = b) readonly buffer W##k##q4 { uvec4 w##k##q4[]; };
+QBIND(0, 0)
+#ifdef MM_SILU
+QBIND(1, 1)
+#define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : w1##v[i])
+#else
+#define QSEL(m, v, i) w0##v[i]
+#endif
+#define QWORD(m, i) QSEL(m, q, i)
+#define QVEC2(m, i) QSEL(m, q2, i)
+#define QVEC4(m, i) QSEL(m, q4, i)
+#include "quant.glsl"
+
+void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
+{
+    QChunk q = QCHUNK(m, row * (pc.cols / QK) * QB, c / QCPB, c % QCPB);
+    q_weights(q, a, b);
+}
+#elif defined(MV_F16)
+layout(set = 0, binding = 0) readonly buffer W0v { uvec4 w0v[]; };
+layout(set = 0, binding = 0) readonly buffer W0s { uint w0s[]; };
+#ifdef MM_SILU
+layout(set = 0, binding = 1) readonly buffer W1v { uvec4 w1v[]; };
+layout(set = 0, binding = 1) readonly buffer W1s { uint w1s[]; };
+#define WV(m, i) ((m) == 0u ? w0v[i] : w1v[i])
+#define WS(m, i) ((m) == 0u ? w0s[i] : w1s[i])
+#else
+#define WV(m, i) w0v[i]
+#define WS(m, i) w0s[i]
+#endif
+// The 8 halves of chunk c as they are stored (0 past the row's end).
+uvec4 wchunk16(uint m, uint row, uint c)
+{
+    uint e = row * pc.cols + 8u * c;
+    if (pc.cols % 8u == 0u)
+        return WV(m, e >> 3u);
+    uint h[8];
+    for (uint i = 0u; i < 8u; i++) {
+        uint w = 8u * c + i < pc.cols ? WS(m, (e + i) >> 1u) : 0u;
+        h[i] = ((e + i) & 1u) != 0u ? w >> 16u : w & 0xffffu;
+    }
+    return uvec4(h[0] | h[1] << 16u, h[2] | h[3] << 16u, h[4] | h[5] << 16u, h[6] | h[7] << 16u);
+}
+void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
+{
+    uvec4 w = wchunk16(m, row, c);
+    a = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    b = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+}
+#else
+layout(set = 0, binding = 0) readonly buffer W0v { vec4 w0v[]; };
+layout(set = 0, binding = 0) readonly buffer W0s { float w0s[]; };
+#ifdef MM_SILU
+layout(set = 0, binding = 1) readonly buffer W1v { vec4 w1v[]; };
+layout(set = 0, binding = 1) readonly buffer W1s { float w1s[]; };
+#define WV(m, i) ((m) == 0u ? w0v[i] : w1v[i])
+#define WS(m, i) ((m) == 0u ? w0s[i] : w1s[i])
+#else
+#define WV(m, i) w0v[i]
+#define WS(m, i) w0s[i]
+#endif
+void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
+{
+    uint e = row * pc.cols + 8u * c;
+    if (pc.cols % 8u == 0u) {
+        a = WV(m, e >> 2u);
+        b = WV(m, (e >> 2u) + 1u);
+        return;
+    }
+    float v[8];
+    for (uint i = 0u; i < 8u; i++)
+        v[i] = 8u * c + i < pc.cols ? WS(m, e + i) : 0.0;
+    a = vec4(v[0], v[1], v[2], v[3]);
+    b = vec4(v[4], v[5], v[6], v[7]);
+}
+#endif
+
+// ---- x, r, y -------------------------------------------------------------
+layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
+layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
+#ifdef MM_ADD
+layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
+#endif
+layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
+
+// Chunk c of token row t of x (0 past the row's end).
+void xchunk(uint t, uint c, out vec4 a, out vec4 b)
+{
+    uint e = t * pc.cols + 8u * c;
+    if (pc.cols % 8u == 0u) {
+        a = x4[e >> 2u];
+        b = x4[(e >> 2u) + 1u];
+        return;
+    }
+    float v[8];
+    for (uint i = 0u; i < 8u; i++)
+        v[i] = 8u * c + i < pc.cols ? x1[e + i] : 0.0;
+    a = vec4(v[0], v[1], v[2], v[3]);
+    b = vec4(v[4], v[5], v[6], v[7]);
+}
+
+float silu(float v) { return v / (1.0 + exp(-v)); }
+
+// y[t][row] from the row's products: g = Wg x[t] (or W x[t]), u = Wu x[t].
+void store(uint t, uint row, float g, float u)
+{
+    uint i = t * pc.rows + row;
+#if defined(MM_SILU)
+    y[i] = silu(g) * u;
+#elif defined(MM_ADD)
+    y[i] = g + r[i];
+#else
+    y[i] = g;
+#endif
+}
+
+#ifndef MM_TILED
+// ---- the multi-column matvec (small T) ------------------------------------
+#define SR 4u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
+#define TG 4u    // token rows a pass
+#define NACC (SR * NMAT * TG)
+shared float red[NACC][WG / 4u];
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, row0 = gl_WorkGroupID.x * SR;
+    uint chunks = (pc.cols + 7u) / 8u;
+    for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+        float acc[NACC];
+        for (uint s = 0u; s < NACC; s++)
+            acc[s] = 0.0;
+        for (uint c = lid; c < chunks; c += WG) {
+            vec4 wa[SR * NMAT], wb[SR * NMAT];
+            for (uint k = 0u; k < SR; k++)
+                for (uint m = 0u; m < NMAT; m++)
+                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa[k * NMAT + m], wb[k * NMAT + m]);
+            for (uint j = 0u; j < TG; j++) {
+                if (t0 + j < pc.T) {
+                    vec4 xa, xb;
+                    xchunk(t0 + j, c, xa, xb);
+                    for (uint i = 0u; i < SR * NMAT; i++)
+                        acc[i * TG + j] += dot(wa[i], xa) + dot(wb[i], xb);
+                }
+            }
+        }
+        for (uint s = 0u; s < NACC; s++) {
+            float v = subgroupAdd(acc[s]);
+            if (subgroupElect())
+                red[s][gl_SubgroupID] = v;
+        }
+        memoryBarrierShared();
+        barrier();
+        if (lid < SR * TG) {
+            uint k = lid / TG, j = lid % TG, row = row0 + k, t = t0 + j;
+            float g = 0.0, u = 0.0;
+            for (uint i = 0u; i < gl_NumSubgroups; i++) {
+                g += red[(k * NMAT) * TG + j][i];
+#ifdef MM_SILU
+                u += red[(k * NMAT + 1u) * TG + j][i];
+#endif
+            }
+            if (row < pc.rows && t < pc.T)
+                store(t, row, g, u);
+        }
+        barrier();
+    }
+}
+
+#elif !defined(MM_COOP)
+// ---- the tiled form -------------------------------------------------------
+#define BM 64u   // rows a tile: LOOM_MATMUL_TILE_ROWS
+#define BN 64u   // token rows a tile: LOOM_MATMUL_TILE_T
+#define BK 32u   // columns a slice: one block of 32, four chunks of 8
+#define PAD (BK + 1u)
+shared float ws[NMAT][BM * PAD];
+shared float xs[BN * PAD];
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x;
+    uint tiles = (pc.rows + BM - 1u) / BM;
+    uint row0 = (gl_WorkGroupID.x % tiles) * BM, t0 = (gl_WorkGroupID.x / tiles) * BN;
+    // Outputs: rows tx + 16 i, token rows ty + 16 j of the tile (a warp's
+    // lanes take consecutive rows: y's writes are contiguous, and the
+    // shared reads of a row stride PAD apart, in distinct banks).
+    uint tx = lid % 16u, ty = lid / 16u;
+    // Staging: invocation lid fills chunk lid % 4 of tile row lid / 4.
+    uint sr = lid / 4u, sq = lid % 4u;
+    float acc[NMAT][4][4];
+    for (uint m = 0u; m < NMAT; m++)
+        for (uint i = 0u; i < 4u; i++)
+            for (uint j = 0u; j < 4u; j++)
+                acc[m][i][j] = 0.0;
+    for (uint k0 = 0u; k0 < pc.cols; k0 += BK) {
+        uint c = k0 / 8u + sq;
+        bool in_cols = 8u * c < pc.cols;
+        for (uint m = 0u; m < NMAT; m++) {
+            vec4 a = vec4(0.0), b = vec4(0.0);
+            if (row0 + sr < pc.rows && in_cols)
+                wchunk(m, row0 + sr, c, a, b);
+            for (uint e = 0u; e < 4u; e++) {
+                ws[m][sr * PAD + 8u * sq + e] = a[e];
+                ws[m][sr * PAD + 8u * sq + 4u + e] = b[e];
+            }
+        }
+        {
+            vec4 a = vec4(0.0), b = vec4(0.0);
+            if (t0 + sr < pc.T && in_cols)
+                xchunk(t0 + sr, c, a, b);
+            for (uint e = 0u; e < 4u; e++) {
+                xs[sr * PAD + 8u * sq + e] = a[e];
+                xs[sr * PAD + 8u * sq + 4u + e] = b[e];
+            }
+        }
+        memoryBarrierShared();
+        barrier();
+        for (uint kk = 0u; kk < BK; kk++) {
+            float xv[4];
+            for (uint j = 0u; j < 4u; j++)
+                xv[j] = xs[(ty + 16u * j) * PAD + kk];
+            for (uint m = 0u; m < NMAT; m++)
+                for (uint i = 0u; i < 4u; i++) {
+                    float w = ws[m][(tx + 16u * i) * PAD + kk];
+                    for (uint j = 0u; j < 4u; j++)
+                        acc[m][i][j] += w * xv[j];
+                }
+        }
+        barrier();
+    }
+    for (uint j = 0u; j < 4u; j++)
+        for (uint i = 0u; i < 4u; i++) {
+            uint row = row0 + tx + 16u * i, t = t0 + ty + 16u * j;
+            if (row < pc.rows && t < pc.T)
+                store(t, row, acc[0][i][j], acc[NMAT - 1u][i][j]);
+        }
+}
+
+#else
+// ---- the cooperative-matrix form ------------------------------------------
+#define CBM 128u  // rows a tile: LOOM_MATMUL_COOP_ROWS
+#define CBN 64u   // token rows a tile: LOOM_MATMUL_COOP_T
+#ifdef MM_SILU
+#define CBK 32u   // columns a slice (two weight tiles: shared memory within 48 KB)
+#else
+#define CBK 64u
+#endif
+#define CQ (CBK / 8u)        // chunks (uvec4 of 8 halves) a staged row
+#define CS (CQ + 1u)         // a staged row with one chunk of padding: ldmatrix rows in distinct banks
+#define RP (WG / CQ)         // staged rows a pass of the workgroup
+#define APASS (CBM / RP)
+#define BPASS (CBN / RP)
+#define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+shared uvec4 as0[CBM * CS];
+#ifdef MM_SILU
+shared uvec4 as1[CBM * CS];
+#endif
+shared uvec4 bs[CBN * CS];
+shared float cs[8u * 256u];   // a 16 x 16 result of each subgroup, column-major
+
+uvec4 pack8(vec4 a, vec4 b)
+{
+    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
+
+// Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
+uvec4 wstage(uint m, uint row, uint c)
+{
+    if (row >= pc.rows || 8u * c >= pc.cols)
+        return uvec4(0u);
+#ifdef MV_F16
+    return wchunk16(m, row, c);
+#else
+    vec4 a, b;
+    wchunk(m, row, c, a, b);
+    return pack8(a, b);
+#endif
+}
+
+// x as loaded: packed to f16 only where it is staged, so that the loads stay
+// in flight while the slice before is multiplied.
+void xstage(uint t, uint c, out vec4 a, out vec4 b)
+{
+    a = vec4(0.0);
+    b = vec4(0.0);
+    if (t < pc.T && 8u * c < pc.cols)
+        xchunk(t, c, a, b);
+}
+
+// Each 16 x 16 result through the subgroup's staging, column-major (a
+// column is a token row: lanes write 16 consecutive rows of y).
+void emit(FC g16, FC u16, uint row0, uint t0)
+{
+    uint base = gl_SubgroupID * 256u, lane = gl_SubgroupInvocationID;
+    float g[8], u[8];
+    coopMatStoreNV(g16, cs, base, 16u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++)
+        g[e] = cs[base + lane + 32u * e];
+#ifdef MM_SILU
+    subgroupBarrier();
+    coopMatStoreNV(u16, cs, base, 16u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++)
+        u[e] = cs[base + lane + 32u * e];
+#else
+    u = g;
+#endif
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint idx = lane + 32u * e, row = row0 + idx % 16u, t = t0 + idx / 16u;
+        if (row < pc.rows && t < pc.T)
+            store(t, row, g[e], u[e]);
+    }
+}
+
+// Results: named, not arrays, so that no compiler keeps them in memory.
+#ifdef MM_SILU
+#define MMA2(i, fa1, fa0)                                  \
+    a##i##0 = coopMatMulAddNV(fa0, fb0, a##i##0);          \
+    a##i##1 = coopMatMulAddNV(fa0, fb1, a##i##1);          \
+    u##i##0 = coopMatMulAddNV(fa1, fb0, u##i##0);          \
+    u##i##1 = coopMatMulAddNV(fa1, fb1, u##i##1);
+#else
+#define MMA2(i, fa1, fa0)                                  \
+    a##i##0 = coopMatMulAddNV(fa0, fb0, a##i##0);          \
+    a##i##1 = coopMatMulAddNV(fa0, fb1, a##i##1);
+#endif
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
+    uint tiles = (pc.rows + CBM - 1u) / CBM;
+    uint row0 = (gl_WorkGroupID.x % tiles) * CBM, t0 = (gl_WorkGroupID.x / tiles) * CBN;
+    // Subgroup sg takes rows 32 (sg % 4), token rows 32 (sg / 4) of the tile.
+    uint wm = 32u * (sg % 4u), wn = 32u * (sg / 4u);
+    // Staging: chunk lid % CQ of staged rows lid / CQ + RP p.
+    uint sr = lid / CQ, sq = lid % CQ;
+    FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
+#ifdef MM_SILU
+    FC u00 = FC(0.0), u01 = FC(0.0), u10 = FC(0.0), u11 = FC(0.0);
+    uvec4 pu[APASS];
+#endif
+    uvec4 pa[APASS];
+    vec4 pxa[BPASS], pxb[BPASS];
+    for (uint p = 0u; p < APASS; p++) {
+        pa[p] = wstage(0u, row0 + sr + RP * p, sq);
+#ifdef MM_SILU
+        pu[p] = wstage(1u, row0 + sr + RP * p, sq);
+#endif
+    }
+    for (uint p = 0u; p < BPASS; p++)
+        xstage(t0 + sr + RP * p, sq, pxa[p], pxb[p]);
+    for (uint k0 = 0u; k0 < pc.cols; k0 += CBK) {
+        barrier();   // the slice before is multiplied
+        for (uint p = 0u; p < APASS; p++) {
+            as0[(sr + RP * p) * CS + sq] = pa[p];
+#ifdef MM_SILU
+            as1[(sr + RP * p) * CS + sq] = pu[p];
+#endif
+        }
+        for (uint p = 0u; p < BPASS; p++)
+            bs[(sr + RP * p) * CS + sq] = pack8(pxa[p], pxb[p]);
+        memoryBarrierShared();
+        barrier();
+        if (k0 + CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
+            uint c = (k0 + CBK) / 8u + sq;
+            for (uint p = 0u; p < APASS; p++) {
+                pa[p] = wstage(0u, row0 + sr + RP * p, c);
+#ifdef MM_SILU
+                pu[p] = wstage(1u, row0 + sr + RP * p, c);
+#endif
+            }
+            for (uint p = 0u; p < BPASS; p++)
+                xstage(t0 + sr + RP * p, c, pxa[p], pxb[p]);
+        }
+        for (uint kk = 0u; kk < CQ; kk += 2u) {
+            FA fb0, fb1, fw0, fw1;
+            coopMatLoadNV(fb0, bs, wn * CS + kk, CS, true);
+            coopMatLoadNV(fb1, bs, (wn + 16u) * CS + kk, CS, true);
+            coopMatLoadNV(fw0, as0, wm * CS + kk, CS, false);
+#ifdef MM_SILU
+            coopMatLoadNV(fw1, as1, wm * CS + kk, CS, false);
+#endif
+            MMA2(0, fw1, fw0)
+            coopMatLoadNV(fw0, as0, (wm + 16u) * CS + kk, CS, false);
+#ifdef MM_SILU
+            coopMatLoadNV(fw1, as1, (wm + 16u) * CS + kk, CS, false);
+#endif
+            MMA2(1, fw1, fw0)
+        }
+    }
+#ifndef MM_SILU
+#define u00 a00
+#define u01 a01
+#define u10 a10
+#define u11 a11
+#endif
+    emit(a00, u00, row0 + wm, t0 + wn);
+    emit(a01, u01, row0 + wm, t0 + wn + 16u);
+    emit(a10, u10, row0 + wm + 16u, t0 + wn);
+    emit(a11, u11, row0 + wm + 16u, t0 + wn + 16u);
+}
+#endif

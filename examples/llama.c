@@ -482,7 +482,7 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
 /* Runtime buffers: per layer, then the model-wide ones. TOKENS and
  * LOGITS_LOG are the rings the decode loop reads behind the GPU. */
 enum { LB_ATTN_NORM, LB_WQ, LB_WK, LB_WV, LB_WO, LB_FFN_NORM, LB_WG, LB_WU, LB_WD, LB_KC, LB_VC, LB_COUNT };
-enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_COUNT };
+enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_PROMPT, GB_COUNT };
 
 /* The matrix a layer buffer holds; -1 for norms and caches. */
 static const int8_t lb_mat[LB_COUNT] = {
@@ -492,6 +492,10 @@ static const int8_t lb_mat[LB_COUNT] = {
 };
 static const char *const lb_names[LB_COUNT] = { "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
                                                 "wg", "wu", "wd", "kcache", "vcache" };
+
+/* Plans (and their programs) a model keeps: the decode step, the fed step
+ * and the multi-token buckets a prompt's chunks use. */
+#define LLAMA_KEPT 8
 
 /* A dry model has no runtime: its buffer pointers point at these, cast, so
  * the capture code (which passes loom_rt_buffer pointers around) runs
@@ -514,9 +518,20 @@ struct loom_llama {
     loom_rt_buffer **lbuf;        /* n_layers * LB_COUNT */
     loom_rt_buffer *gbuf[GB_COUNT];
     placeholder *ph;              /* dry: n_layers * LB_COUNT + GB_COUNT */
+    uint32_t rows_t;              /* the step being captured: a multi-token step of this bucket; 0 one token */
+    uint32_t *prompt;             /* host copy of the prompt buffer (max_seq ids by position) */
     loom_graph *graph;            /* recaptured every step */
     loom_plan *plan;              /* of the last step */
     loom_rt_program *program;     /* made from plan */
+    /* Programs of the other plans the model switched away from (the decode
+     * step, fed steps, each multi-token bucket), kept so that switching
+     * back costs no new program. */
+    struct {
+        loom_plan *plan;
+        loom_rt_program *program;
+        uint64_t used;
+    } kept[LLAMA_KEPT];
+    uint64_t uses;
     uint32_t step;                /* steps submitted */
     uint64_t ids[LOOM_LLAMA_RING];/* runtime step id of model step s at s % RING */
     uint64_t hits, misses;
@@ -596,7 +611,8 @@ static loom_result upload(loom_llama *m)
         (rc = upload_matrix(m, &m->gbuf[GB_OUT], "out", &w->out)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS], "logits", (uint64_t)c->vocab * 4, LOOM_USAGE_OUTPUT, NULL)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_ARGMAX], "argmax", 4, LOOM_USAGE_OUTPUT, NULL)) ||
-        (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)))
+        (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)) ||
+        (rc = rt_buffer(m, &m->gbuf[GB_PROMPT], "prompt", (uint64_t)c->max_seq * 4, LOOM_USAGE_INPUT, NULL)))
         return rc;
     if (m->keep_logits &&
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS_LOG], "logits_log", (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
@@ -668,13 +684,27 @@ loom_result loom_llama_capture_step(loom_llama *m, loom_graph *g)
     return rc ? rc : add_logs(m, g, 0);
 }
 
+/* Releases the current plan and program and the kept ones. */
+static void drop_plans(loom_llama *m)
+{
+    loom_rt_program_release(m->program);
+    loom_plan_release(m->plan);
+    m->program = NULL;
+    m->plan = NULL;
+    for (int i = 0; i < LLAMA_KEPT; i++) {
+        loom_rt_program_release(m->kept[i].program);
+        loom_plan_release(m->kept[i].plan);
+        memset(&m->kept[i], 0, sizeof m->kept[i]);
+    }
+}
+
 void loom_llama_destroy(loom_llama *m)
 {
     if (!m)
         return;
-    loom_rt_program_release(m->program);
-    loom_plan_release(m->plan);
+    drop_plans(m);
     loom_graph_destroy(m->graph);
+    free(m->prompt);
     if (m->own_cache)
         loom_cache_destroy(m->cache);
     if (m->lbuf && m->rt)
@@ -699,11 +729,12 @@ static loom_result model_init(loom_llama *m, const loom_llama_desc *desc)
         m->cache = desc->cache;
     }
     m->lbuf = calloc((size_t)m->cfg.n_layers * LB_COUNT, sizeof *m->lbuf);
-    if (!m->lbuf)
+    m->prompt = calloc(m->cfg.max_seq, sizeof *m->prompt);
+    if (!m->lbuf || !m->prompt)
         return loom_fail(LOOM_OUT_OF_MEMORY, "llama model");
     loom_result rc;
     if (!m->cache) {
-        if ((rc = loom_cache_create(&(loom_cache_desc){ .capacity = 4 }, &m->cache)))
+        if ((rc = loom_cache_create(&(loom_cache_desc){ .capacity = LLAMA_KEPT }, &m->cache)))
             return rc;
         m->own_cache = true;
     }
@@ -760,6 +791,7 @@ static loom_result create_dry(const loom_llama_config *cfg, const loom_llama_wei
         [GB_EMBED] = mat_buffer_bytes(m, LOOM_LLAMA_EMBED, 0), [GB_FINAL_NORM] = c->dim * 4ull,
         [GB_OUT] = mat_buffer_bytes(m, LOOM_LLAMA_OUT, 0), [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
         [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
+        [GB_PROMPT] = c->max_seq * 4ull,
     };
     for (int i = 0; i < GB_COUNT; i++) {
         m->ph[n_layer_bufs + i] = (placeholder){ n_layer_bufs + i + 1, global_bytes[i] };
@@ -936,6 +968,120 @@ static loom_tensor layer(cap *c, uint32_t l, loom_tensor x)
     return y;
 }
 
+/* ---- multi-token steps --------------------------------------------------- */
+
+/* A T x n f32 scratch matrix: one row per token of the step. */
+static loom_tensor rows_named(cap *c, const char *name, uint32_t n)
+{
+    loom_tensor v = scratch_named(c, name, c->m->rows_t * n);
+    return loom_mat(v.buffer, LOOM_F32, c->m->rows_t, n);
+}
+
+static loom_tensor scratch_rows(cap *c, const char *fmt, uint32_t layer, uint32_t n)
+{
+    char name[48];
+    snprintf(name, sizeof name, fmt, layer);
+    return rows_named(c, name, n);
+}
+
+/* The weights of an RMS norm, bound as a 1 x dim vector. */
+static loom_tensor norm_weight(cap *c, const loom_rt_buffer *wb, const char *wname)
+{
+    return loom_vec(ext(c, wb, wname, LOOM_USAGE_WEIGHT), c->m->cfg.dim);
+}
+
+/* One layer over the step's T token rows: the decode layer's ops as their
+ * row forms, captured fused where loom has no unfused T-row kind to fuse
+ * (the norms' scaling, the residual adds and the gate). */
+static loom_tensor layer_rows(cap *c, uint32_t l, loom_tensor x)
+{
+    const loom_llama_config *cfg = &c->m->cfg;
+    loom_rt_buffer **b = &c->m->lbuf[(size_t)l * LB_COUNT];
+    uint32_t qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
+    char nm[LB_COUNT][24];
+    for (int i = 0; i < LB_COUNT; i++)
+        snprintf(nm[i], sizeof nm[i], "l%u.%s", l, lb_names[i]);
+
+    loom_tensor xn = scratch_rows(c, "l%u.attn.in", l, cfg->dim);
+    OP(c, loom_op_rms_norm_mul_rows(c->g, x, norm_weight(c, b[LB_ATTN_NORM], nm[LB_ATTN_NORM]), xn, cfg->eps,
+                                     NULL));
+    loom_tensor q = scratch_rows(c, "l%u.q", l, qd), k = scratch_rows(c, "l%u.k", l, kvd);
+    loom_tensor v = scratch_rows(c, "l%u.v", l, kvd);
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WQ], nm[LB_WQ], LOOM_LLAMA_WQ, l), xn, q, NULL));
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WK], nm[LB_WK], LOOM_LLAMA_WK, l), xn, k, NULL));
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WV], nm[LB_WV], LOOM_LLAMA_WV, l), xn, v, NULL));
+    OP(c, loom_op_rope_rows(c->g, q, q, cfg->n_heads, cfg->head_dim, cfg->rope_theta, NULL));
+    OP(c, loom_op_rope_rows(c->g, k, k, cfg->n_kv_heads, cfg->head_dim, cfg->rope_theta, NULL));
+    loom_dtype kt = (loom_dtype)cfg->kvtype;
+    loom_tensor kc = loom_mat(ext(c, b[LB_KC], nm[LB_KC], LOOM_USAGE_KV_CACHE), kt, cfg->max_seq, kvd);
+    loom_tensor vc = loom_mat(ext(c, b[LB_VC], nm[LB_VC], LOOM_USAGE_KV_CACHE), kt, cfg->max_seq, kvd);
+    OP(c, loom_op_kv_append_rows(c->g, k, v, kc, vc, NULL));
+    loom_tensor att = scratch_rows(c, "l%u.attn", l, qd);
+    OP(c, loom_op_attention_rows(c->g, q, kc, vc, att, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, NULL));
+    loom_tensor h = scratch_rows(c, "l%u.h", l, cfg->dim);
+    OP(c, loom_op_matmul_add(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], LOOM_LLAMA_WO, l), att, x, h, NULL));
+
+    loom_tensor hn = scratch_rows(c, "l%u.ffn.in", l, cfg->dim);
+    OP(c, loom_op_rms_norm_mul_rows(c->g, h, norm_weight(c, b[LB_FFN_NORM], nm[LB_FFN_NORM]), hn, cfg->eps,
+                                     NULL));
+    loom_tensor act = scratch_rows(c, "l%u.act", l, cfg->ffn);
+    OP(c, loom_op_matmul_silu_mul(c->g, weight_mat(c, b[LB_WG], nm[LB_WG], LOOM_LLAMA_WG, l),
+                                  weight_mat(c, b[LB_WU], nm[LB_WU], LOOM_LLAMA_WU, l), hn, act, NULL));
+    loom_tensor y = scratch_rows(c, "l%u.out", l, cfg->dim);
+    OP(c, loom_op_matmul_add(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], LOOM_LLAMA_WD, l), act, h, y, NULL));
+    return y;
+}
+
+/* The graph of a step over T token rows (bucket T): the prompt ids from
+ * the prompt buffer (row t at position pos + t), every layer over the rows,
+ * then the LM head and argmax of the last valid row (params.rows - 1), as
+ * a decode step's, with the step's log. */
+static loom_result capture_rows(loom_llama *m, loom_graph *g, uint32_t T)
+{
+    loom_graph_reset(g);
+    const loom_llama_config *cfg = &m->cfg;
+    cap c = { .g = g, .m = m, .rc = LOOM_OK };
+    m->rows_t = T;
+    uint32_t argmax = ext(&c, m->gbuf[GB_ARGMAX], "argmax", LOOM_USAGE_OUTPUT);
+    uint32_t prompt = ext(&c, m->gbuf[GB_PROMPT], "prompt", LOOM_USAGE_INPUT);
+    loom_tensor table = weight_mat(&c, m->gbuf[GB_EMBED], "embed", LOOM_LLAMA_EMBED, 0);
+    loom_tensor x = rows_named(&c, "embed.out", cfg->dim);
+    OP(&c, loom_op_embed_rows(g, table, (loom_tensor){ prompt, LOOM_U32, 0, 1, cfg->max_seq }, x, NULL));
+    for (uint32_t l = 0; l < cfg->n_layers && c.rc == LOOM_OK; l++)
+        x = layer_rows(&c, l, x);
+    loom_tensor last = scratch_named(&c, "last", cfg->dim);
+    OP(&c, loom_op_row_pick(g, x, last, NULL));
+    loom_tensor xw = norm(&c, last, m->gbuf[GB_FINAL_NORM], "final_norm", "final");
+    loom_tensor logits = loom_vec(ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT), cfg->vocab);
+    OP(&c, loom_op_matvec(g, weight_mat(&c, m->gbuf[GB_OUT], "out", LOOM_LLAMA_OUT, 0), xw, logits, NULL));
+    loom_tensor am = { argmax, LOOM_U32, 0, 1, 1 };
+    OP(&c, loom_op_argmax(g, logits, am, NULL));
+    m->rows_t = 0;
+    if (c.rc == LOOM_OK)
+        c.rc = add_logs(m, g, 0);
+    return c.rc;
+}
+
+/* The bucket of a step over rows tokens: the smallest power of two, at
+ * least 2, that holds them. */
+static uint32_t rows_bucket(uint32_t rows)
+{
+    uint32_t t = 2;
+    while (t < rows)
+        t *= 2;
+    return t;
+}
+
+loom_result loom_llama_capture_rows(loom_llama *m, loom_graph *g, uint32_t rows)
+{
+    if (!m || !g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama capture_rows: model and graph are required");
+    if (rows < 2 || rows > LOOM_LLAMA_MAX_ROWS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama capture_rows: rows %u is not in [2, %u]", rows,
+                         LOOM_LLAMA_MAX_ROWS);
+    return capture_rows(m, g, rows_bucket(rows));
+}
+
 loom_result loom_llama_capture(loom_llama *m, loom_graph *g)
 {
     if (!m || !g)
@@ -978,6 +1124,51 @@ static loom_result capture_ops(loom_llama *m, loom_graph *g, bool logs_first)
 
 /* ---- stepping ----------------------------------------------------------- */
 
+/* Makes plan the model's current one, with its program: the kept program
+ * of that plan when the model used it before, else a new one. The plan
+ * switched away from is kept (the least recently used kept one makes
+ * room). Takes the caller's reference to plan. */
+static loom_result use_plan(loom_llama *m, loom_plan *plan)
+{
+    if (plan == m->plan && m->program) {
+        loom_plan_release(plan);
+        return LOOM_OK;
+    }
+    int found = -1, room = 0;
+    for (int i = 0; i < LLAMA_KEPT; i++) {
+        if (m->kept[i].plan == plan && m->kept[i].program)
+            found = i;
+        if (m->kept[i].used < m->kept[room].used)
+            room = i;
+    }
+    loom_rt_program *prog = NULL;
+    if (found >= 0) {
+        prog = m->kept[found].program;
+        loom_plan_release(m->kept[found].plan);   /* the caller's reference stands for it */
+        memset(&m->kept[found], 0, sizeof m->kept[found]);
+        room = found;
+    } else {
+        loom_result rc = loom_rt_program_create(m->rt, loom_plan_graph(plan), &prog);
+        if (rc) {
+            loom_plan_release(plan);
+            return rc;
+        }
+    }
+    if (m->plan && m->program) {
+        loom_rt_program_release(m->kept[room].program);
+        loom_plan_release(m->kept[room].plan);
+        m->kept[room].plan = m->plan;
+        m->kept[room].program = m->program;
+        m->kept[room].used = ++m->uses;
+    } else {
+        loom_rt_program_release(m->program);
+        loom_plan_release(m->plan);
+    }
+    m->program = prog;
+    m->plan = plan;
+    return LOOM_OK;
+}
+
 /* The plan for this step's graph; a new plan (a cache miss, or an eviction)
  * gets a new program, an unchanged one keeps its recorded command buffers. */
 static loom_result prepare(loom_llama *m)
@@ -998,20 +1189,7 @@ static loom_result prepare(loom_llama *m)
         m->hits++;
     else
         m->misses++;
-    if (plan == m->plan && m->program) {
-        loom_plan_release(plan);
-        return LOOM_OK;
-    }
-    loom_rt_program *prog = NULL;
-    if ((rc = loom_rt_program_create(m->rt, loom_plan_graph(plan), &prog))) {
-        loom_plan_release(plan);
-        return rc;
-    }
-    loom_rt_program_release(m->program);
-    loom_plan_release(m->plan);
-    m->program = prog;
-    m->plan = plan;
-    return LOOM_OK;
+    return use_plan(m, plan);
 }
 
 /* A fed step's graph reads the token from the step parameters, so it is a
@@ -1061,6 +1239,95 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
 loom_result loom_llama_feed(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
 {
     return submit(m, token, pos, true, out_index);
+}
+
+loom_result loom_llama_set_prompt(loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t pos)
+{
+    if (!m || (!ids && n))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama set_prompt: model or ids NULL");
+    const loom_llama_config *c = &m->cfg;
+    if (pos > c->max_seq || n > c->max_seq - pos)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama set_prompt: positions [%u, %u) beyond max_seq %u", pos,
+                         pos + n, c->max_seq);
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] >= c->vocab)
+            return loom_fail(LOOM_INVALID_ARGUMENT, "llama set_prompt: id %u at position %u is not below vocab %u",
+                             ids[i], pos + i, c->vocab);
+    /* Only what changed goes up: a write waits for the steps reading the
+     * buffer, and a benchmark sets the same prompt again and again. */
+    uint32_t lo = 0, hi = n;
+    while (lo < n && m->prompt[pos + lo] == ids[lo])
+        lo++;
+    while (hi > lo && m->prompt[pos + hi - 1] == ids[hi - 1])
+        hi--;
+    if (lo == hi)
+        return LOOM_OK;
+    memcpy(m->prompt + pos + lo, ids + lo, (size_t)(hi - lo) * sizeof *ids);
+    if (!m->rt)
+        return LOOM_OK;
+    return loom_rt_buffer_write(m->rt, m->gbuf[GB_PROMPT], (uint64_t)(pos + lo) * 4, ids + lo,
+                                (uint64_t)(hi - lo) * 4);
+}
+
+loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index)
+{
+    if (!m)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit_rows: model is NULL");
+    if (!m->rt)
+        return loom_fail(LOOM_UNSUPPORTED, "llama submit_rows: a dry model has no device");
+    if (rows == 0 || rows > LOOM_LLAMA_MAX_ROWS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit_rows: rows %u is not in [1, %u]", rows,
+                         LOOM_LLAMA_MAX_ROWS);
+    if (pos >= m->cfg.max_seq || rows > m->cfg.max_seq - pos)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit_rows: rows %u at pos %u: the KV cache holds %u "
+                         "positions (max_seq), %u left", rows, pos, m->cfg.max_seq, m->cfg.max_seq - pos);
+    if (rows == 1)   /* the decode step is the bucket of one */
+        return submit(m, m->prompt[pos], pos, true, out_index);
+    uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
+    loom_result rc = capture_rows(m, m->graph, rows_bucket(rows));
+    if (rc)
+        return rc;
+    if (t0)
+        loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
+    if ((rc = prepare(m)))
+        return rc;
+    loom_step_params params = { .pos = pos, .kv_len = pos + rows, .step = m->step, .rows = rows };
+    uint64_t id = 0;
+    if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)))
+        return rc;
+    m->ids[m->step % LOOM_LLAMA_RING] = id;
+    if (out_index)
+        *out_index = m->step;
+    m->step++;
+    return LOOM_OK;
+}
+
+loom_result loom_llama_read_kv(loom_llama *m, uint32_t layer, uint32_t pos, uint32_t rows, float *k, float *v)
+{
+    if (!m || !m->rt || (!k && !v))
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama read_kv: NULL or dry model, or nothing to read into");
+    const loom_llama_config *c = &m->cfg;
+    if (layer >= c->n_layers || pos > c->max_seq || rows > c->max_seq - pos)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama read_kv: layer %u rows [%u, %u) (layers %u, max_seq %u)",
+                         layer, pos, pos + rows, c->n_layers, c->max_seq);
+    uint64_t n = (uint64_t)rows * c->n_kv_heads * c->head_dim, es = loom_dtype_size(c->kvtype);
+    uint64_t off = (uint64_t)pos * c->n_kv_heads * c->head_dim * es;
+    loom_rt_buffer **b = &m->lbuf[(size_t)layer * LB_COUNT];
+    float *dst[2] = { k, v };
+    loom_rt_buffer *src[2] = { b[LB_KC], b[LB_VC] };
+    uint16_t *half = es == 2 ? malloc(n * 2) : NULL;
+    if (es == 2 && !half)
+        return loom_fail(LOOM_OUT_OF_MEMORY, "llama read_kv");
+    loom_result rc = LOOM_OK;
+    for (int i = 0; i < 2 && !rc; i++) {
+        if (!dst[i])
+            continue;
+        rc = loom_rt_buffer_read(m->rt, src[i], off, half ? (void *)half : (void *)dst[i], n * es);
+        for (uint64_t j = 0; half && !rc && j < n; j++)
+            dst[i][j] = loom_f16_to_f32(half[j]);
+    }
+    free(half);
+    return rc;
 }
 
 loom_result loom_llama_collect(loom_llama *m, uint32_t index, uint32_t *token, float *logits)
@@ -1120,12 +1387,9 @@ loom_result loom_llama_set_compile(loom_llama *m, const loom_compile_options *op
     if (!m)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama set_compile: model is NULL");
     m->opts = opts ? *opts : (loom_compile_options){ 0 };
-    /* Drop the plan so the next step compiles with the new options; the
+    /* Drop the plans so the next step compiles with the new options; a
      * program lives on until its submissions complete. */
-    loom_rt_program_release(m->program);
-    loom_plan_release(m->plan);
-    m->program = NULL;
-    m->plan = NULL;
+    drop_plans(m);
     return LOOM_OK;
 }
 

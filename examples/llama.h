@@ -165,6 +165,10 @@ void loom_llama_ref_destroy(loom_llama_ref *r);
 /* Decodes token at position pos (pos < max_seq, positions in order from 0);
  * writes vocab logits (may be NULL) and the argmax (may be NULL). */
 loom_result loom_llama_ref_step(loom_llama_ref *r, uint32_t token, uint32_t pos, float *logits, uint32_t *argmax);
+/* The reference's K and V caches of a layer: max_seq rows of
+ * n_kv_heads * head_dim floats; NULL for a bad layer. */
+const float *loom_llama_ref_kcache(const loom_llama_ref *r, uint32_t layer);
+const float *loom_llama_ref_vcache(const loom_llama_ref *r, uint32_t layer);
 
 /* ---- GPU model ---------------------------------------------------------- */
 
@@ -239,6 +243,35 @@ loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint3
  * a program made when the model switches between the two). LOOM_INVALID_
  * ARGUMENT for token >= vocab or pos >= max_seq. */
 loom_result loom_llama_feed(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index);
+/* ---- multi-token steps ---- */
+
+/* The most token rows one step takes: its largest bucket. */
+#define LOOM_LLAMA_MAX_ROWS 512u
+
+/* Writes prompt ids into the model's prompt buffer at positions pos to
+ * pos + n - 1 (ids by position; multi-token steps read their rows' tokens
+ * there). Only ids that differ from what the buffer holds go up; such a
+ * write waits until no submitted step reads the buffer. LOOM_INVALID_
+ * ARGUMENT for an id >= vocab or positions past max_seq. */
+loom_result loom_llama_set_prompt(loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t pos);
+/* Submits one step over the rows prompt tokens at positions pos to
+ * pos + rows - 1 (set by loom_llama_set_prompt), without waiting for it:
+ * the graph of bucket T (the smallest power of two >= rows, >= 2; rows 1 is
+ * a fed decode step), compiled once per bucket and replayed with
+ * {pos, kv_len = pos + rows, step, rows}. Every row's k and v go into the
+ * KV caches; the step's token (loom_llama_collect) and logits are the last
+ * row's, and the next loom_llama_submit in chain mode goes on from that
+ * token. LOOM_INVALID_ARGUMENT naming the field for rows outside
+ * [1, LOOM_LLAMA_MAX_ROWS] or past the cache (pos + rows > max_seq). */
+loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index);
+/* Captures the graph of a step over rows tokens (rows 2 to
+ * LOOM_LLAMA_MAX_ROWS; the bucket rows falls in) into g, reset first. */
+loom_result loom_llama_capture_rows(loom_llama *m, loom_graph *g, uint32_t rows);
+/* Reads the K and V cache rows pos to pos + rows - 1 of a layer as f32
+ * (either may be NULL), rows x n_kv_heads * head_dim each; waits for the
+ * steps that write the caches. */
+loom_result loom_llama_read_kv(loom_llama *m, uint32_t layer, uint32_t pos, uint32_t rows, float *k, float *v);
+
 /* Reads the token (may be NULL) and logits (may be NULL) of submitted step
  * index, waiting for that step only (with early_log, for the step after it
  * when there is one): later steps may still run. Possible

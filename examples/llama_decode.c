@@ -37,6 +37,7 @@
 #define TOLERANCE 2e-3f
 #define WARMUP_S 1.5
 #define BENCH_STEPS 512u
+#define PREFILL_REPS 9u   /* timed prefills of --bench-prefill; the median is reported */
 
 #define MAX_PROMPT 4096u
 
@@ -48,6 +49,8 @@ typedef struct opts {
     loom_rt_profile_level profile;
     const char *device, *model, *trace, *write_gguf;
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
+    uint32_t prefill_chunk;   /* --prefill-chunk; 0 with --prefill-by-decode */
+    uint32_t bench_prefill;   /* --bench-prefill N; 0: not that benchmark */
     /* The model run: the synthetic weights of shape.cfg, or --model's file,
      * whose shape then replaces shape.cfg (banner, JSON and figures all
      * describe the model that runs). NULL until made (a dry run of the
@@ -81,8 +84,14 @@ static void usage(FILE *f)
             "%s"
             "  --steps N             tokens to generate (default 16; --bench: %u timed)\n"
             "  --token T             first token (default 1): the same as --prompt-ids T\n"
-            "  --prompt-ids 1,2,3    prompt token ids, fed one per step (prefill by decode steps);\n"
-            "                        generation goes on from the last one's argmax\n"
+            "  --prompt-ids 1,2,3    prompt token ids, prefilled in multi-token steps of at most\n"
+            "                        --prefill-chunk ids; generation goes on from the last one's argmax\n"
+            "  --prefill-chunk N     rows of one prefill step, 1..%u (default %u; a step of T rows\n"
+            "                        replays the plan of the smallest power of two >= T)\n"
+            "  --prefill-by-decode   feed the prompt one id per decode step instead\n"
+            "  --bench-prefill N     time a prefill of N ids (1 < N < max-seq; --prompt-ids, else ids\n"
+            "                        drawn from the seed) after the warm-up, as tokens/s, and the time to\n"
+            "                        the first token (prefill + one decode step)\n"
             "  --device NAME         Vulkan device index or name substring\n"
             "  --check               CPU reference every step; fail on a mismatch\n"
             "  --bench               warm the clock %.1f s, then time the steps back to back\n"
@@ -117,7 +126,8 @@ static void usage(FILE *f)
             "  --write-gguf FILE     write the model's weights as GGUF (each matrix in its own type, as\n"
             "                        stored; llama.cpp's layout) and exit; no device\n"
             "  --quiet               no per-step lines\n",
-            loom_llama_args_help, BENCH_STEPS, WARMUP_S, LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ);
+            loom_llama_args_help, BENCH_STEPS, LOOM_LLAMA_MAX_ROWS, LOOM_LLAMA_MAX_ROWS, WARMUP_S,
+            LOOM_LLAMA_GGUF_DEFAULT_MAX_SEQ);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -182,6 +192,11 @@ static int check_ids(const opts *o, uint32_t vocab)
 static int check_run(const opts *o)
 {
     const loom_llama_config *c = &o->shape.cfg;
+    if (o->bench_prefill >= c->max_seq) {
+        fprintf(stderr, "llama-decode: --bench-prefill %u needs max-seq above it (%u): the first generated token "
+                "takes the position after the prompt\n", o->bench_prefill, c->max_seq);
+        return 2;
+    }
     if (o->steps == 0 || (o->check && total_steps(o) > c->max_seq) || prompt_len(o) > c->max_seq) {
         fprintf(stderr, "llama-decode: need steps >= 1, a prompt of at most max-seq %u ids, and with --check "
                 "prompt + steps - 1 <= max-seq (got %u + %u - 1)\n", c->max_seq, prompt_len(o), o->steps);
@@ -196,6 +211,7 @@ static int parse(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     o->steps = 16;
     o->token = 1;
+    o->prefill_chunk = LOOM_LLAMA_MAX_ROWS;
     if (loom_llama_args_begin(argc, argv, &o->shape))
         return bad(loom_last_error(), NULL);
     static const struct { const char *name; uint32_t bit; } ablations[] = {
@@ -224,6 +240,8 @@ static int parse(int argc, char **argv, opts *o)
             o->dry_run = true;
         } else if (!strcmp(a, "--early-log")) {
             o->early_log = true;
+        } else if (!strcmp(a, "--prefill-by-decode")) {
+            o->prefill_chunk = 0;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "--profile")) {
@@ -271,6 +289,13 @@ static int parse(int argc, char **argv, opts *o)
             o->write_gguf = v;
         } else if (!strcmp(a, "--trace")) {
             o->trace = v;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (!loom_llama_parse_u32(v, &o->prefill_chunk) || o->prefill_chunk == 0 ||
+                o->prefill_chunk > LOOM_LLAMA_MAX_ROWS)
+                return bad("--prefill-chunk needs 1..512 rows, got", v);
+        } else if (!strcmp(a, "--bench-prefill")) {
+            if (!loom_llama_parse_u32(v, &o->bench_prefill) || o->bench_prefill < 2)
+                return bad("--bench-prefill needs a prompt of at least 2 ids, got", v);
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!parse_ids(v, o))
                 return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
@@ -285,6 +310,10 @@ static int parse(int argc, char **argv, opts *o)
         return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
     if (o->n_prompt && o->token_set)
         return bad("--token and --prompt-ids exclude each other (--token T is --prompt-ids T)", NULL);
+    if (o->bench_prefill && (o->bench || o->check || o->dry_run))
+        return bad("--bench-prefill excludes --bench, --check and --dry-run", NULL);
+    if (o->bench_prefill && o->n_prompt && o->n_prompt != o->bench_prefill)
+        return bad("--bench-prefill N with --prompt-ids needs N ids", NULL);
     if (o->write_gguf && o->dry_run)
         return bad("--write-gguf and --dry-run exclude each other (a dry run has no weights to write)", NULL);
     if (o->model && (o->shape.wtype_set || o->shape.shape_set))
@@ -612,6 +641,50 @@ static int write_gguf(opts *o)
     return rc ? 1 : 0;
 }
 
+/* --bench-prefill N: one prefill of N ids timed after the warm-up, and
+ * the time to the first token. */
+static int bench_prefill(opts *o, loom_rt *rt, const char *device)
+{
+    const loom_llama_config *c = &o->shape.cfg;
+    uint32_t n = o->bench_prefill, chunk = o->prefill_chunk ? o->prefill_chunk : 1;
+    uint32_t *ids = malloc((size_t)n * sizeof *ids);
+    loom_llama *m = NULL;
+    loom_compile_options co = { .disable = o->disable, .enable = o->enable };
+    loom_result rc = ids ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "prompt ids");
+    /* The prompt: --prompt-ids, else ids drawn from the seed. */
+    uint64_t x = o->shape.cfg.seed * 0x9e3779b97f4a7c15ull + 1;
+    for (uint32_t i = 0; ids && i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = o->n_prompt ? o->prompt[i] : (uint32_t)(x % c->vocab);
+    }
+    if (!rc && !o->w)
+        rc = loom_llama_weights_create(c, &o->w);
+    if (!rc)
+        rc = loom_llama_create(rt, o->w, &(loom_llama_desc){ .chain = true, .compile = &co }, &m);
+    loom_llama_prefill_result r;
+    if (!rc) {
+        print_header(o, device);
+        rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, WARMUP_S, PREFILL_REPS, &r);
+    }
+    if (!rc) {
+        printf("prefill of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills; median of %u):\n",
+               n, chunk, r.warmup_s, (unsigned long long)r.warmup_reps, r.reps);
+        printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
+        printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
+               r.first_token);
+        if (o->json)
+            printf("{\"mode\":\"bench-prefill\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
+                   "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f}\n",
+                   device, o->model ? "gguf" : o->shape.config_name, n, chunk, r.gpu_us, r.wall_us, r.tokens_per_s,
+                   r.ttft_us, r.warmup_s);
+    }
+    if (rc)
+        fprintf(stderr, "llama-decode: %s: %s\n", loom_result_str(rc), loom_last_error());
+    loom_llama_destroy(m);
+    free(ids);
+    return rc ? 1 : 0;
+}
+
 static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -638,7 +711,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     if (o->check && !o->quiet)
         printf("step  input -> gpu    ref      max|err|\n");
     loom_llama_run_opts ro = { .steps = total, .token = o->token, .prompt = o->prompt, .n_prompt = o->n_prompt,
-                               .check = o->check, .warmup_s = o->bench ? WARMUP_S : 0,
+                               .prefill_chunk = o->prefill_chunk, .check = o->check, .warmup_s = o->bench ? WARMUP_S : 0,
                                .log = o->quiet ? NULL : stdout, .tokens = tokens };
     if (!o->check)
         ro.log = NULL;   /* the ids are printed in one line below */
@@ -655,7 +728,10 @@ static int run(opts *o, loom_rt *rt, const char *device)
     print_figures(&f, info.max_binding_range < info.max_storage_buffer_range || f.split_nodes
                           ? info.max_binding_range : 0);
     if (o->n_prompt) {
-        printf("prompt (%u ids, fed one per step):", o->n_prompt);
+        if (o->prefill_chunk > 1)
+            printf("prompt (%u ids, in steps of at most %u):", o->n_prompt, o->prefill_chunk);
+        else
+            printf("prompt (%u ids, fed one per step):", o->n_prompt);
         for (uint32_t i = 0; i < o->n_prompt; i++)
             printf(" %u", o->prompt[i]);
         printf("\n");
@@ -719,7 +795,7 @@ int main(int argc, char **argv)
     }
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
-    int status = run(&o, rt, info.device_name);
+    int status = o.bench_prefill ? bench_prefill(&o, rt, info.device_name) : run(&o, rt, info.device_name);
     loom_rt_wait_idle(rt);
     uint64_t vmsg = loom_rt_validation_messages(rt);
     loom_rt_destroy(rt);

@@ -142,3 +142,21 @@ loom_result loom_llama_ref_step(loom_llama_ref *r, uint32_t token, uint32_t pos,
         *argmax = best;
     return LOOM_OK;
 }
+
+static const float *ref_cache(const loom_llama_ref *r, const float *base, uint32_t layer)
+{
+    if (!r || layer >= r->w->cfg.n_layers)
+        return NULL;
+    const loom_llama_config *c = &r->w->cfg;
+    return base + (size_t)layer * c->max_seq * c->n_kv_heads * c->head_dim;
+}
+
+const float *loom_llama_ref_kcache(const loom_llama_ref *r, uint32_t layer)
+{
+    return r ? ref_cache(r, r->kc, layer) : NULL;
+}
+
+const float *loom_llama_ref_vcache(const loom_llama_ref *r, uint32_t layer)
+{
+    return r ? ref_cache(r, r->vc, layer) : NULL;
+}

@@ -1,6 +1,7 @@
 /* The decode driver behind llama-decode and `loom bench decode`: named
  * shapes, the figures of a step plan, copy bandwidth, and the decode loop
  * that keeps steps in flight and reads tokens behind the GPU. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -331,63 +332,141 @@ typedef struct loop {
     loom_llama_ref *ref;     /* check mode */
     float *gl, *rl;          /* check mode: logits of the GPU and the reference */
     float tol;
-    uint32_t first;          /* model index of the run's first step */
-    uint32_t submitted, collected;
+    uint32_t submitted, collected;   /* positions */
+    /* Submitted steps not yet collected, oldest first: the model's step
+     * index, the run position of its first row, its rows. */
+    struct {
+        uint32_t index, i0, rows;
+    } q[LOOM_LLAMA_RING];
+    uint32_t q_head, q_n;
     uint32_t input;          /* check: the token the next collected step was fed */
     const uint32_t *prompt;  /* fed to the run's first n_prompt steps */
     uint32_t n_prompt;
     loom_llama_result *r;
 } loop;
 
+/* Check mode: the GPU's KV cache rows [pos, pos + rows) of every layer
+ * against the reference's; a mismatch is an element off by more than tol
+ * relative to max(1, max |ref|) of the layer's rows. */
+static loom_result check_kv(loop *L, uint32_t pos, uint32_t rows, bool *ok, float *worst)
+{
+    const loom_llama_config *c = loom_llama_get_config(L->m);
+    size_t n = (size_t)rows * c->n_kv_heads * c->head_dim;
+    float *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+    loom_result rc = k && v ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "llama run: KV check");
+    *ok = true;
+    for (uint32_t l = 0; !rc && l < c->n_layers; l++) {
+        if ((rc = loom_llama_read_kv(L->m, l, pos, rows, k, v)))
+            break;
+        const float *got[2] = { k, v };
+        const float *want[2] = { loom_llama_ref_kcache(L->ref, l), loom_llama_ref_vcache(L->ref, l) };
+        for (int s = 0; s < 2; s++) {
+            const float *w = want[s] + (size_t)pos * c->n_kv_heads * c->head_dim;
+            float scale = 1, err = 0;
+            for (size_t j = 0; j < n; j++) {
+                float d = fabsf(got[s][j] - w[j]);
+                scale = fmaxf(scale, fabsf(w[j]));
+                err = d > err || d != d ? d : err;
+            }
+            if (err > *worst || err != err)
+                *worst = err;
+            if (!(err <= L->tol * scale)) {
+                *ok = false;
+                fprintf(stderr, "llama run: layer %u %s cache rows [%u, %u): max|err| %.3g (scale %.3g)\n", l,
+                        s ? "V" : "K", pos, pos + rows, err, scale);
+            }
+        }
+    }
+    free(k);
+    free(v);
+    return rc;
+}
+
 /* Reads back the oldest uncollected step of the run, waiting for it alone;
- * in check mode runs the reference on the same input and compares. */
+ * in check mode runs the reference on the same input (every row of a
+ * multi-token step) and compares the last row's logits and, for a
+ * multi-token step, the KV cache rows it wrote. */
 static loom_result collect_one(loop *L)
 {
-    uint32_t i = L->collected, tok = 0;
-    loom_result rc = loom_llama_collect(L->m, L->first + i, &tok, L->o->check ? L->gl : NULL);
+    uint32_t index = L->q[L->q_head].index, i0 = L->q[L->q_head].i0, rows = L->q[L->q_head].rows;
+    uint32_t i = i0 + rows - 1, tok = 0;
+    L->q_head = (L->q_head + 1) % LOOM_LLAMA_RING;
+    L->q_n--;
+    loom_result rc = loom_llama_collect(L->m, index, &tok, L->o->check ? L->gl : NULL);
     if (rc)
         return rc;
+    for (uint32_t j = i0; L->o->tokens && j < i; j++)
+        L->o->tokens[j] = LOOM_LLAMA_NO_TOKEN;   /* a row before the last of a multi-token step */
     if (L->o->tokens)
         L->o->tokens[i] = tok;
     if (L->o->check) {
         uint32_t rarg = 0;
-        if ((rc = loom_llama_ref_step(L->ref, L->input, i, L->rl, &rarg)))
+        for (uint32_t j = i0; j <= i && !rc; j++)
+            rc = loom_llama_ref_step(L->ref, j == i0 ? L->input : L->prompt[j], j, j == i ? L->rl : NULL, &rarg);
+        if (rc)
             return rc;
         loom_llama_diff d;
         bool ok = loom_llama_compare(L->gl, tok, L->rl, rarg, L->vocab, L->tol, &d);
+        if (ok && rows > 1 && (rc = check_kv(L, i0, rows, &ok, &d.max_abs)))
+            return rc;
         L->r->mismatches += !ok;
         if (d.max_abs > L->r->max_err)
             L->r->max_err = d.max_abs;
-        if (L->o->log || !ok)
-            fprintf(L->o->log ? L->o->log : stderr, "%4u %6u -> %6u ref %6u  max|err| %.3g%s\n", i, L->input, tok,
-                    rarg, d.max_abs, ok ? "" : "  MISMATCH");
+        FILE *out = L->o->log ? L->o->log : stderr;
+        if ((L->o->log || !ok) && rows > 1)
+            fprintf(out, "%4u..%u (%u rows) -> %6u ref %6u  max|err| %.3g%s\n", i0, i, rows, tok, rarg,
+                    d.max_abs, ok ? "" : "  MISMATCH");
+        else if (L->o->log || !ok)
+            fprintf(out, "%4u %6u -> %6u ref %6u  max|err| %.3g%s\n", i, L->input, tok, rarg, d.max_abs,
+                    ok ? "" : "  MISMATCH");
         /* Both sides go on from the prompt, then from the GPU's token as
          * chain mode does, so one near tie does not derail the rest. */
         L->input = i + 1 < L->n_prompt ? L->prompt[i + 1] : tok;
     } else if (L->o->log) {
-        fprintf(L->o->log, "%4u -> %u\n", i, tok);
+        if (rows > 1)
+            fprintf(L->o->log, "%4u..%u -> %u\n", i0, i, tok);
+        else
+            fprintf(L->o->log, "%4u -> %u\n", i, tok);
     }
-    L->collected++;
+    L->collected += rows;
     return LOOM_OK;
 }
 
-/* Submits n steps at positions pos0, pos0+1, … (mod max_seq), collecting a
- * step once the uncollected ones would fill the runtime's copies: with K
- * copies, K - 1 steps stay queued behind the one the host waits for. */
+/* Submits n positions pos0, pos0+1, … (mod max_seq): the prompt's in
+ * steps of prefill_chunk rows (one per step when it is 0 or 1), the rest
+ * one decode step each; a step is collected once the uncollected ones
+ * would fill the runtime's copies: with K copies, K - 1 steps stay queued
+ * behind the one the host waits for. */
 static loom_result decode(loop *L, uint32_t n, uint32_t pos0, uint32_t token, uint32_t k)
 {
     loom_result rc = LOOM_OK;
-    for (uint32_t t = 0; t < n && !rc; t++) {
-        uint32_t pos = (pos0 + t) % L->max_seq;
-        rc = L->submitted < L->n_prompt ? loom_llama_feed(L->m, L->prompt[L->submitted], pos, NULL)
-                                        : loom_llama_submit(L->m, token, pos, NULL);
+    uint32_t chunk = L->o->prefill_chunk;
+    for (uint32_t t = 0; t < n && !rc;) {
+        uint32_t pos = (pos0 + t) % L->max_seq, rows = 1, index = 0;
+        if (L->submitted < L->n_prompt && chunk > 1) {
+            rows = L->n_prompt - L->submitted;
+            rows = rows < chunk ? rows : chunk;
+            rows = rows < n - t ? rows : n - t;
+            rows = rows < L->max_seq - pos ? rows : L->max_seq - pos;
+            rc = loom_llama_submit_rows(L->m, pos, rows, &index);
+        } else if (L->submitted < L->n_prompt) {
+            rc = loom_llama_feed(L->m, L->prompt[L->submitted], pos, &index);
+        } else {
+            rc = loom_llama_submit(L->m, token, pos, &index);
+        }
         if (rc)
             break;
-        L->submitted++;
-        while (!rc && L->submitted - L->collected >= k)
+        uint32_t slot = (L->q_head + L->q_n) % LOOM_LLAMA_RING;
+        L->q[slot].index = index;
+        L->q[slot].i0 = L->submitted;
+        L->q[slot].rows = rows;
+        L->q_n++;
+        L->submitted += rows;
+        t += rows;
+        while (!rc && L->q_n >= k)
             rc = collect_one(L);
     }
-    while (!rc && L->collected < L->submitted)
+    while (!rc && L->q_n)
         rc = collect_one(L);
     return rc;
 }
@@ -409,7 +488,18 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
         if (opts->prompt[i] >= cfg->vocab)
             return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: prompt id %u (position %u) is not below vocab %u",
                              opts->prompt[i], i, cfg->vocab);
+    if (opts->prefill_chunk > LOOM_LLAMA_MAX_ROWS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: prefill_chunk %u is more than %u rows",
+                         opts->prefill_chunk, LOOM_LLAMA_MAX_ROWS);
     uint32_t k = loom_rt_in_flight(rt);
+    if (k > LOOM_LLAMA_RING)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama run: %u steps in flight, more than the ring's %u", k,
+                         LOOM_LLAMA_RING);
+    if (opts->prefill_chunk > 1 && opts->n_prompt) {
+        loom_result prc = loom_llama_set_prompt(m, opts->prompt, opts->n_prompt, 0);
+        if (prc)
+            return prc;
+    }
     loop L = { .rt = rt, .m = m, .o = opts, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .tol = tol,
                .input = opts->n_prompt ? opts->prompt[0] : opts->token, .prompt = opts->prompt,
                .n_prompt = opts->n_prompt, .r = out };
@@ -428,8 +518,7 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     uint32_t pos = 0;
     while (!rc && opts->warmup_s > 0 && now_us() - t0 < opts->warmup_s * 1e6) {
         loom_llama_run_opts quiet = { .token = opts->token };
-        loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq,
-                   .first = loom_llama_steps(m), .r = out };
+        loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .r = out };
         uint32_t n = cfg->max_seq < 64 ? cfg->max_seq : 64;
         rc = decode(&W, n, pos, opts->token, k);
         pos = (pos + n) % cfg->max_seq;
@@ -445,7 +534,6 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     loom_rt_collect_timestamps(rt);
     loom_rt_get_counters(rt, &c0);
     loom_llama_cache_counts(m, &h0, &m0);
-    L.first = loom_llama_steps(m);
     t0 = now_us();
     if (!rc)
         rc = decode(&L, opts->steps, 0, opts->token, k);
@@ -473,5 +561,101 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     loom_llama_ref_destroy(L.ref);
     free(L.gl);
     free(L.rl);
+    return rc;
+}
+
+/* ---- prefill benchmark ---------------------------------------------------- */
+
+/* The prompt's n positions from 0 in steps of chunk rows; *last is the
+ * last step's index. */
+static loom_result prefill_once(loom_llama *m, uint32_t n, uint32_t chunk, uint32_t *last)
+{
+    loom_result rc = LOOM_OK;
+    for (uint32_t pos = 0; pos < n && !rc; pos += chunk)
+        rc = loom_llama_submit_rows(m, pos, n - pos < chunk ? n - pos : chunk, last);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
+                                     double warmup_s, uint32_t reps, loom_llama_prefill_result *out)
+{
+    if (!rt || !m || !ids || !out || !reps)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: NULL argument or zero reps");
+    memset(out, 0, sizeof *out);
+    const loom_llama_config *cfg = loom_llama_get_config(m);
+    if (n < 1 || n >= cfg->max_seq)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: a prompt of %u ids needs 1..%u (max_seq - 1: "
+                         "the first generated token needs a position)", n, cfg->max_seq - 1);
+    if (chunk < 1 || chunk > LOOM_LLAMA_MAX_ROWS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: chunk %u is not in [1, %u]", chunk,
+                         LOOM_LLAMA_MAX_ROWS);
+    double *gpu = malloc(reps * sizeof *gpu), *wall = malloc(reps * sizeof *wall);
+    double *ttft = malloc(reps * sizeof *ttft);
+    loom_result rc = gpu && wall && ttft ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "llama bench prefill");
+    if (!rc)
+        rc = loom_llama_set_prompt(m, ids, n, 0);
+    uint32_t last = 0, tok = 0;
+    /* Warm-up: the timed work back to back until the time is up. */
+    double t0 = now_us();
+    while (!rc && (out->warmup_reps < 2 || now_us() - t0 < warmup_s * 1e6)) {
+        rc = prefill_once(m, n, chunk, &last);
+        out->warmup_reps++;
+    }
+    if (!rc)
+        rc = loom_rt_wait_idle(rt);
+    out->warmup_s = (now_us() - t0) / 1e6;
+    /* One prefill at a time, each from an idle queue: its GPU time (the sum
+     * of its steps' timestamps) and wall time. */
+    for (uint32_t r = 0; r < reps && !rc; r++) {
+        loom_rt_counters c0, c1;
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &c0);
+        double w0 = now_us();
+        rc = prefill_once(m, n, chunk, &last);
+        if (!rc)
+            rc = loom_rt_wait(rt, loom_llama_step_id(m, last));
+        wall[r] = now_us() - w0;
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &c1);
+        gpu[r] = c1.timed_steps > c0.timed_steps ? (double)(c1.gpu_ns - c0.gpu_ns) / 1e3 : 0;
+    }
+    /* Time to first token: the prefill, then one decode step going on from
+     * its token, until that step's token is on the host. */
+    for (uint32_t r = 0; r < reps && !rc; r++) {
+        double w0 = now_us();
+        uint32_t index = 0;
+        rc = prefill_once(m, n, chunk, &last);
+        if (!rc)
+            rc = loom_llama_submit(m, 0, n, &index);
+        if (!rc)
+            rc = loom_llama_collect(m, index, &tok, NULL);
+        ttft[r] = now_us() - w0;
+    }
+    if (!rc) {
+        out->rows = n;
+        out->chunk = chunk;
+        out->reps = reps;
+        out->gpu_us = median(gpu, reps);
+        out->wall_us = median(wall, reps);
+        out->ttft_us = median(ttft, reps);
+        double us = out->gpu_us > 0 ? out->gpu_us : out->wall_us;
+        out->tokens_per_s = us > 0 ? n / (us * 1e-6) : 0;
+        out->first_token = tok;
+    }
+    free(gpu);
+    free(wall);
+    free(ttft);
     return rc;
 }

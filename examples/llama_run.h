@@ -77,6 +77,8 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
 
 /* ---- the decode loop ------------------------------------------------------ */
 
+#define LOOM_LLAMA_NO_TOKEN 0xffffffffu
+
 typedef struct loom_llama_run_opts {
     uint32_t steps;          /* steps decoded, prompt included (timed in bench mode) */
     uint32_t token;          /* first token when there is no prompt */
@@ -85,6 +87,11 @@ typedef struct loom_llama_run_opts {
      * on from the last one's argmax. NULL/0: start from token. */
     const uint32_t *prompt;
     uint32_t n_prompt;
+    /* The prompt in multi-token steps of at most this many rows
+     * (loom_llama_submit_rows; <= LOOM_LLAMA_MAX_ROWS); 0 or 1: one decode
+     * step per prompt id. tokens[] then holds LOOM_LLAMA_NO_TOKEN for a
+     * step's rows before its last, whose argmax no step computes. */
+    uint32_t prefill_chunk;
     bool check;              /* CPU reference every step (needs weights) */
     double warmup_s;         /* back-to-back steps before timing; 0: none */
     FILE *log;               /* per-step lines; NULL: none */
@@ -111,6 +118,27 @@ typedef struct loom_llama_result {
  * reference is fed the same prompt, so prompt steps are checked too. */
 loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights *w, const loom_llama_run_opts *opts,
                            float tol, loom_llama_result *out);
+
+/* ---- prefill benchmark ---------------------------------------------------- */
+
+typedef struct loom_llama_prefill_result {
+    uint32_t rows, chunk, reps;
+    uint64_t warmup_reps;
+    double warmup_s;
+    double gpu_us, wall_us;  /* one prefill of rows ids (all its steps), median; gpu 0 without timestamps */
+    double tokens_per_s;     /* rows per second of GPU time (wall time without timestamps) */
+    double ttft_us;          /* wall: the prefill and one decode step, until its token is read, median */
+    uint32_t first_token;    /* the token of the last such decode step */
+} loom_llama_prefill_result;
+
+/* Times a prefill of the n ids (positions 0..n-1, n < max_seq) in steps of
+ * at most chunk rows: after warming up with the same prefill back to back
+ * for warmup_s (at least two), reps prefills one at a time from an idle
+ * queue (median GPU and wall time), then reps times the time to the first
+ * token: the prefill, then a decode step from its token (m must be made
+ * with chain), until that token is read. */
+loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
+                                     double warmup_s, uint32_t reps, loom_llama_prefill_result *out);
 
 #ifdef __cplusplus
 }

@@ -353,13 +353,14 @@ loom_result loom_graph_add_barrier(loom_graph *g, uint32_t *out_id);
 loom_result loom_graph_params(loom_graph *g, uint32_t *out_id);
 
 /* Per-token values kernels read from the step-parameter buffer. */
+/* rows: the token rows valid in a multi-token step, 1 <= rows <= T (row t
+ * at position pos + t; rows past it are padding); 1 in a decode step. */
 typedef struct loom_step_params {
-    uint32_t pos;         /* position of the token being decoded */
+    uint32_t pos;         /* position of the token being decoded (a multi-token step: of row 0) */
     uint32_t token;       /* its token id */
-    uint32_t kv_len;      /* cache entries valid after this step (pos + 1) */
+    uint32_t kv_len;      /* cache entries valid after this step (pos + rows) */
     uint32_t step;        /* replay counter */
-    uint32_t rows;        /* token rows valid in a multi-token step, 1 <= rows <= T (row t at
-                             position pos + t; rows past it are padding); 1 in a decode step */
+    uint32_t rows;        /* token rows valid (see above) */
     uint32_t user[11];
 } loom_step_params;
 

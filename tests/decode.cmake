@@ -76,10 +76,11 @@ if(TARGET llama-decode)
   # are not a multiple of 8: x read two words at a time.
   decode_test(decode_check_tags_awkward ${check} --f16 --kv-f16 --dim 64 --heads 5 --kv-heads 1 --head-dim 12
               --ffn 684 --in-flight 1)
-  # Prefill by decode steps: the prompt ids fed one per step, every step
-  # (prompt ones too) checked against the reference, in any config; the
-  # script checks --token against a one-id prompt, that generation goes on
-  # from the last prompt id, and that a bad id is a usage error.
+  # A prompt, every step (prompt ones too) checked against the reference,
+  # in any config, and fed one id per decode step; the script checks
+  # --token against a one-id prompt, that generation goes on from the last
+  # prompt id, that chunked prefill generates what prefill by decode steps
+  # does, and that a bad id or chunk is a usage error.
   set(prompt --prompt-ids 5,17,300,2)
   decode_test(decode_check_prompt_f32 ${check} ${prompt} --in-flight 1)
   decode_test(decode_check_prompt_f16 ${check} ${prompt} --f16)
@@ -87,6 +88,20 @@ if(TARGET llama-decode)
   decode_test(decode_check_prompt_early-log ${check} ${prompt} --early-log --in-flight 3)
   decode_test(decode_check_prompt_gguf ${check} ${prompt} --model ${CMAKE_CURRENT_BINARY_DIR}/tiny-f16.gguf)
   set_tests_properties(decode_check_prompt_gguf PROPERTIES FIXTURES_REQUIRED gguf_models)
+  decode_test(decode_check_prompt_by-decode ${check} ${prompt} --prefill-by-decode)
+  # Prefill in multi-token steps (the default for a prompt): 40 ids in
+  # steps of 1 (decode steps), 7 (buckets of 8, the last step 5 rows) and
+  # 16 (two full steps, then 8 rows), f32 and f16, each step's last row and
+  # the KV cache rows it wrote checked against the reference.
+  set(prompt40 --prompt-ids 5,17,300,2,9,11,480,77,3,250,6,199,41,8,123,64,500,1,33,270,13,90,402,7,15,311,29,2,88,150,460,19,5,240,71,333,4,99,210,47)
+  foreach(w f32 f16)
+    foreach(ch 1 7 16)
+      decode_test(decode_check_prefill${ch}_${w} ${check} ${prompt40} --steps 8 --prefill-chunk ${ch} --${w})
+    endforeach()
+  endforeach()
+  decode_test(decode_check_prefill_kv-f16 ${check} ${prompt40} --steps 4 --prefill-chunk 16 --f16 --kv-f16)
+  decode_test(decode_check_prefill_q4_k_m ${check} ${prompt40} --steps 4 --prefill-chunk 16 --wtype q4_k_m
+              --ffn 768 --kv-f16)
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_prompt.cmake)
   # Quantized weights: the random weights quantized on the host (--wtype),

@@ -32,11 +32,12 @@ static void tiny(loom_llama_config *c, loom_dtype t)
     c->wtype = t;
 }
 
-static void setup_weights_kv(loom_dtype t, loom_dtype kv)
+static void setup_weights_ctx(loom_dtype t, loom_dtype kv, uint32_t max_seq)
 {
     loom_llama_config c;
     tiny(&c, t);
     c.kvtype = kv;
+    c.max_seq = max_seq;
     ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt), LOOM_OK);
     ck_assert_int_eq(loom_llama_weights_create(&c, &weights), LOOM_OK);
 }
@@ -89,7 +90,10 @@ static void check_reference(void)
     free(rl);
 }
 
+static void setup_weights_kv(loom_dtype t, loom_dtype kv) { setup_weights_ctx(t, kv, 8); }
 static void setup_f32(void) { setup_weights_kv(LOOM_F32, LOOM_F32); }
+/* A context of 32 for prompts in multi-token steps, f16 caches. */
+static void setup_rows(void) { setup_weights_ctx(LOOM_F16, LOOM_F16, 32); }
 static void setup_f16(void) { setup_weights_kv(LOOM_F16, LOOM_F32); }
 /* f16 weights and f16 KV caches (the 1b and 7b presets): the reference
  * rounds k and v to f16 as the caches do. */
@@ -495,6 +499,59 @@ START_TEST(bad_input_is_rejected)
 }
 END_TEST
 
+/* Multi-token steps: bad rows are refused naming the field; a prompt in
+ * steps of 5, 2, 3, 5, 2 and 7 rows compiles one plan per bucket (8, 2, 4)
+ * and replays it from then on, so the last three compile nothing; the token
+ * after each step is the reference's after the same ids, and so is the
+ * decode step's after the last. */
+START_TEST(row_steps)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true }, &m), LOOM_OK);
+    const loom_llama_config *c = &weights->cfg;
+    uint32_t ids[24];
+    for (uint32_t i = 0; i < 24; i++)
+        ids[i] = (i * 37 + 5) % c->vocab;
+    ck_assert_int_eq(loom_llama_set_prompt(m, ids, 24, 0), LOOM_OK);
+    uint32_t bad_id = c->vocab;
+    ck_assert_int_eq(loom_llama_set_prompt(m, &bad_id, 1, 3), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "position 3"));
+    ck_assert_int_eq(loom_llama_submit_rows(m, 0, 0, NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_submit_rows(m, 0, LOOM_LLAMA_MAX_ROWS + 1, NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_llama_submit_rows(m, c->max_seq - 3, 4, NULL), LOOM_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "max_seq"));
+    ck_assert_int_eq(loom_llama_steps(m), 0);
+
+    loom_llama_ref *r = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(weights, &r), LOOM_OK);
+    uint32_t chunks[][2] = { { 0, 5 }, { 5, 2 }, { 7, 3 }, { 10, 5 }, { 15, 2 }, { 17, 7 } };
+    uint64_t h0, m0, h1, m1;
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        uint32_t pos = chunks[i][0], rows = chunks[i][1], index = 0, tok = 0, want = 0;
+        if (i == 3)
+            loom_llama_cache_counts(m, &h0, &m0);
+        ck_assert_int_eq(loom_llama_submit_rows(m, pos, rows, &index), LOOM_OK);
+        ck_assert_int_eq(loom_llama_collect(m, index, &tok, NULL), LOOM_OK);
+        for (uint32_t j = pos; j < pos + rows; j++)
+            ck_assert_int_eq(loom_llama_ref_step(r, ids[j], j, NULL, &want), LOOM_OK);
+        ck_assert_msg(tok == want, "chunk [%u, %u): token %u, reference %u", pos, pos + rows, tok, want);
+    }
+    /* Steps 3..5 (buckets 8, 2 and 8) were all seen before: no compile. */
+    loom_llama_cache_counts(m, &h1, &m1);
+    ck_assert_uint_eq(m1 - m0, 0);
+    ck_assert_uint_eq(h1 - h0, 3);
+    /* The decode step after it goes on from the last chunk's token. */
+    uint32_t index = 0, tok = 0, want = 0, last = 0;
+    ck_assert_int_eq(loom_llama_collect(m, loom_llama_steps(m) - 1, &last, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_llama_submit(m, 0, 24, &index), LOOM_OK);
+    ck_assert_int_eq(loom_llama_collect(m, index, &tok, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_llama_ref_step(r, last, 24, NULL, &want), LOOM_OK);
+    ck_assert_uint_eq(tok, want);
+    loom_llama_ref_destroy(r);
+    loom_llama_destroy(m);
+}
+END_TEST
+
 /* Config checks need no device. */
 /* The weights are one stream of splitmix64 draws taken in a fixed order
  * (embedding; per layer the two norms, then q, k, v, o, gate, up, down;
@@ -656,6 +713,10 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, chain_matches_host_feed);
     tcase_add_test(tc, in_flight_matches_sync_late_log);
     tcase_add_test(tc, in_flight_matches_sync_early_log);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rows");
+    tcase_add_checked_fixture(tc, setup_rows, teardown);
+    tcase_add_test(tc, row_steps);
     suite_add_tcase(s, tc);
     tc = tcase_create("quantized");
     tcase_add_checked_fixture(tc, NULL, teardown);

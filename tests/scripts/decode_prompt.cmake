@@ -52,6 +52,23 @@ if(NOT b_tokens STREQUAL rest)
                       "${b_tokens} instead of ${rest}")
 endif()
 
+# Prefill in multi-token steps generates what prefill by decode steps does.
+set(p40 "5,17,300,2,9,11,480,77,3,250,6,199,41,8,123,64,500,1,33,270,13,90,402,7,15,311,29,2,88,150,460,19,5,240,71,333,4,99,210,47")
+decode(by --prompt-ids ${p40} --steps 6 --prefill-by-decode)
+foreach(ch 7 16 512)
+  decode(ch${ch} --prompt-ids ${p40} --steps 6 --prefill-chunk ${ch})
+  if(NOT ch${ch}_tokens STREQUAL by_tokens)
+    message(FATAL_ERROR "40 ids prefilled in steps of ${ch} generated ${ch${ch}_tokens}, by decode steps "
+                        "${by_tokens}")
+  endif()
+endforeach()
+foreach(bad 0 513 x)
+  execute_process(COMMAND ${DECODE} --prompt-ids 5,17 --prefill-chunk ${bad} RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "prefill-chunk")
+    message(FATAL_ERROR "--prefill-chunk ${bad} exited ${rc}, not 2 (usage) naming the flag: ${err}")
+  endif()
+endforeach()
+
 foreach(bad "5,512" "5,,2" "x" "")
   execute_process(COMMAND ${DECODE} --prompt-ids "${bad}" --steps 2 RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)

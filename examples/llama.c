@@ -482,7 +482,8 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
 /* Runtime buffers: per layer, then the model-wide ones. TOKENS and
  * LOGITS_LOG are the rings the decode loop reads behind the GPU. */
 enum { LB_ATTN_NORM, LB_WQ, LB_WK, LB_WV, LB_WO, LB_FFN_NORM, LB_WG, LB_WU, LB_WD, LB_KC, LB_VC, LB_COUNT };
-enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_PROMPT, GB_COUNT };
+enum { GB_EMBED, GB_FINAL_NORM, GB_OUT, GB_LOGITS, GB_ARGMAX, GB_TOKENS, GB_LOGITS_LOG, GB_PROMPT, GB_ROW_TOKENS,
+       GB_COUNT };
 
 /* The matrix a layer buffer holds; -1 for norms and caches. */
 static const int8_t lb_mat[LB_COUNT] = {
@@ -519,6 +520,7 @@ struct loom_llama {
     loom_rt_buffer *gbuf[GB_COUNT];
     placeholder *ph;              /* dry: n_layers * LB_COUNT + GB_COUNT */
     uint32_t rows_t;              /* the step being captured: a multi-token step of this bucket; 0 one token */
+    bool verify;                  /* ... whose every row gets the LM head and an argmax */
     uint32_t *prompt;             /* host copy of the prompt buffer (max_seq ids by position) */
     loom_graph *graph;            /* recaptured every step */
     loom_plan *plan;              /* of the last step */
@@ -612,7 +614,9 @@ static loom_result upload(loom_llama *m)
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS], "logits", (uint64_t)c->vocab * 4, LOOM_USAGE_OUTPUT, NULL)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_ARGMAX], "argmax", 4, LOOM_USAGE_OUTPUT, NULL)) ||
         (rc = rt_buffer(m, &m->gbuf[GB_TOKENS], "tokens", LOOM_LLAMA_RING * 4, LOOM_USAGE_OUTPUT, NULL)) ||
-        (rc = rt_buffer(m, &m->gbuf[GB_PROMPT], "prompt", (uint64_t)c->max_seq * 4, LOOM_USAGE_INPUT, NULL)))
+        (rc = rt_buffer(m, &m->gbuf[GB_PROMPT], "prompt", (uint64_t)c->max_seq * 4, LOOM_USAGE_INPUT, NULL)) ||
+        (rc = rt_buffer(m, &m->gbuf[GB_ROW_TOKENS], "row_tokens", LOOM_LLAMA_MAX_ROWS * 4, LOOM_USAGE_OUTPUT,
+                        NULL)))
         return rc;
     if (m->keep_logits &&
         (rc = rt_buffer(m, &m->gbuf[GB_LOGITS_LOG], "logits_log", (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
@@ -791,7 +795,7 @@ static loom_result create_dry(const loom_llama_config *cfg, const loom_llama_wei
         [GB_EMBED] = mat_buffer_bytes(m, LOOM_LLAMA_EMBED, 0), [GB_FINAL_NORM] = c->dim * 4ull,
         [GB_OUT] = mat_buffer_bytes(m, LOOM_LLAMA_OUT, 0), [GB_LOGITS] = c->vocab * 4ull, [GB_ARGMAX] = 4,
         [GB_TOKENS] = LOOM_LLAMA_RING * 4, [GB_LOGITS_LOG] = (uint64_t)LOOM_LLAMA_RING * c->vocab * 4,
-        [GB_PROMPT] = c->max_seq * 4ull,
+        [GB_PROMPT] = c->max_seq * 4ull, [GB_ROW_TOKENS] = LOOM_LLAMA_MAX_ROWS * 4,
     };
     for (int i = 0; i < GB_COUNT; i++) {
         m->ph[n_layer_bufs + i] = (placeholder){ n_layer_bufs + i + 1, global_bytes[i] };
@@ -1034,8 +1038,11 @@ static loom_tensor layer_rows(cap *c, uint32_t l, loom_tensor x)
 
 /* The graph of a step over T token rows (bucket T): the prompt ids from
  * the prompt buffer (row t at position pos + t), every layer over the rows,
- * then the LM head and argmax of the last valid row (params.rows - 1), as
- * a decode step's, with the step's log. */
+ * then the LM head and argmax of the last real row (params.rows - 1), as a
+ * decode step's, with the step's log. A verifying step (m->verify) puts
+ * every row through the final norm and the LM head, writes each row's
+ * argmax into row_tokens, and picks the last real row's logits for the
+ * argmax and log. */
 static loom_result capture_rows(loom_llama *m, loom_graph *g, uint32_t T)
 {
     loom_graph_reset(g);
@@ -1049,11 +1056,22 @@ static loom_result capture_rows(loom_llama *m, loom_graph *g, uint32_t T)
     OP(&c, loom_op_embed_rows(g, table, (loom_tensor){ prompt, LOOM_U32, 0, 1, cfg->max_seq }, x, NULL));
     for (uint32_t l = 0; l < cfg->n_layers && c.rc == LOOM_OK; l++)
         x = layer_rows(&c, l, x);
-    loom_tensor last = scratch_named(&c, "last", cfg->dim);
-    OP(&c, loom_op_row_pick(g, x, last, NULL));
-    loom_tensor xw = norm(&c, last, m->gbuf[GB_FINAL_NORM], "final_norm", "final");
     loom_tensor logits = loom_vec(ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT), cfg->vocab);
-    OP(&c, loom_op_matvec(g, weight_mat(&c, m->gbuf[GB_OUT], "out", LOOM_LLAMA_OUT, 0), xw, logits, NULL));
+    loom_tensor out = weight_mat(&c, m->gbuf[GB_OUT], "out", LOOM_LLAMA_OUT, 0);
+    if (m->verify) {
+        loom_tensor xn = rows_named(&c, "final.in", cfg->dim), lr = rows_named(&c, "logits_rows", cfg->vocab);
+        uint32_t rt = ext(&c, m->gbuf[GB_ROW_TOKENS], "row_tokens", LOOM_USAGE_OUTPUT);
+        OP(&c, loom_op_rms_norm_mul_rows(g, x, norm_weight(&c, m->gbuf[GB_FINAL_NORM], "final_norm"), xn, cfg->eps,
+                                         NULL));
+        OP(&c, loom_op_matmul(g, out, xn, lr, NULL));
+        OP(&c, loom_op_argmax_rows(g, lr, (loom_tensor){ rt, LOOM_U32, 0, 1, T }, NULL));
+        OP(&c, loom_op_row_pick(g, lr, logits, NULL));
+    } else {
+        loom_tensor last = scratch_named(&c, "last", cfg->dim);
+        OP(&c, loom_op_row_pick(g, x, last, NULL));
+        loom_tensor xw = norm(&c, last, m->gbuf[GB_FINAL_NORM], "final_norm", "final");
+        OP(&c, loom_op_matvec(g, out, xw, logits, NULL));
+    }
     loom_tensor am = { argmax, LOOM_U32, 0, 1, 1 };
     OP(&c, loom_op_argmax(g, logits, am, NULL));
     m->rows_t = 0;
@@ -1269,7 +1287,7 @@ loom_result loom_llama_set_prompt(loom_llama *m, const uint32_t *ids, uint32_t n
                                 (uint64_t)(hi - lo) * 4);
 }
 
-loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index)
+static loom_result submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, bool verify, uint32_t *out_index)
 {
     if (!m)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit_rows: model is NULL");
@@ -1281,10 +1299,12 @@ loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, u
     if (pos >= m->cfg.max_seq || rows > m->cfg.max_seq - pos)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama submit_rows: rows %u at pos %u: the KV cache holds %u "
                          "positions (max_seq), %u left", rows, pos, m->cfg.max_seq, m->cfg.max_seq - pos);
-    if (rows == 1)   /* the decode step is the bucket of one */
+    if (rows == 1 && !verify)   /* the decode step is the bucket of one */
         return submit(m, m->prompt[pos], pos, true, out_index);
     uint64_t t0 = loom_rt_tracing(m->rt) ? loom_rt_trace_clock() : 0;
+    m->verify = verify;
     loom_result rc = capture_rows(m, m->graph, rows_bucket(rows));
+    m->verify = false;
     if (rc)
         return rc;
     if (t0)
@@ -1300,6 +1320,24 @@ loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, u
         *out_index = m->step;
     m->step++;
     return LOOM_OK;
+}
+
+loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index)
+{
+    return submit_rows(m, pos, rows, false, out_index);
+}
+
+loom_result loom_llama_submit_verify(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index)
+{
+    return submit_rows(m, pos, rows, true, out_index);
+}
+
+loom_result loom_llama_read_row_tokens(loom_llama *m, uint32_t *tokens, uint32_t rows)
+{
+    if (!m || !m->rt || !tokens || rows == 0 || rows > LOOM_LLAMA_MAX_ROWS)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama read_row_tokens: NULL or dry model, or rows %u not in "
+                         "[1, %u]", rows, LOOM_LLAMA_MAX_ROWS);
+    return loom_rt_buffer_read(m->rt, m->gbuf[GB_ROW_TOKENS], 0, tokens, (uint64_t)rows * 4);
 }
 
 loom_result loom_llama_read_kv(loom_llama *m, uint32_t layer, uint32_t pos, uint32_t rows, float *k, float *v)

@@ -264,6 +264,14 @@ loom_result loom_llama_set_prompt(loom_llama *m, const uint32_t *ids, uint32_t n
  * token. LOOM_INVALID_ARGUMENT naming the field for rows outside
  * [1, LOOM_LLAMA_MAX_ROWS] or past the cache (pos + rows > max_seq). */
 loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index);
+/* The same, verifying: every row goes through the LM head, and each row's
+ * argmax (the token the model predicts after that row's id) lands where
+ * loom_llama_read_row_tokens reads it; the step's token is still the last
+ * row's. A graph of its own per bucket (rows 1 included). */
+loom_result loom_llama_submit_verify(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index);
+/* The row tokens of the newest verifying step (rows of them), waiting for
+ * the steps that write them. */
+loom_result loom_llama_read_row_tokens(loom_llama *m, uint32_t *tokens, uint32_t rows);
 /* Captures the graph of a step over rows tokens (rows 2 to
  * LOOM_LLAMA_MAX_ROWS; the bucket rows falls in) into g, reset first. */
 loom_result loom_llama_capture_rows(loom_llama *m, loom_graph *g, uint32_t rows);

@@ -51,6 +51,7 @@ typedef struct opts {
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
     uint32_t prefill_chunk;   /* --prefill-chunk; 0 with --prefill-by-decode */
     uint32_t bench_prefill;   /* --bench-prefill N; 0: not that benchmark */
+    bool verify;              /* --verify: its steps put every row through the LM head */
     /* The model run: the synthetic weights of shape.cfg, or --model's file,
      * whose shape then replaces shape.cfg (banner, JSON and figures all
      * describe the model that runs). NULL until made (a dry run of the
@@ -92,6 +93,8 @@ static void usage(FILE *f)
             "  --bench-prefill N     time a prefill of N ids (1 < N < max-seq; --prompt-ids, else ids\n"
             "                        drawn from the seed) after the warm-up, as tokens/s, and the time to\n"
             "                        the first token (prefill + one decode step)\n"
+            "  --verify              --bench-prefill's steps verify: every row's argmax (speculative\n"
+            "                        decoding's check of N drafted tokens)\n"
             "  --device NAME         Vulkan device index or name substring\n"
             "  --check               CPU reference every step; fail on a mismatch\n"
             "  --bench               warm the clock %.1f s, then time the steps back to back\n"
@@ -240,6 +243,8 @@ static int parse(int argc, char **argv, opts *o)
             o->dry_run = true;
         } else if (!strcmp(a, "--early-log")) {
             o->early_log = true;
+        } else if (!strcmp(a, "--verify")) {
+            o->verify = true;
         } else if (!strcmp(a, "--prefill-by-decode")) {
             o->prefill_chunk = 0;
         } else if (!strcmp(a, "--quiet")) {
@@ -310,6 +315,8 @@ static int parse(int argc, char **argv, opts *o)
         return bad("--bench and --check exclude each other (the reference would idle the GPU)", NULL);
     if (o->n_prompt && o->token_set)
         return bad("--token and --prompt-ids exclude each other (--token T is --prompt-ids T)", NULL);
+    if (o->verify && !o->bench_prefill)
+        return bad("--verify needs --bench-prefill N", NULL);
     if (o->bench_prefill && (o->bench || o->check || o->dry_run))
         return bad("--bench-prefill excludes --bench, --check and --dry-run", NULL);
     if (o->bench_prefill && o->n_prompt && o->n_prompt != o->bench_prefill)
@@ -664,18 +671,20 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
     loom_llama_prefill_result r;
     if (!rc) {
         print_header(o, device);
-        rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, WARMUP_S, PREFILL_REPS, &r);
+        rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, o->verify, WARMUP_S, PREFILL_REPS, &r);
     }
     if (!rc) {
-        printf("prefill of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills; median of %u):\n",
-               n, chunk, r.warmup_s, (unsigned long long)r.warmup_reps, r.reps);
+        printf("%s of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills; median of %u):\n",
+               o->verify ? "verification (every row's argmax)" : "prefill", n, chunk, r.warmup_s,
+               (unsigned long long)r.warmup_reps, r.reps);
         printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
         printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
                r.first_token);
         if (o->json)
-            printf("{\"mode\":\"bench-prefill\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
+            printf("{\"mode\":\"%s\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
                    "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f}\n",
-                   device, o->model ? "gguf" : o->shape.config_name, n, chunk, r.gpu_us, r.wall_us, r.tokens_per_s,
+                   o->verify ? "bench-verify" : "bench-prefill", device, o->model ? "gguf" : o->shape.config_name, n,
+                   chunk, r.gpu_us, r.wall_us, r.tokens_per_s,
                    r.ttft_us, r.warmup_s);
     }
     if (rc)

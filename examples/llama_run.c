@@ -568,11 +568,13 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
 
 /* The prompt's n positions from 0 in steps of chunk rows; *last is the
  * last step's index. */
-static loom_result prefill_once(loom_llama *m, uint32_t n, uint32_t chunk, uint32_t *last)
+static loom_result prefill_once(loom_llama *m, uint32_t n, uint32_t chunk, bool verify, uint32_t *last)
 {
     loom_result rc = LOOM_OK;
-    for (uint32_t pos = 0; pos < n && !rc; pos += chunk)
-        rc = loom_llama_submit_rows(m, pos, n - pos < chunk ? n - pos : chunk, last);
+    for (uint32_t pos = 0; pos < n && !rc; pos += chunk) {
+        uint32_t rows = n - pos < chunk ? n - pos : chunk;
+        rc = verify ? loom_llama_submit_verify(m, pos, rows, last) : loom_llama_submit_rows(m, pos, rows, last);
+    }
     return rc;
 }
 
@@ -589,7 +591,7 @@ static double median(double *v, uint32_t n)
 }
 
 loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
-                                     double warmup_s, uint32_t reps, loom_llama_prefill_result *out)
+                                     bool verify, double warmup_s, uint32_t reps, loom_llama_prefill_result *out)
 {
     if (!rt || !m || !ids || !out || !reps)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: NULL argument or zero reps");
@@ -610,7 +612,7 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     /* Warm-up: the timed work back to back until the time is up. */
     double t0 = now_us();
     while (!rc && (out->warmup_reps < 2 || now_us() - t0 < warmup_s * 1e6)) {
-        rc = prefill_once(m, n, chunk, &last);
+        rc = prefill_once(m, n, chunk, verify, &last);
         out->warmup_reps++;
     }
     if (!rc)
@@ -623,7 +625,7 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
         loom_rt_collect_timestamps(rt);
         loom_rt_get_counters(rt, &c0);
         double w0 = now_us();
-        rc = prefill_once(m, n, chunk, &last);
+        rc = prefill_once(m, n, chunk, verify, &last);
         if (!rc)
             rc = loom_rt_wait(rt, loom_llama_step_id(m, last));
         wall[r] = now_us() - w0;
@@ -636,7 +638,7 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     for (uint32_t r = 0; r < reps && !rc; r++) {
         double w0 = now_us();
         uint32_t index = 0;
-        rc = prefill_once(m, n, chunk, &last);
+        rc = prefill_once(m, n, chunk, verify, &last);
         if (!rc)
             rc = loom_llama_submit(m, 0, n, &index);
         if (!rc)

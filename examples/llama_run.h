@@ -136,9 +136,10 @@ typedef struct loom_llama_prefill_result {
  * for warmup_s (at least two), reps prefills one at a time from an idle
  * queue (median GPU and wall time), then reps times the time to the first
  * token: the prefill, then a decode step from its token (m must be made
- * with chain), until that token is read. */
+ * with chain), until that token is read. verify: the steps are verifying
+ * ones (loom_llama_submit_verify: every row through the LM head). */
 loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
-                                     double warmup_s, uint32_t reps, loom_llama_prefill_result *out);
+                                     bool verify, double warmup_s, uint32_t reps, loom_llama_prefill_result *out);
 
 #ifdef __cplusplus
 }

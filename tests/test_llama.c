@@ -552,6 +552,41 @@ START_TEST(row_steps)
 }
 END_TEST
 
+/* A verifying step: every row's argmax is the reference's after that
+ * row's id (3 rows in a bucket of 4, 1 row in a bucket of 2, after a
+ * prefill of 6); the step's own token is the last row's. */
+START_TEST(verify_rows)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true }, &m), LOOM_OK);
+    const loom_llama_config *c = &weights->cfg;
+    uint32_t ids[10];
+    for (uint32_t i = 0; i < 10; i++)
+        ids[i] = (i * 53 + 11) % c->vocab;
+    ck_assert_int_eq(loom_llama_set_prompt(m, ids, 10, 0), LOOM_OK);
+    loom_llama_ref *r = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(weights, &r), LOOM_OK);
+    uint32_t index = 0, want = 0, tok = 0;
+    ck_assert_int_eq(loom_llama_submit_rows(m, 0, 6, &index), LOOM_OK);
+    for (uint32_t j = 0; j < 6; j++)
+        ck_assert_int_eq(loom_llama_ref_step(r, ids[j], j, NULL, &want), LOOM_OK);
+    uint32_t spans[][2] = { { 6, 3 }, { 9, 1 } };
+    for (int s = 0; s < 2; s++) {
+        uint32_t pos = spans[s][0], rows = spans[s][1], got[4] = { 0 };
+        ck_assert_int_eq(loom_llama_submit_verify(m, pos, rows, &index), LOOM_OK);
+        ck_assert_int_eq(loom_llama_collect(m, index, &tok, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_llama_read_row_tokens(m, got, rows), LOOM_OK);
+        for (uint32_t j = 0; j < rows; j++) {
+            ck_assert_int_eq(loom_llama_ref_step(r, ids[pos + j], pos + j, NULL, &want), LOOM_OK);
+            ck_assert_msg(got[j] == want, "verify [%u, +%u) row %u: %u, reference %u", pos, rows, j, got[j], want);
+        }
+        ck_assert_uint_eq(tok, got[rows - 1]);
+    }
+    loom_llama_ref_destroy(r);
+    loom_llama_destroy(m);
+}
+END_TEST
+
 /* Config checks need no device. */
 /* The weights are one stream of splitmix64 draws taken in a fixed order
  * (embedding; per layer the two norms, then q, k, v, o, gate, up, down;
@@ -717,6 +752,7 @@ static Suite *llama_suite(void)
     tc = tcase_create("rows");
     tcase_add_checked_fixture(tc, setup_rows, teardown);
     tcase_add_test(tc, row_steps);
+    tcase_add_test(tc, verify_rows);
     suite_add_tcase(s, tc);
     tc = tcase_create("quantized");
     tcase_add_checked_fixture(tc, NULL, teardown);

@@ -228,6 +228,7 @@ struct loom_rt {
     VkPhysicalDeviceMemoryProperties mem_props;
     uint32_t subgroup_size;
     bool atomic_float_add;   /* shaderBufferFloat32AtomicAdd enabled (the stage pass's sums of squares) */
+    bool int_dot;            /* shaderIntegerDotProduct enabled: block-typed matvecs take their integer form */
     bool storage16;          /* storageBuffer16BitAccess enabled (kernels that need it: LOOM_KERNEL_NEEDS_STORAGE16) */
     bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     VkDevice device;

@@ -80,6 +80,9 @@
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef MV_IDOT
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #ifdef MV_KH
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -132,32 +135,44 @@ layout(local_size_x = 256) in;
 #define QB0 34u
 #define QCHUNK0 q8_0_chunk
 #define QCPB0 Q8_0_CHUNKS
+#define QLOAD0 q8_0_load
+#define QDOT0 q8_0_dot
 #elif defined(MV_Q4_0)
 #define QK0 32u
 #define QB0 18u
 #define QCHUNK0 q4_0_chunk
 #define QCPB0 Q4_0_CHUNKS
+#define QLOAD0 q4_0_load
+#define QDOT0 q4_0_dot
 #elif defined(MV_Q4_K)
 #define QK0 256u
 #define QB0 144u
 #define QCHUNK0 q4_k_chunk
 #define QCPB0 Q4_K_CHUNKS
+#define QLOAD0 q4_k_load
+#define QDOT0 q4_k_dot
 #else
 #define QK0 256u
 #define QB0 210u
 #define QCHUNK0 q6_k_chunk
 #define QCPB0 Q6_K_CHUNKS
+#define QLOAD0 q6_k_load
+#define QDOT0 q6_k_dot
 #endif
 #if defined(MV_W2_Q6_K)
 #define QK2 256u
 #define QB2 210u
 #define QCHUNK2 q6_k_chunk
 #define QCPB2 Q6_K_CHUNKS
+#define QLOAD2 q6_k_load
+#define QDOT2 q6_k_dot
 #elif defined(MV_W2_Q4_K)
 #define QK2 256u
 #define QB2 144u
 #define QCHUNK2 q4_k_chunk
 #define QCPB2 Q4_K_CHUNKS
+#define QLOAD2 q4_k_load
+#define QDOT2 q4_k_dot
 #else
 #define QCPB2 QCPB0
 #define QK2 QK0
@@ -292,6 +307,15 @@ QBIND(3, B_TAB)
 #define QWORD(m, i) QSEL(m, q, i)
 #define QVEC2(m, i) QSEL(m, q2, i)
 #define QVEC4(m, i) QSEL(m, q4, i)
+#ifdef MV_IDOT
+// x quantized per block of 32 (quant.glsl's integer units): QX_MAX
+// elements at a time, a segment; a longer row takes several.
+#define QX_MAX 16384u
+shared uvec4 qx_codes[QX_MAX / 16u];
+shared vec2 qx_scale[QX_MAX / 16u];
+#define QXV(i) qx_codes[i]
+#define QXS(i) qx_scale[i]
+#endif
 #include "quant.glsl"
 #else
 layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
@@ -786,6 +810,76 @@ void tag_gate()
 }
 #endif
 
+#ifdef MV_IDOT
+// The unit loads and dots of matrix m's type (quant.glsl).
+QRaw qload(uint m, uint rb, uint u)
+{
+#ifdef QLOAD2
+    if (m == 2u)
+        return QLOAD2(m, rb, u);
+#endif
+    return QLOAD0(m, rb, u);
+}
+float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
+{
+#ifdef QDOT2
+    if (m == 2u)
+        return QDOT2(r, rb, u, xu);
+#endif
+    return QDOT0(r, rb, u, xu);
+}
+
+// x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
+// qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
+// neighbouring invocations (a subgroup holds whole blocks: its size is a
+// multiple of 4, as WG is): scale d = the block's largest magnitude / 127,
+// codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 * 2^23
+// (its low byte is then the code's) rather than converted. With a norm of
+// its own the kernel quantizes x * g and returns the invocation's part of
+// the sum of x^2 (the norm's scale meets the sums at the end).
+float quantize_x(uint e0, uint n)
+{
+    float x2 = 0.0;
+    for (uint c = gl_LocalInvocationID.x; c < n / 8u; c += WG) {
+        vec4 a, b;
+        x_chunk(e0 / 8u + c, a, b);
+#if defined(HAS_NORM) && !defined(MV_PRE)
+        x2 += dot(a, a) + dot(b, b);
+        a *= g4[2u * (e0 / 8u + c)];
+        b *= g4[2u * (e0 / 8u + c) + 1u];
+#endif
+        vec4 mx = max(abs(a), abs(b));
+        float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
+        amax = max(amax, subgroupShuffleXor(amax, 1u));
+        amax = max(amax, subgroupShuffleXor(amax, 2u));
+        // A block below 1e-30 is zeros (127 / amax would overflow). The
+        // operations are those of loom_ref_quantize_x8, the tests' model
+        // (precise: no fused multiply-add rounds the code).
+        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+        precise vec4 pa = a * id, pb = b * id;
+        precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
+        uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
+        uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
+        uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
+        int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
+        // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
+        uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
+        s += subgroupShuffleXor(s, 1u);
+        if ((c & 1u) == 0u) {
+            qx_codes[c / 2u] = uvec4(w0, w1, pw);
+            qx_scale[c / 2u] = vec2(d, d * float(s));
+        }
+    }
+    return x2;
+}
+
+// What the workgroup's invocations keep across the blocks of rows of an
+// argmax form: x quantized once where it is one segment, and each
+// invocation's part of the sum of x^2.
+bool qx_kept = false;
+float qx_x2 = 0.0;
+#endif
+
 #ifdef MV_Q
 // The sums of block wg_block over block-typed weights, into total[] as
 // wg_sum leaves them. A chunk of blocks is a few bytes (4.5 for Q4_K), so
@@ -815,7 +909,54 @@ void block_sums_q(inout float x2)
     float acc[NA];
     for (uint s = 0u; s < NA; s++)
         acc[s] = 0.0;
-#if defined(MV_Q4_K) && !defined(MV_W2_Q6_K)
+#ifdef MV_IDOT
+    // x quantized into shared memory a segment at a time (every invocation
+    // a block of 32 of it), then each invocation takes units u = lane, lane
+    // + GL, ... of its rows: all their loads, then integer dot products
+    // against the quantized x. A row past the end reads row 0's weights
+    // (its sums are never written), so no load waits on a branch.
+#ifdef MV_EMBED
+    x_writer = true;   // every chunk of x is read once
+#endif
+    uint qbase[QRPT], qmat[QRPT];
+    for (uint i = 0u; i < QRPT; i++) {
+        uint k = live[i] ? rg * QRPT + i : 0u;
+        qmat[i] = mat_of(k);
+        qbase[i] = row_base(qmat[i], local_row(k));
+    }
+    // The first trip's weights are loaded before x is quantized, so the
+    // weight stream starts with the workgroup; then each trip loads the
+    // next trip's (a unit past the end reads the last: no branch).
+    if (!qx_kept)
+        qx_x2 = 0.0;
+    for (uint e0 = 0u; e0 < cols; e0 += QX_MAX) {
+        uint len = min(cols - e0, QX_MAX), nu = len / 32u, u0 = e0 / 32u;
+        QRaw w[NA];
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                w[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], u0 + min(lane, nu - 1u));
+        if (!qx_kept) {
+            if (e0 > 0u)
+                barrier();   // the last segment's readers are done with it
+            qx_x2 += quantize_x(e0, len);
+            memoryBarrierShared();
+            barrier();
+        }
+        for (uint xu = lane; xu < nu; xu += GL) {
+            QRaw nw[NA];
+            uint un = u0 + min(xu + GL, nu - 1u);
+            for (uint i = 0u; i < QRPT; i++)
+                for (uint j = 0u; j < NMAT; j++)
+                    nw[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], un);
+            for (uint i = 0u; i < QRPT; i++)
+                for (uint j = 0u; j < NMAT; j++)
+                    acc[i * NMAT + j] += qdot(NMAT == 1u ? qmat[i] : j, w[i * NMAT + j], qbase[i], u0 + xu, xu);
+            w = nw;
+        }
+    }
+    x2 += qx_x2;
+    qx_kept = cols <= QX_MAX;
+#elif defined(MV_Q4_K) && !defined(MV_W2_Q6_K)
     // Q4_K: units of 32 weights (quant.glsl: q4_k_unit_dot), a 16-byte load
     // of codes and one of the header each; unit u's place in its block (u
     // modulo 8) is lane's, the same on every trip.

@@ -120,7 +120,7 @@ layout(local_size_x = 256) in;
 #ifdef MV_ARGMAX
 #define MV_ROWS 4u
 #else
-#define MV_ROWS 8u
+#define MV_ROWS 16u
 #endif
 #define QRPT 2u
 #endif
@@ -309,8 +309,10 @@ QBIND(3, B_TAB)
 #define QVEC4(m, i) QSEL(m, q4, i)
 #ifdef MV_IDOT
 // x quantized per block of 32 (quant.glsl's integer units): QX_MAX
-// elements at a time, a segment; a longer row takes several.
-#define QX_MAX 16384u
+// elements at a time, a segment; a longer row takes several. 14336 (a 7b
+// FFN) keeps the kernels within 32 KiB of shared memory (lavapipe's
+// limit) beside the sums' arrays.
+#define QX_MAX 14336u
 shared uvec4 qx_codes[QX_MAX / 16u];
 shared vec2 qx_scale[QX_MAX / 16u];
 #define QXV(i) qx_codes[i]
@@ -837,38 +839,62 @@ float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
 // (its low byte is then the code's) rather than converted. With a norm of
 // its own the kernel quantizes x * g and returns the invocation's part of
 // the sum of x^2 (the norm's scale meets the sums at the end).
+// One chunk of x (a, b: its 8 elements, already scaled by g where the
+// kernel has a norm) into the quad half it makes; w lanes store.
+void quantize_chunk(uint c, vec4 a, vec4 b, bool w)
+{
+    vec4 mx = max(abs(a), abs(b));
+    float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
+    amax = max(amax, subgroupShuffleXor(amax, 1u));
+    amax = max(amax, subgroupShuffleXor(amax, 2u));
+    // A block below 1e-30 is zeros (127 / amax would overflow). The
+    // operations are those of loom_ref_quantize_x8, the tests' model
+    // (precise: no fused multiply-add rounds the code).
+    float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+    precise vec4 pa = a * id, pb = b * id;
+    precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
+    uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
+    uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
+    uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
+    int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
+    // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
+    uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
+    s += subgroupShuffleXor(s, 1u);
+    if (w && (c & 1u) == 0u) {
+        qx_codes[c / 2u] = uvec4(w0, w1, pw);
+        qx_scale[c / 2u] = vec2(d, d * float(s));
+    }
+}
+
+// x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
+// qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
+// neighbouring invocations (a subgroup holds whole blocks: its size is a
+// multiple of 4, as WG is): scale d = the block's largest magnitude / 127,
+// codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 *
+// 2^23 (its low byte is then the code's) rather than converted. QXU chunks
+// a trip, all loaded first (a chunk past the end loads the last one and
+// stores nothing), so a long x costs a few round trips, not one a chunk.
+// With a norm of its own the kernel quantizes x * g and returns the
+// invocation's part of the sum of x^2 (the norm's scale meets the sums at
+// the end).
+#define QXU 4u
 float quantize_x(uint e0, uint n)
 {
     float x2 = 0.0;
-    for (uint c = gl_LocalInvocationID.x; c < n / 8u; c += WG) {
-        vec4 a, b;
-        x_chunk(e0 / 8u + c, a, b);
+    uint nc = n / 8u, c0 = e0 / 8u;
+    for (uint c = gl_LocalInvocationID.x; c < nc; c += QXU * WG) {
+        vec4 a[QXU], b[QXU];
+        for (uint k = 0u; k < QXU; k++) {
+            uint ck = c0 + min(c + k * WG, nc - 1u);
+            x_chunk(ck, a[k], b[k]);
 #if defined(HAS_NORM) && !defined(MV_PRE)
-        x2 += dot(a, a) + dot(b, b);
-        a *= g4[2u * (e0 / 8u + c)];
-        b *= g4[2u * (e0 / 8u + c) + 1u];
+            x2 += c + k * WG < nc ? dot(a[k], a[k]) + dot(b[k], b[k]) : 0.0;
+            a[k] *= g4[2u * ck];
+            b[k] *= g4[2u * ck + 1u];
 #endif
-        vec4 mx = max(abs(a), abs(b));
-        float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
-        amax = max(amax, subgroupShuffleXor(amax, 1u));
-        amax = max(amax, subgroupShuffleXor(amax, 2u));
-        // A block below 1e-30 is zeros (127 / amax would overflow). The
-        // operations are those of loom_ref_quantize_x8, the tests' model
-        // (precise: no fused multiply-add rounds the code).
-        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
-        precise vec4 pa = a * id, pb = b * id;
-        precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
-        uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
-        uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
-        uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
-        int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
-        // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
-        uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
-        s += subgroupShuffleXor(s, 1u);
-        if ((c & 1u) == 0u) {
-            qx_codes[c / 2u] = uvec4(w0, w1, pw);
-            qx_scale[c / 2u] = vec2(d, d * float(s));
         }
+        for (uint k = 0u; k < QXU; k++)
+            quantize_chunk(c + k * WG, a[k], b[k], c + k * WG < nc);
     }
     return x2;
 }

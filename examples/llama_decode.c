@@ -35,12 +35,6 @@
 #include "llama_run.h"
 
 #define TOLERANCE 2e-3f
-/* Block-typed weights on a device with integer dot products: the matvec
- * kernels quantize their input to int8 per block of 32 (as llama.cpp's
- * q8_1 activations), which the f32 reference does not. The logits then
- * differ by up to 0.0184 (tiny config, 48 steps of q4_k_m, q4_0, q8_0,
- * q4_k, q6_k on lavapipe; the reference's logits within 1 in magnitude). */
-#define TOLERANCE_INT8_X 3e-2f
 #define WARMUP_S 1.5
 #define BENCH_STEPS 512u
 
@@ -618,20 +612,6 @@ static int write_gguf(opts *o)
     return rc ? 1 : 0;
 }
 
-/* The --check tolerance: wider where a matrix of the first layer or the
- * model-wide ones is block-typed and the kernels take x as int8. */
-static float check_tolerance(loom_rt *rt, const loom_llama_weights *w)
-{
-    loom_rt_info info;
-    loom_rt_get_info(rt, &info);
-    for (int k = 0; info.int_dot && k < LOOM_LLAMA_MAT_COUNT; k++) {
-        const loom_llama_matrix *mx = loom_llama_weights_matrix(w, (loom_llama_mat)k, 0);
-        if (mx && loom_dtype_is_block(mx->type))
-            return TOLERANCE_INT8_X;
-    }
-    return TOLERANCE;
-}
-
 static int run(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -662,7 +642,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
                                .log = o->quiet ? NULL : stdout, .tokens = tokens };
     if (!o->check)
         ro.log = NULL;   /* the ids are printed in one line below */
-    float tol = check_tolerance(rt, w);
+    float tol = loom_llama_check_tol(rt, w, TOLERANCE);
     if ((rc = loom_llama_run(rt, m, w, &ro, tol, &r)))
         goto out;
     /* After the decode, so the clock is still warm. */

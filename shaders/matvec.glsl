@@ -15,6 +15,10 @@
 //             whole blocks, so only the vector path is compiled.
 //             MV_W2_Q4_K, MV_W2_Q6_K (with MV_QKV) the third matrix (Wv) is
 //             of that type instead (Q4_K_M files mix them so);
+//   MV_IDOT   (with a block type) the integer form: x quantized to int8 per
+//             block of 32 in shared memory, units of 32 weights dotted 4
+//             at a time (quant.glsl); the runtime takes it where the device
+//             has integer dot products;
 //   MV_NORM   x is first RMS-normalised and scaled by g: each workgroup sums
 //             x^2 over the chunks it reads anyway, so no separate pass;
 //   MV_ADD    y = W x + r (residual), r read by the invocation writing y;
@@ -112,8 +116,8 @@ layout(local_size_x = 256) in;
 // says so: the argmax forms, whose row blocks each also pay a fold into the
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
-// Block types (ir/ops.c: rows_per_group): 8 rows a workgroup, 4 in the
-// argmax forms, taken QRPT rows an invocation by row groups of invocations
+// Block types (ir/ops.c: rows_per_group): 16 rows a workgroup (the integer
+// form's quantized x serves them all), 4 in the argmax forms, taken QRPT rows an invocation by row groups of invocations
 // (block_sums_q below).
 #ifdef MV_Q
 #undef MV_ROWS

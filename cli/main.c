@@ -54,6 +54,7 @@ static const char ENVIRONMENT[] =
     "                            long_rows (two chunks a trip in long-row projections)\n"
     "  LOOM_ATOMIC_FLOAT=0       no float atomic adds on the device, as if it lacked them (tests)\n"
     "  LOOM_COOPMAT=0            no cooperative matrices on the device: MATMUL keeps its tiled form\n"
+    "  LOOM_INT_DOT=0            no integer dot products: block-typed matvecs in float, not int8 x (tests)\n"
     "  LOOM_STORAGE16=0          no 16-bit storage on the device (f16 KV caches refused), as if it lacked it (tests)\n"
     "  LOOM_QUEUE=compute        prefer a compute-only queue family (default: one with graphics as well)\n"
     "  LOOM_TAGS=0|keep          tagged vectors off (0), or tagged with their barriers kept (keep); default:\n"

@@ -724,7 +724,8 @@ static int run(opts *o, loom_rt *rt, const char *device)
                                .log = o->quiet ? NULL : stdout, .tokens = tokens };
     if (!o->check)
         ro.log = NULL;   /* the ids are printed in one line below */
-    if ((rc = loom_llama_run(rt, m, w, &ro, TOLERANCE, &r)))
+    float tol = loom_llama_check_tol(rt, w, TOLERANCE);
+    if ((rc = loom_llama_run(rt, m, w, &ro, tol, &r)))
         goto out;
     /* After the decode, so the clock is still warm. */
     uint64_t copy_bytes = o->bench ? (1ull << 30) : (16ull << 20);
@@ -767,7 +768,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
            (unsigned long long)r.cache_misses);
     if (o->check)
         printf("check: %u mismatches in %u steps, max |err| %.3g (tolerance %.g relative)\n", r.mismatches, r.steps,
-               r.max_err, TOLERANCE);
+               r.max_err, (double)tol);
     if (o->profile && (rc = print_group_profile(rt, m)))
         goto out;
     if (o->profile == LOOM_PROFILE_NODES && (rc = print_node_profile(rt, m)))

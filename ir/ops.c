@@ -359,8 +359,9 @@ static uint64_t groups_for(loom_op op, uint64_t units) { return ceil_div(units, 
 /* Matrix rows a workgroup of a matvec form covers for weights of dtype t:
  * ops.def's per_group, but MV_QROWS for the block types outside the argmax
  * forms (matvec.glsl: a row of blocks is a few bytes a chunk, and a
- * workgroup needs as many weight bytes in flight as f16's do). */
-#define MV_QROWS 8u
+ * workgroup needs as many weight bytes in flight as f16's do; 16, not 8,
+ * since the integer form quantizes x once a workgroup). */
+#define MV_QROWS 16u
 static uint32_t rows_per_group(loom_op op, uint32_t t)
 {
     bool argmax = op == LOOM_OP_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX ||

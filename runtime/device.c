@@ -324,6 +324,7 @@ typedef struct device_features {
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pep;
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat;
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR int_dot;
 } device_features;
 
 /* Timeline semaphores always; kernels may use 16-bit storage / f16 math
@@ -411,6 +412,21 @@ static bool coopmat_shape(loom_rt *rt, bool float16)
     return false;
 }
 
+/* Integer dot products of packed 8-bit vectors (OpSDot, OpSUDot) where the
+ * device has VK_KHR_shader_integer_dot_product: the block-typed matvec
+ * kernels then take their integer form (loom_builtin_kernel.code_idot). */
+static bool integer_dot(loom_rt *rt)
+{
+    if (!device_has_extension(rt->phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+        return false;
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR
+    };
+    VkPhysicalDeviceFeatures2 f = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &idp };
+    vkGetPhysicalDeviceFeatures2(rt->phys, &f);
+    return idp.shaderIntegerDotProduct == VK_TRUE;
+}
+
 /* LOOM_KERNEL_STATS=1: the driver's statistics of every pipeline
  * (registers, spills, ...) on stderr, where the device reports them.
  * Tracing aligns GPU time to the host clock through calibrated timestamps
@@ -442,6 +458,18 @@ static void device_extensions(loom_rt *rt, device_features *f, const char **exts
         rt->coopmat = true;
     } else {
         f->want12.vulkanMemoryModel = VK_FALSE;
+    }
+    /* LOOM_INT_DOT=0: run as on a device without them (the float kernels). */
+    const char *idp = getenv("LOOM_INT_DOT");
+    if (!(idp && !strcmp(idp, "0")) && integer_dot(rt)) {
+        exts[(*n_exts)++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+        f->int_dot = (VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR){
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR,
+            .pNext = f->want11.pNext,
+            .shaderIntegerDotProduct = VK_TRUE,
+        };
+        f->want11.pNext = &f->int_dot;
+        rt->int_dot = true;
     }
     /* LOOM_ATOMIC_FLOAT=0: run as on a device without them (tests). */
     const char *af = getenv("LOOM_ATOMIC_FLOAT");
@@ -582,6 +610,7 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->subgroup_size = rt->subgroup_size;
     out->atomic_float_add = rt->atomic_float_add;
     out->coopmat = rt->coopmat;
+    out->int_dot = rt->int_dot;
     out->debug_utils = rt->debug_utils;
     out->pipeline_cache_loaded = rt->pipeline_cache_loaded;
     out->queue_family = rt->queue_family;

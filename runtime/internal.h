@@ -227,6 +227,7 @@ struct loom_rt {
     VkPhysicalDeviceMemoryProperties mem_props;
     uint32_t subgroup_size;
     bool atomic_float_add;   /* shaderBufferFloat32AtomicAdd enabled (the stage pass's sums of squares) */
+    bool int_dot;            /* shaderIntegerDotProduct enabled: block-typed matvecs take their integer form */
     bool storage16;          /* storageBuffer16BitAccess enabled (kernels that need it: LOOM_KERNEL_NEEDS_STORAGE16) */
     bool coopmat;            /* VK_NV_cooperative_matrix enabled with 16x16x16 f16 -> f32 by subgroups of 32
                                 (kernels that need it: LOOM_KERNEL_NEEDS_COOPMAT; loom_compile_options.coopmat) */

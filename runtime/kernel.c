@@ -242,7 +242,10 @@ loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask,
         const loom_builtin_kernel *bk = loom_builtin_kernel_find(kernel);
         if (!bk)
             return loom_fail(LOOM_NOT_FOUND, "kernel '%s' is neither registered nor built in", kernel);
-        loom_result rc = add_module(rt, kernel, bk->code, bk->size, false, &k);
+        /* The integer form where the device has integer dot products. */
+        bool idot = rt->int_dot && bk->code_idot;
+        loom_result rc = add_module(rt, kernel, idot ? bk->code_idot : bk->code, idot ? bk->size_idot : bk->size,
+                                    false, &k);
         if (rc)
             return rc;
     }

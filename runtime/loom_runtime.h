@@ -115,6 +115,7 @@ typedef struct loom_rt_info {
     uint64_t max_binding_range;         /* the one in force (loom_rt_desc.max_binding_range) */
     uint32_t max_push_constants;
     uint32_t subgroup_size;
+    bool int_dot;                      /* integer dot products enabled: block-typed matvecs quantize x to int8 per block of 32 */
     bool atomic_float_add;             /* float atomic adds on storage buffers enabled (the stage pass's sums of squares) */
     bool coopmat;                      /* NV cooperative matrices (16x16x16, f16 inputs, f32 sums, subgroups of 32)
                                           enabled: the matmul kinds' coopmat forms run (loom_compile_options.coopmat) */

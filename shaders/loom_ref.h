@@ -28,6 +28,12 @@ void loom_ref_add(const float *a, const float *b, float *y, uint32_t n);
 /* y = silu(a) * b, silu(t) = t / (1 + e^-t). */
 void loom_ref_silu_mul(const float *a, const float *b, float *y, uint32_t n);
 /* y = W x [+ r]; W rows x cols of dtype f32|f16; r may be NULL. */
+/* The x a block-typed matvec kernel in its integer form (a device with
+ * integer dot products) multiplies: v = x (x * g where g is not NULL, the
+ * norm forms' scaled input), per block of 32 d * round(v / d) with d = max
+ * |v| / 127, in the kernels' float operations. n: a multiple of 32. The
+ * tests give it to the references as their x to model the kernels. */
+void loom_ref_quantize_x8(const float *x, const float *g, uint32_t n, float *out);
 void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
                      uint32_t cols);
 /* y = silu(Wg x) * (Wu x). */

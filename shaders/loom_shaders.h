@@ -11,6 +11,11 @@ typedef struct loom_builtin_kernel {
     const char *name;
     const uint32_t *code;
     size_t size;          /* bytes */
+    /* The same kernel with integer dot products (block-typed matvec forms:
+     * x quantized to int8 per block of 32), for a device that has them;
+     * NULL for the others. Same bindings and push constants. */
+    const uint32_t *code_idot;
+    size_t size_idot;
 } loom_builtin_kernel;
 
 /* The table of built-in kernels, sorted by name; *count gets its length. */

@@ -15,6 +15,10 @@
 //             whole blocks, so only the vector path is compiled.
 //             MV_W2_Q4_K, MV_W2_Q6_K (with MV_QKV) the third matrix (Wv) is
 //             of that type instead (Q4_K_M files mix them so);
+//   MV_IDOT   (with a block type) the integer form: x quantized to int8 per
+//             block of 32 in shared memory, units of 32 weights dotted 4
+//             at a time (quant.glsl); the runtime takes it where the device
+//             has integer dot products;
 //   MV_NORM   x is first RMS-normalised and scaled by g: each workgroup sums
 //             x^2 over the chunks it reads anyway, so no separate pass;
 //   MV_ADD    y = W x + r (residual), r read by the invocation writing y;
@@ -80,6 +84,9 @@
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef MV_IDOT
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #ifdef MV_KH
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -109,17 +116,23 @@ layout(local_size_x = 256) in;
 // says so: the argmax forms, whose row blocks each also pay a fold into the
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
-// Block types (ir/ops.c: rows_per_group): 8 rows a workgroup, 4 in the
-// argmax forms, taken QRPT rows an invocation by row groups of invocations
+// Block types (ir/ops.c: rows_per_group): 16 rows a workgroup (the integer
+// form's quantized x serves them all), 4 in the argmax forms, taken QRPT rows an invocation by row groups of invocations
 // (block_sums_q below).
 #ifdef MV_Q
 #undef MV_ROWS
 #ifdef MV_ARGMAX
 #define MV_ROWS 4u
 #else
-#define MV_ROWS 8u
+#define MV_ROWS 16u
 #endif
+// The argmax forms' 4 rows in the integer form: 1 row an invocation, so
+// that a row of 2048 (64 units of 32) keeps every invocation busy.
+#if defined(MV_ARGMAX) && defined(MV_IDOT)
+#define QRPT 1u
+#else
 #define QRPT 2u
+#endif
 #endif
 #ifndef MV_ROWS
 #define MV_ROWS 2u
@@ -132,32 +145,44 @@ layout(local_size_x = 256) in;
 #define QB0 34u
 #define QCHUNK0 q8_0_chunk
 #define QCPB0 Q8_0_CHUNKS
+#define QLOAD0 q8_0_load
+#define QDOT0 q8_0_dot
 #elif defined(MV_Q4_0)
 #define QK0 32u
 #define QB0 18u
 #define QCHUNK0 q4_0_chunk
 #define QCPB0 Q4_0_CHUNKS
+#define QLOAD0 q4_0_load
+#define QDOT0 q4_0_dot
 #elif defined(MV_Q4_K)
 #define QK0 256u
 #define QB0 144u
 #define QCHUNK0 q4_k_chunk
 #define QCPB0 Q4_K_CHUNKS
+#define QLOAD0 q4_k_load
+#define QDOT0 q4_k_dot
 #else
 #define QK0 256u
 #define QB0 210u
 #define QCHUNK0 q6_k_chunk
 #define QCPB0 Q6_K_CHUNKS
+#define QLOAD0 q6_k_load
+#define QDOT0 q6_k_dot
 #endif
 #if defined(MV_W2_Q6_K)
 #define QK2 256u
 #define QB2 210u
 #define QCHUNK2 q6_k_chunk
 #define QCPB2 Q6_K_CHUNKS
+#define QLOAD2 q6_k_load
+#define QDOT2 q6_k_dot
 #elif defined(MV_W2_Q4_K)
 #define QK2 256u
 #define QB2 144u
 #define QCHUNK2 q4_k_chunk
 #define QCPB2 Q4_K_CHUNKS
+#define QLOAD2 q4_k_load
+#define QDOT2 q4_k_dot
 #else
 #define QCPB2 QCPB0
 #define QK2 QK0
@@ -292,6 +317,17 @@ QBIND(3, B_TAB)
 #define QWORD(m, i) QSEL(m, q, i)
 #define QVEC2(m, i) QSEL(m, q2, i)
 #define QVEC4(m, i) QSEL(m, q4, i)
+#ifdef MV_IDOT
+// x quantized per block of 32 (quant.glsl's integer units): QX_MAX
+// elements at a time, a segment; a longer row takes several. 14336 (a 7b
+// FFN) keeps the kernels within 32 KiB of shared memory (lavapipe's
+// limit) beside the sums' arrays.
+#define QX_MAX 14336u
+shared uvec4 qx_codes[QX_MAX / 16u];
+shared vec2 qx_scale[QX_MAX / 16u];
+#define QXV(i) qx_codes[i]
+#define QXS(i) qx_scale[i]
+#endif
 #include "quant.glsl"
 #else
 layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
@@ -786,6 +822,101 @@ void tag_gate()
 }
 #endif
 
+#ifdef MV_IDOT
+// The unit loads and dots of matrix m's type (quant.glsl).
+QRaw qload(uint m, uint rb, uint u)
+{
+#ifdef QLOAD2
+    if (m == 2u)
+        return QLOAD2(m, rb, u);
+#endif
+    return QLOAD0(m, rb, u);
+}
+float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
+{
+#ifdef QDOT2
+    if (m == 2u)
+        return QDOT2(r, rb, u, xu);
+#endif
+    return QDOT0(r, rb, u, xu);
+}
+
+// x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
+// qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
+// neighbouring invocations (a subgroup holds whole blocks: its size is a
+// multiple of 4, as WG is): scale d = the block's largest magnitude / 127,
+// codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 * 2^23
+// (its low byte is then the code's) rather than converted. With a norm of
+// its own the kernel quantizes x * g and returns the invocation's part of
+// the sum of x^2 (the norm's scale meets the sums at the end).
+// One chunk of x (a, b: its 8 elements, already scaled by g where the
+// kernel has a norm) into the quad half it makes; w lanes store.
+void quantize_chunk(uint c, vec4 a, vec4 b, bool w)
+{
+    vec4 mx = max(abs(a), abs(b));
+    float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
+    amax = max(amax, subgroupShuffleXor(amax, 1u));
+    amax = max(amax, subgroupShuffleXor(amax, 2u));
+    // A block below 1e-30 is zeros (127 / amax would overflow). The
+    // operations are those of loom_ref_quantize_x8, the tests' model
+    // (precise: no fused multiply-add rounds the code).
+    float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+    precise vec4 pa = a * id, pb = b * id;
+    precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
+    uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
+    uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
+    uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
+    int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
+    // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
+    uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
+    s += subgroupShuffleXor(s, 1u);
+    if (w && (c & 1u) == 0u) {
+        qx_codes[c / 2u] = uvec4(w0, w1, pw);
+        qx_scale[c / 2u] = vec2(d, d * float(s));
+    }
+}
+
+// x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
+// qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
+// neighbouring invocations (a subgroup holds whole blocks: its size is a
+// multiple of 4, as WG is): scale d = the block's largest magnitude / 127,
+// codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 *
+// 2^23 (its low byte is then the code's) rather than converted. QXU chunks
+// a trip, all loaded first (a chunk past the end loads the last one and
+// stores nothing): 4 made the 7b Q4_K_M step 5,094 us against 4,659 at 1
+// (H100), the registers of 4 chunks costing more than their round trips.
+// With a norm of its own the kernel quantizes x * g and returns the
+// invocation's part of the sum of x^2 (the norm's scale meets the sums at
+// the end).
+#define QXU 1u
+float quantize_x(uint e0, uint n)
+{
+    float x2 = 0.0;
+    uint nc = n / 8u, c0 = e0 / 8u;
+    for (uint c = gl_LocalInvocationID.x; c < nc; c += QXU * WG) {
+        vec4 a[QXU], b[QXU];
+        for (uint k = 0u; k < QXU; k++) {
+            uint ck = c0 + min(c + k * WG, nc - 1u);
+            x_chunk(ck, a[k], b[k]);
+#if defined(HAS_NORM) && !defined(MV_PRE)
+            x2 += c + k * WG < nc ? dot(a[k], a[k]) + dot(b[k], b[k]) : 0.0;
+            a[k] *= g4[2u * ck];
+            b[k] *= g4[2u * ck + 1u];
+#endif
+        }
+        for (uint k = 0u; k < QXU; k++)
+            quantize_chunk(c + k * WG, a[k], b[k], c + k * WG < nc);
+    }
+    return x2;
+}
+
+// What the workgroup's invocations keep across the blocks of rows of an
+// argmax form: x quantized once where it is one segment, and each
+// invocation's part of the sum of x^2.
+bool qx_kept = false;
+float qx_x2 = 0.0;
+#endif
+
 #ifdef MV_Q
 // The sums of block wg_block over block-typed weights, into total[] as
 // wg_sum leaves them. A chunk of blocks is a few bytes (4.5 for Q4_K), so
@@ -815,7 +946,54 @@ void block_sums_q(inout float x2)
     float acc[NA];
     for (uint s = 0u; s < NA; s++)
         acc[s] = 0.0;
-#if defined(MV_Q4_K) && !defined(MV_W2_Q6_K)
+#ifdef MV_IDOT
+    // x quantized into shared memory a segment at a time (every invocation
+    // a block of 32 of it), then each invocation takes units u = lane, lane
+    // + GL, ... of its rows: all their loads, then integer dot products
+    // against the quantized x. A row past the end reads row 0's weights
+    // (its sums are never written), so no load waits on a branch.
+#ifdef MV_EMBED
+    x_writer = true;   // every chunk of x is read once
+#endif
+    uint qbase[QRPT], qmat[QRPT];
+    for (uint i = 0u; i < QRPT; i++) {
+        uint k = live[i] ? rg * QRPT + i : 0u;
+        qmat[i] = mat_of(k);
+        qbase[i] = row_base(qmat[i], local_row(k));
+    }
+    // The first trip's weights are loaded before x is quantized, so the
+    // weight stream starts with the workgroup; then each trip loads the
+    // next trip's (a unit past the end reads the last: no branch).
+    if (!qx_kept)
+        qx_x2 = 0.0;
+    for (uint e0 = 0u; e0 < cols; e0 += QX_MAX) {
+        uint len = min(cols - e0, QX_MAX), nu = len / 32u, u0 = e0 / 32u;
+        QRaw w[NA];
+        for (uint i = 0u; i < QRPT; i++)
+            for (uint j = 0u; j < NMAT; j++)
+                w[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], u0 + min(lane, nu - 1u));
+        if (!qx_kept) {
+            if (e0 > 0u)
+                barrier();   // the last segment's readers are done with it
+            qx_x2 += quantize_x(e0, len);
+            memoryBarrierShared();
+            barrier();
+        }
+        for (uint xu = lane; xu < nu; xu += GL) {
+            QRaw nw[NA];
+            uint un = u0 + min(xu + GL, nu - 1u);
+            for (uint i = 0u; i < QRPT; i++)
+                for (uint j = 0u; j < NMAT; j++)
+                    nw[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], un);
+            for (uint i = 0u; i < QRPT; i++)
+                for (uint j = 0u; j < NMAT; j++)
+                    acc[i * NMAT + j] += qdot(NMAT == 1u ? qmat[i] : j, w[i * NMAT + j], qbase[i], u0 + xu, xu);
+            w = nw;
+        }
+    }
+    x2 += qx_x2;
+    qx_kept = cols <= QX_MAX;
+#elif defined(MV_Q4_K) && !defined(MV_W2_Q6_K)
     // Q4_K: units of 32 weights (quant.glsl: q4_k_unit_dot), a 16-byte load
     // of codes and one of the header each; unit u's place in its block (u
     // modulo 8) is lane's, the same on every trip.

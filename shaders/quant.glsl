@@ -155,3 +155,141 @@ float q4_k_unit_dot(uvec4 hd, uvec4 qs, uint u, vec4 xa[4], vec4 xb[4], vec2 sx)
     vec2 s0 = q4_k_scale(hd, sb0), s1 = q4_k_scale(hd, sb0 + 1u);
     return s0.x * d0 - s0.y * sx.x + s1.x * d1 - s1.y * sx.y;
 }
+
+#ifdef MV_IDOT
+// ---- integer dot products against x quantized per block of 32 ----------
+// x is quantized per block of 32 to int8 codes with one scale (xd: the
+// block's largest magnitude / 127) into shared memory by the includer:
+// QXV(i) is the 16-byte quad i of codes (x elements 16i to 16i + 16), QXS(i)
+// the pair (xd, xd * the sum of those 16 codes). A unit is 32 weights whose
+// codes meet x's as 4 at a time (OpSDot: signed by signed; OpSUDot: signed
+// x by unsigned codes), so the only float work left is a few products of
+// scales a unit. Every type's unit is 32 weights: unit u of a row is
+// weights 32u to 32u + 32 of it for Q8_0 and Q4_0 (a block), and for the
+// K-quants the u % 8-th unit of block u / 8 in the layouts below.
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int dot_ss(uint a, uint b, spirv_literal int fmt);   // OpSDot, 4 packed int8 each
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int dot_su(uint a, uint b, spirv_literal int fmt);   // OpSUDot: a int8, b uint8
+#define DOT_SS(a, b) dot_ss(a, b, 0)
+#define DOT_SU(a, b) dot_su(a, b, 0)
+
+int dot4_ss(uvec4 a, uvec4 b) { return DOT_SS(a.x, b.x) + DOT_SS(a.y, b.y) + DOT_SS(a.z, b.z) + DOT_SS(a.w, b.w); }
+int dot4_su(uvec4 a, uvec4 b) { return DOT_SU(a.x, b.x) + DOT_SU(a.y, b.y) + DOT_SU(a.z, b.z) + DOT_SU(a.w, b.w); }
+
+// A unit's raw words, loaded before any arithmetic so that every row's
+// loads are in flight at once.
+struct QRaw {
+    uvec4 a, b, c;
+    uint e;
+};
+
+// n + 1 words from word i: Q8_0 and Q4_0 blocks start on 2-byte boundaries,
+// so a block of 4k + 2 bytes is the k + 1 words from the one holding its
+// first byte.
+// Q8_0 (34 bytes: f16 d, 32 int8): words i .. i + 8.
+QRaw q8_0_load(uint m, uint rb, uint u)
+{
+    uint i = (rb + u * 34u) >> 2u;
+    return QRaw(uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u)),
+                uvec4(QWORD(m, i + 4u), QWORD(m, i + 5u), QWORD(m, i + 6u), QWORD(m, i + 7u)), uvec4(0u),
+                QWORD(m, i + 8u));
+}
+// Words a (4), b (4), e: the 16 or 32 bytes after a block's d, and d. Where
+// the block starts 4-aligned (odd == false) d is the low half of a.x and
+// each code word straddles two words.
+void q_shift(bool odd, uvec4 a, uvec4 b, uint e, out uvec4 lo, out uvec4 hi, out float d)
+{
+    d = q_half(odd ? a.x >> 16u : a.x & 0xffffu);
+    uvec4 s0 = uvec4(a.yzw, b.x), s1 = uvec4(b.yzw, e);
+    lo = odd ? s0 : (a >> 16u) | (s0 << 16u);
+    hi = odd ? s1 : (b >> 16u) | (s1 << 16u);
+}
+float q8_0_dot(QRaw r, uint rb, uint u, uint xu)
+{
+    uvec4 lo, hi;
+    float d;
+    q_shift(((rb + u * 34u) & 2u) != 0u, r.a, r.b, r.e, lo, hi, d);
+    vec2 xs = QXS(2u * xu);
+    return d * xs.x * float(dot4_ss(lo, QXV(2u * xu)) + dot4_ss(hi, QXV(2u * xu + 1u)));
+}
+
+// Q4_0 (18 bytes: f16 d, 16 bytes; weight j the low nibble of byte j,
+// j + 16 its high nibble, less 8): words i .. i + 4.
+QRaw q4_0_load(uint m, uint rb, uint u)
+{
+    uint i = (rb + u * 18u) >> 2u;
+    return QRaw(uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u)), uvec4(0u), uvec4(0u),
+                QWORD(m, i + 4u));
+}
+float q4_0_dot(QRaw r, uint rb, uint u, uint xu)
+{
+    bool odd = ((rb + u * 18u) & 2u) != 0u;
+    float d = q_half(odd ? r.a.x >> 16u : r.a.x & 0xffffu);
+    uvec4 s0 = uvec4(r.a.yzw, r.e), w = odd ? s0 : (r.a >> 16u) | (s0 << 16u);
+    vec2 x0 = QXS(2u * xu), x1 = QXS(2u * xu + 1u);
+    int s = dot4_su(QXV(2u * xu), w & 0x0f0f0f0fu) + dot4_su(QXV(2u * xu + 1u), (w >> 4u) & 0x0f0f0f0fu);
+    return d * (x0.x * float(s) - 8.0 * (x0.y + x1.y));
+}
+
+// Q4_K: unit ui = u % 8 of a block is bytes 16 (ui & 1) to 16 (ui & 1) + 16
+// of group g = ui / 2: weights 64g + 16h + l (low nibbles, sub-block 2g) and
+// 64g + 32 + 16h + l (high, sub-block 2g + 1), l < 16 (q4_k_unit_dot's).
+// a: the block's header, b: the codes.
+QRaw q4_k_load(uint m, uint rb, uint u)
+{
+    uint o = rb + (u >> 3u) * 144u, ui = u & 7u;
+    return QRaw(QVEC4(m, o >> 4u), QVEC4(m, (o + 16u + 32u * (ui >> 1u) + 16u * (ui & 1u)) >> 4u), uvec4(0u), 0u);
+}
+// Sub-block sb's (d * scale, dmin * min): weight = s.x * n - s.y.
+vec2 q4_k_sm(uvec4 hd, uint sb)
+{
+    vec2 dm = unpackHalf2x16(hd.x);
+    uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
+    uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
+    uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
+    return vec2(dm.x * float(sc), dm.y * float(mn));
+}
+// xu: the unit's index in x as the caller places it (a multiple of 8 at
+// the block's start, as u is).
+float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
+{
+    uint ui = u & 7u, g = ui >> 1u, q = 16u * (xu >> 3u) + 4u * g + (ui & 1u);   // x quad of the low half
+    vec2 s0 = q4_k_sm(r.a, 2u * g), s1 = q4_k_sm(r.a, 2u * g + 1u);
+    vec2 x0 = QXS(q), x1 = QXS(q + 2u);
+    int d0 = dot4_su(QXV(q), r.b & 0x0f0f0f0fu), d1 = dot4_su(QXV(q + 2u), (r.b >> 4u) & 0x0f0f0f0fu);
+    return s0.x * x0.x * float(d0) - s0.y * x0.y + s1.x * x1.x * float(d1) - s1.y * x1.y;
+}
+
+// Q6_K: unit ui = u % 8 of a block is half h = ui / 4, l = 8 (ui % 4) to
+// l + 8 of each quarter q: weights 128h + 32q + l + i, i < 8 (q6_k_chunk's
+// layout): 8 bytes of ql at 64h + l (quarters 0, 2) and 64h + 32 + l
+// (1, 3), 8 of qh at 128 + 32h + l, the scales 192 + 8h + l / 16 + 2q, d.
+QRaw q6_k_load(uint m, uint rb, uint u)
+{
+    uint o = rb + (u >> 3u) * 210u, ui = u & 7u, h = ui >> 2u, l = 8u * (ui & 3u);
+    uvec2 l0 = q_8bytes(m, o + 64u * h + l), l1 = q_8bytes(m, o + 64u * h + 32u + l);
+    uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l), sc = q_8bytes(m, o + 192u + 8u * h);
+    return QRaw(uvec4(l0, l1), uvec4(hb, sc), uvec4(0u), q_u16(m, o + 208u));
+}
+float q6_k_dot(QRaw r, uint rb, uint u, uint xu)
+{
+    uint ui = u & 7u, h = ui >> 2u, l = 8u * (ui & 3u), s = l >> 4u;
+    float d = q_half(r.e), acc = 0.0;
+    for (uint q = 0u; q < 4u; q++) {
+        uvec2 lo = (q & 1u) == 0u ? r.a.xy : r.a.zw;
+        uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((r.b.xy >> (2u * q)) & 0x03030303u) << 4u);
+        v = ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   // bytes v - 32, as int8
+        uint sw = (q >> 1u) == 0u ? r.b.z : r.b.w;
+        float sc = float(bitfieldExtract(int(sw), int(8u * (s + 2u * (q & 1u))), 8));
+        // x elements 128h + 32q + l .. + 8 of the block: in quad (that / 16),
+        // its half (l / 8) % 2.
+        uint e = 256u * (xu >> 3u) + 128u * h + 32u * q + l;
+        uvec4 xq = QXV(e >> 4u);
+        uvec2 xv = ((l >> 3u) & 1u) == 0u ? xq.xy : xq.zw;
+        acc += sc * QXS(e >> 4u).x * float(DOT_SS(v.x, xv.x) + DOT_SS(v.y, xv.y));
+    }
+    return d * acc;
+}
+#endif

@@ -10,4 +10,9 @@ if(TARGET loom_runtime AND TARGET loom_ref AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR
   if(TARGET loom_compiler)
     target_compile_definitions(test_ops PRIVATE LOOM_OPS_FUSE_TESTS=1)
   endif()
+  # The block types' float kernels, which a device without integer dot
+  # products takes (lavapipe has them, so test_ops runs the integer form).
+  add_test(NAME test_ops_blocks_float COMMAND test_ops)
+  set_tests_properties(test_ops_blocks_float PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT
+                       "CK_DEFAULT_TIMEOUT=600;LOOM_VALIDATE=1;LOOM_INT_DOT=0;CK_RUN_SUITE=ops;CK_RUN_CASE=blocks")
 endif()

@@ -911,6 +911,34 @@ static uint8_t *rand_blocks(loom_dtype t, uint32_t rows, uint32_t cols, float sc
  * counts, a row count past a workgroup's, rows of 3 blocks of 32. */
 static const uint32_t blk_shapes[][2] = { { 1, 256 }, { 5, 768 }, { 130, 2304 }, { 257, 512 }, { 3, 96 } };
 
+/* The x and g the references take to model a block-typed kernel: on a
+ * device with integer dot products the kernels quantize their input (x, or
+ * x * g in a norm form) to int8 per block of 32, and the references are
+ * given that input (loom_ref_quantize_x8): x itself, or for a norm form g'
+ * = Q(x * g) / x, so that x * g' is the quantized input while the norm's
+ * scale still comes from x. Without them, x and g as they are. The caller
+ * frees *xr and *gr. */
+static void block_model_x(const float *x, const float *g, uint32_t cols, bool norm, float **xr, float **gr)
+{
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    *xr = alloc_f32(cols);
+    *gr = alloc_f32(cols);
+    memcpy(*xr, x, cols * sizeof(float));
+    memcpy(*gr, g, cols * sizeof(float));
+    if (!info.int_dot)
+        return;
+    if (!norm) {
+        loom_ref_quantize_x8(x, NULL, cols, *xr);
+        return;
+    }
+    float *q = alloc_f32(cols);
+    loom_ref_quantize_x8(x, g, cols, q);
+    for (uint32_t i = 0; i < cols; i++)
+        (*gr)[i] = x[i] != 0.0f ? q[i] / x[i] : 0.0f;
+    free(q);
+}
+
 /* One matvec form over block-typed weights against the CPU reference, which
  * decodes the same bytes (loom_dequantize_row). */
 static void block_matvec_case(loom_dtype t, int form, uint32_t rows, uint32_t cols, uint64_t sd)
@@ -925,14 +953,17 @@ static void block_matvec_case(loom_dtype t, int form, uint32_t rows, uint32_t co
     uint64_t wb = loom_dtype_row_bytes(t, cols) * rows;
     uint8_t *W = rand_blocks(t, rows, cols, 1), *U = rand_blocks(t, rows, cols, 1);
     float *x = rand_f32(cols, 1), *r = rand_f32(rows, 1), *gw = rand_f32(cols, 1), *s = rand_f32(rows, 1);
-    float *want = alloc_f32(rows), *t_want = alloc_f32(rows);
+    float *want = alloc_f32(rows), *t_want = alloc_f32(rows), *xr, *gr;
+    block_model_x(x, gw, cols, form == 4 || form == 5 || form == 7, &xr, &gr);
     switch (form) {
-    case 0: case 6: loom_ref_matvec(t, W, x, NULL, want, rows, cols); break;
-    case 1: case 3: loom_ref_matvec(t, W, x, r, want, rows, cols); break;
-    case 2: loom_ref_matvec_silu_mul(t, W, U, x, want, rows, cols); break;
-    case 5: loom_ref_rms_norm_matvec_silu_mul(t, W, U, x, gw, want, rows, cols, eps); break;
-    default: loom_ref_rms_norm_matvec(t, W, x, gw, want, rows, cols, eps); break;
+    case 0: case 6: loom_ref_matvec(t, W, xr, NULL, want, rows, cols); break;
+    case 1: case 3: loom_ref_matvec(t, W, xr, r, want, rows, cols); break;
+    case 2: loom_ref_matvec_silu_mul(t, W, U, xr, want, rows, cols); break;
+    case 5: loom_ref_rms_norm_matvec_silu_mul(t, W, U, x, gr, want, rows, cols, eps); break;
+    default: loom_ref_rms_norm_matvec(t, W, x, gr, want, rows, cols, eps); break;
     }
+    free(xr);
+    free(gr);
     for (uint32_t i = 0; i < rows; i++)
         t_want[i] = want[i] * s[i];
     harness h = begin();
@@ -1017,8 +1048,12 @@ static void block_qkv_case(loom_dtype t, int form, size_t k, uint64_t sd)
         uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
         memcpy(want_kc, kc, cn * 4);
         memcpy(want_vc, vc, cn * 4);
-        loom_ref_rms_norm_qkv_rope_kv(t, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
+        float *xr, *gr;
+        block_model_x(x, gw, cols, true, &xr, &gr);
+        loom_ref_rms_norm_qkv_rope_kv(t, x, gr, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd, max_seq,
                                       theta, eps, pos);
+        free(xr);
+        free(gr);
         uint32_t bx = embed ? output(&h, "x", cols * 4) : input(&h, "x", x, cols * 4);
         uint32_t bg = input(&h, "g", gw, cols * 4), bq = input(&h, "Wq", Wq, qr * rb);
         uint32_t bk = input(&h, "Wk", Wk, kr * rb), bv = input(&h, "Wv", Wv, kr * rb), by = output(&h, "q", qr * 4);
@@ -1071,8 +1106,11 @@ START_TEST(blocks_nan)
     uint32_t d = block_d_at(t);
     W[2 * rb + d] = 0x00;
     W[2 * rb + d + 1] = 0x7e;   /* f16 NaN in row 2's first block */
-    float *x = rand_f32(cols, 1), *want = alloc_f32(rows), *got = alloc_f32(rows);
-    loom_ref_matvec(t, W, x, NULL, want, rows, cols);
+    float *x = rand_f32(cols, 1), *want = alloc_f32(rows), *got = alloc_f32(rows), *xr, *gr;
+    block_model_x(x, x, cols, false, &xr, &gr);
+    loom_ref_matvec(t, W, xr, NULL, want, rows, cols);
+    free(xr);
+    free(gr);
     harness h = begin();
     uint32_t bw = input(&h, "W", W, rows * rb), bx = input(&h, "x", x, cols * 4), by = output(&h, "y", rows * 4);
     ck_assert_int_eq(loom_op_matvec(h.g, loom_mat(bw, t, rows, cols), loom_vec(bx, cols), loom_vec(by, rows), NULL),

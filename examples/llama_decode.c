@@ -680,6 +680,10 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
         printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
         printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
                r.first_token);
+        if (o->profile)
+            rc = print_group_profile(rt, m);
+        if (!rc && o->profile == LOOM_PROFILE_NODES)
+            rc = print_node_profile(rt, m);
         if (o->json)
             printf("{\"mode\":\"%s\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
                    "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f}\n",

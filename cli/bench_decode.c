@@ -5,8 +5,9 @@
  * rows, f16 and f32 KV caches, no fuse, no stage, no gather, no reorder, a
  * barrier after every dispatch, no plan cache — on one upload of the
  * weights (another for the early-log model, and for caches of the dtype
- * the config does not use). Each variant warms the GPU clock with 1.5 s of
- * back-to-back steps, then times the steps (GPU time from a timestamp pair
+ * the config does not use). Each variant warms the GPU clock with
+ * back-to-back steps, at least 1.5 s and until two windows of 200 steps
+ * agree within 1% (at most 20 s: loom_llama_run), then times the steps (GPU time from a timestamp pair
  * around each step, wall time from the host clock), steps in flight and
  * tokens read behind the GPU as llama-decode runs them. With --rounds R the
  * variants take turns R times (each round starting one variant later, a 0.2 s
@@ -184,11 +185,19 @@ static int bench(loom_rt *rt, const loom_llama_args *a, const bench_opts *o)
     char types[160];
     loom_llama_describe_types(c, NULL, types, sizeof types);
     printf("loom bench decode on %s: config %s (dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u, "
-           "%s weights (%s), %s KV caches); %u timed steps per run after %.1f s warm-up, %u round%s, %u in flight\n",
+           "%s weights (%s), %s KV caches); %u timed steps per run after a warm-up of at least %.1f s that ends on "
+           "two windows of %u steps within %.0f%% (at most %.0f s), %u round%s, %u in flight\n",
            info.device_name, a->config_name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn,
            c->vocab, c->max_seq, loom_llama_wtype_name(c), types, loom_dtype_name(c->kvtype),
-           o->steps, o->quick ? 0.0 : WARMUP_S,
-           o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
+           o->steps, o->quick ? 0.0 : WARMUP_S, LOOM_LLAMA_WARM_WINDOW, 100 * LOOM_LLAMA_WARM_AGREE,
+           LOOM_LLAMA_WARM_CAP_S, o->rounds, o->rounds == 1 ? "" : "s", loom_rt_in_flight(rt));
+    for (uint32_t i = 0; i < o->n_pick && !o->quick; i++)
+        if (!rows[i].rc) {
+            printf("warm-up of the first run (%s): %.2f s, %llu steps, %s\n", variants[o->pick[i]].name,
+                   rows[i].r[0].warmup_s, (unsigned long long)rows[i].r[0].warmup_steps,
+                   rows[i].r[0].warmup_stable ? "stable" : "stopped at the cap");
+            break;
+        }
     printf("weights read per token %.1f MB (as stored); copy %.0f GB/s (read + write, same run): weight-read floor "
            "%.1f us\n",
            weight_bytes / 1e6, copy_gbps, floor_us);

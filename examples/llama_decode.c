@@ -450,6 +450,8 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
     json_num(&s, "floor_us", floor_us, copy_gbps > 0);
     json_num(&s, "floor_share", gpu && floor_us > 0 ? floor_us / r->gpu_us_per_token : 0, gpu && floor_us > 0);
     if (ran) {
+        loom_str_printf(&s, ",\"warmup_s\":%.3f,\"warmup_stable\":%s", r->warmup_s,
+                        r->warmup_stable ? "true" : "false");
         loom_str_printf(&s, ",\"in_flight\":%u,\"steps\":%u,\"warmup_steps\":%llu,\"cache_hits\":%llu,"
                         "\"cache_misses\":%llu", o->in_flight ? o->in_flight : 3, r->steps,
                         (unsigned long long)r->warmup_steps, (unsigned long long)r->cache_hits,
@@ -755,6 +757,11 @@ static int run(opts *o, loom_rt *rt, const char *device)
         printf(" %u", tokens[i]);
     printf("\n");
     double floor_us = copy_gbps > 0 ? f.weight_bytes / (copy_gbps * 1e3) : 0;
+    if (o->bench)
+        printf("warm-up: %.2f s, %llu steps; %s (last window %.1f us a step)\n", r.warmup_s,
+               (unsigned long long)r.warmup_steps,
+               r.warmup_stable ? "ended on two windows of 200 steps within 1%" : "stopped at the cap, not stable",
+               r.warmup_window_us);
     printf("%u steps%s: %.1f tokens/s, %.1f us/token wall, ", r.steps,
            o->bench ? " (after warm-up)" : "", r.wall_us_per_token > 0 ? 1e6 / r.wall_us_per_token : 0,
            r.wall_us_per_token);

@@ -512,18 +512,42 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
         if (!rc)
             rc = loom_llama_ref_create(w, &L.ref);
     }
-    /* Warm-up: the same loop, unchecked and unrecorded, in passes of one
-     * context's worth of positions until the time is up. */
-    double t0 = now_us();
+    /* Warm-up: the same loop, unchecked and unrecorded, in windows of
+     * LOOM_LLAMA_WARM_WINDOW steps (passes of at most 64 positions), until
+     * warmup_s have passed and the last two windows' step times agree
+     * within LOOM_LLAMA_WARM_AGREE, or the cap: a clock that has not risen
+     * yet reads slow, and a fixed time is not always enough for it. */
+    double t0 = now_us(), prev = 0;
     uint32_t pos = 0;
-    while (!rc && opts->warmup_s > 0 && now_us() - t0 < opts->warmup_s * 1e6) {
-        loom_llama_run_opts quiet = { .token = opts->token };
-        loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .r = out };
-        uint32_t n = cfg->max_seq < 64 ? cfg->max_seq : 64;
-        rc = decode(&W, n, pos, opts->token, k);
-        pos = (pos + n) % cfg->max_seq;
-        out->warmup_steps += n;
+    double cap_s = opts->warmup_cap_s > 0 ? opts->warmup_cap_s : LOOM_LLAMA_WARM_CAP_S;
+    while (!rc && opts->warmup_s > 0) {
+        loom_rt_counters w0, w1;
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &w0);
+        double wt0 = now_us();
+        for (uint32_t done = 0; !rc && done < LOOM_LLAMA_WARM_WINDOW;) {
+            loom_llama_run_opts quiet = { .token = opts->token };
+            loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .r = out };
+            uint32_t n = cfg->max_seq < 64 ? cfg->max_seq : 64;
+            rc = decode(&W, n, pos, opts->token, k);
+            pos = (pos + n) % cfg->max_seq;
+            out->warmup_steps += n;
+            done += n;
+        }
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &w1);
+        /* The window's time per step: GPU time where there are timestamps. */
+        uint64_t timed = w1.timed_steps - w0.timed_steps;
+        double us = timed ? (double)(w1.gpu_ns - w0.gpu_ns) / 1e3 / (double)timed
+                          : (now_us() - wt0) / (double)LOOM_LLAMA_WARM_WINDOW;
+        double elapsed = (now_us() - t0) / 1e6;
+        out->warmup_window_us = us;
+        out->warmup_stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
+        if ((out->warmup_stable && elapsed >= opts->warmup_s) || elapsed >= cap_s)
+            break;
+        prev = us;
     }
+    out->warmup_s = (now_us() - t0) / 1e6;
     /* The timed run starts from an idle queue at position 0. */
     if (!rc)
         rc = loom_rt_wait_idle(rt);

@@ -79,6 +79,11 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
 
 #define LOOM_LLAMA_NO_TOKEN 0xffffffffu
 
+/* The warm-up rule (loom_llama_run_opts.warmup_s). */
+#define LOOM_LLAMA_WARM_WINDOW 200u
+#define LOOM_LLAMA_WARM_AGREE 0.01
+#define LOOM_LLAMA_WARM_CAP_S 20.0
+
 typedef struct loom_llama_run_opts {
     uint32_t steps;          /* steps decoded, prompt included (timed in bench mode) */
     uint32_t token;          /* first token when there is no prompt */
@@ -93,7 +98,11 @@ typedef struct loom_llama_run_opts {
      * step's rows before its last, whose argmax no step computes. */
     uint32_t prefill_chunk;
     bool check;              /* CPU reference every step (needs weights) */
-    double warmup_s;         /* back-to-back steps before timing; 0: none */
+    /* Back-to-back steps before timing, in windows of LOOM_LLAMA_WARM_WINDOW
+     * steps, until at least warmup_s seconds have passed and the last two
+     * windows' time per step agree within LOOM_LLAMA_WARM_AGREE, or
+     * warmup_cap_s (0: LOOM_LLAMA_WARM_CAP_S) have passed. 0: none. */
+    double warmup_s, warmup_cap_s;
     FILE *log;               /* per-step lines; NULL: none */
     uint32_t *tokens;        /* room for steps token ids; may be NULL */
 } loom_llama_run_opts;
@@ -105,6 +114,9 @@ typedef struct loom_llama_result {
     double polled_per_token;   /* dependencies polled instead of a barrier (tagged vectors) */
     double host_waits_per_token, submits_per_token, replay_waits_per_token;
     uint64_t cache_hits, cache_misses, warmup_steps;
+    double warmup_s;          /* seconds the warm-up took */
+    double warmup_window_us;  /* its last window's time per step */
+    bool warmup_stable;       /* it ended on two windows that agree (false: at the cap) */
     uint32_t mismatches;     /* check mode */
     float max_err;
 } loom_llama_result;

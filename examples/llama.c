@@ -1007,8 +1007,10 @@ static loom_tensor norm_weight(cap *c, const loom_rt_buffer *wb, const char *wna
 }
 
 /* One layer over the step's T token rows: the decode layer's ops as their
- * row forms, captured fused where loom has no unfused T-row kind to fuse
- * (the norms' scaling, the residual adds and the gate). */
+ * row forms, for the fuse pass to fold as it folds a decode step's (the
+ * residual adds into MATMUL_ADD, the gate into MATMUL_SILU_MUL); the norm
+ * and its scaling are captured as one RMS_NORM_MUL_ROWS, which has no
+ * unfused T-row pair. */
 static loom_tensor layer_rows(cap *c, uint32_t l, loom_tensor x)
 {
     const loom_llama_config *cfg = &c->m->cfg;
@@ -1034,17 +1036,21 @@ static loom_tensor layer_rows(cap *c, uint32_t l, loom_tensor x)
     OP(c, loom_op_kv_append_rows(c->g, k, v, kc, vc, NULL));
     loom_tensor att = scratch_rows(c, "l%u.attn", l, qd);
     OP(c, loom_op_attention_rows(c->g, q, kc, vc, att, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, NULL));
-    loom_tensor h = scratch_rows(c, "l%u.h", l, cfg->dim);
-    OP(c, loom_op_matmul_add(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], LOOM_LLAMA_WO, l), att, x, h, NULL));
+    loom_tensor o = scratch_rows(c, "l%u.attn_out", l, cfg->dim), h = scratch_rows(c, "l%u.h", l, cfg->dim);
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WO], nm[LB_WO], LOOM_LLAMA_WO, l), att, o, NULL));
+    OP(c, loom_op_add(c->g, x, o, h, NULL));
 
     loom_tensor hn = scratch_rows(c, "l%u.ffn.in", l, cfg->dim);
     OP(c, loom_op_rms_norm_mul_rows(c->g, h, norm_weight(c, b[LB_FFN_NORM], nm[LB_FFN_NORM]), hn, cfg->eps,
                                      NULL));
+    loom_tensor gt = scratch_rows(c, "l%u.gate", l, cfg->ffn), up = scratch_rows(c, "l%u.up", l, cfg->ffn);
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WG], nm[LB_WG], LOOM_LLAMA_WG, l), hn, gt, NULL));
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WU], nm[LB_WU], LOOM_LLAMA_WU, l), hn, up, NULL));
     loom_tensor act = scratch_rows(c, "l%u.act", l, cfg->ffn);
-    OP(c, loom_op_matmul_silu_mul(c->g, weight_mat(c, b[LB_WG], nm[LB_WG], LOOM_LLAMA_WG, l),
-                                  weight_mat(c, b[LB_WU], nm[LB_WU], LOOM_LLAMA_WU, l), hn, act, NULL));
-    loom_tensor y = scratch_rows(c, "l%u.out", l, cfg->dim);
-    OP(c, loom_op_matmul_add(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], LOOM_LLAMA_WD, l), act, h, y, NULL));
+    OP(c, loom_op_silu_mul(c->g, gt, up, act, NULL));
+    loom_tensor d = scratch_rows(c, "l%u.down", l, cfg->dim), y = scratch_rows(c, "l%u.out", l, cfg->dim);
+    OP(c, loom_op_matmul(c->g, weight_mat(c, b[LB_WD], nm[LB_WD], LOOM_LLAMA_WD, l), act, d, NULL));
+    OP(c, loom_op_add(c->g, h, d, y, NULL));
     return y;
 }
 

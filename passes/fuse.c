@@ -73,6 +73,7 @@ typedef struct op_view {
     uint32_t q_rows, kv_rows;            /* RMS_NORM_QKV_ROPE_KV (and cols) */
     uint32_t vocab, token_index;         /* EMBED */
     uint32_t back;                       /* STEP_LOG (rows: its slots) */
+    uint32_t t;                          /* MATMUL: token rows */
     loom_dtype wt, wv;                   /* a block-typed kernel form's weights (Wv: wv), else F32:
                                             mat_of infers f32 or f16 from the bytes */
 } op_view;
@@ -116,6 +117,13 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
         v->rows = p.rows;
         v->cols = p.cols;
         v->n = p.rows;
+    } else if (op == LOOM_OP_MATMUL) {
+        loom_pc_matmul p;
+        memcpy(&p, pc, sizeof p);
+        v->rows = p.rows;
+        v->cols = p.cols;
+        v->t = p.T;
+        v->n = p.rows * p.T;   /* the elements of y, as an elementwise consumer counts them */
     } else if (op == LOOM_OP_RMS_NORM || op == LOOM_OP_RMS_NORM_MUL) {
         loom_pc_norm p;
         memcpy(&p, pc, sizeof p);
@@ -526,6 +534,65 @@ static loom_result build_matvec_add(loom_graph *g, const fuse_match *m, uint32_t
     return loom_op_matvec_add(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
 }
 
+/* The T x n f32 rows bound at b (a T-token step's activations). */
+static bool rows_of(const loom_binding *b, uint32_t T, uint32_t n, loom_tensor *t)
+{
+    if (b->size != (uint64_t)T * n * 4)
+        return false;
+    *t = (loom_tensor){ b->buffer, LOOM_F32, b->offset, T, n };
+    return true;
+}
+
+/* The T-row forms of the two rules above: MATMUL then ADD of its whole
+ * output (the residual), and two MATMULs of one x gated by SILU_MUL. The
+ * elementwise op counts T x rows elements. */
+static bool match_matmul_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view av, mv;
+    if (!view(fs, anchor, LOOM_OP_ADD, &av))
+        return false;
+    for (int side = 0; side < 2; side++) {
+        uint32_t id = producer(fs, anchor, av.b[side]);
+        if (!view(fs, id, LOOM_OP_MATMUL, &mv) || !same_view(mv.b[2], av.b[side]) || mv.n != av.n)
+            continue;
+        *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
+        if (mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && rows_of(mv.b[1], mv.t, mv.cols, &m->in[1]) &&
+            rows_of(av.b[1 - side], mv.t, mv.rows, &m->in[2]) && rows_of(av.b[2], mv.t, mv.rows, &m->out[0]) &&
+            legal(fs, m))
+            return true;
+    }
+    return false;
+}
+
+static loom_result build_matmul_add(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_matmul_add(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
+}
+
+static bool match_matmul_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
+{
+    op_view sv, gv, uv;
+    if (!view(fs, anchor, LOOM_OP_SILU_MUL, &sv))
+        return false;
+    uint32_t gid = producer(fs, anchor, sv.b[0]), uid = producer(fs, anchor, sv.b[1]);
+    if (gid == uid || !view(fs, gid, LOOM_OP_MATMUL, &gv) || !view(fs, uid, LOOM_OP_MATMUL, &uv))
+        return false;
+    if (!same_view(gv.b[2], sv.b[0]) || !same_view(uv.b[2], sv.b[1]) || !same_view(gv.b[1], uv.b[1]) ||
+        gv.rows != uv.rows || gv.cols != uv.cols || gv.t != uv.t || gv.n != sv.n ||
+        gv.b[0]->size != uv.b[0]->size)
+        return false;
+    *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
+                       .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
+    return mat_of(gv.b[0], gv.rows, gv.cols, gv.wt, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, uv.wt, &m->in[1]) &&
+           m->in[0].dtype == m->in[1].dtype && rows_of(gv.b[1], gv.t, gv.cols, &m->in[2]) &&
+           rows_of(sv.b[2], gv.t, gv.rows, &m->out[0]) && legal(fs, m);
+}
+
+static loom_result build_matmul_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
+{
+    return loom_op_matmul_silu_mul(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
+}
+
 /* ---- matvec epilogues and prologues ------------------------------------ */
 
 static bool u32_of(const loom_binding *b, loom_tensor *t)
@@ -764,6 +831,9 @@ static const fuse_rule rules[] = {
     { "matvec_add", { LOOM_OP_MATVEC, LOOM_OP_ADD }, 2, LOOM_OP_MATVEC_ADD, match_matvec_add, build_matvec_add },
     { "matvec_argmax", { LOOM_OP_MATVEC, LOOM_OP_ARGMAX }, 2, LOOM_OP_MATVEC_ARGMAX, match_matvec_argmax,
       build_matvec_argmax },
+    { "matmul_silu_mul", { LOOM_OP_MATMUL, LOOM_OP_MATMUL, LOOM_OP_SILU_MUL }, 3, LOOM_OP_MATMUL_SILU_MUL,
+      match_matmul_silu_mul, build_matmul_silu_mul },
+    { "matmul_add", { LOOM_OP_MATMUL, LOOM_OP_ADD }, 2, LOOM_OP_MATMUL_ADD, match_matmul_add, build_matmul_add },
     /* These take what the rules above made, in a later round. */
     { "qkv_rope_kv",
       { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_ROPE, LOOM_OP_ROPE,

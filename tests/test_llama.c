@@ -588,6 +588,43 @@ START_TEST(verify_rows)
 }
 END_TEST
 
+/* The T-row graph as captured (unfused MATMUL, ADD, SILU_MUL) compiles
+ * with the residual adds folded into MATMUL_ADD and the gate into
+ * MATMUL_SILU_MUL, for f16 and Q4_K_M weights; without the fuse pass
+ * they stay apart. Device-free. */
+START_TEST(row_graph_fuses)
+{
+    const char *wt[] = { "f16", "q4_k_m" };
+    for (int w = 0; w < 2; w++)
+        for (int fuse = 0; fuse < 2; fuse++) {
+            loom_llama_config c;
+            ck_assert_int_eq(loom_llama_preset("1b", &c), LOOM_OK);
+            ck_assert_int_eq(loom_llama_wtype_parse(wt[w], &c), LOOM_OK);
+            c.n_layers = 3;
+            loom_llama *m = NULL;
+            ck_assert_int_eq(loom_llama_create_dry(&c, NULL, &m), LOOM_OK);
+            loom_graph *g = NULL;
+            ck_assert_int_eq(loom_graph_create(&(loom_graph_desc){ .name = "rows" }, &g), LOOM_OK);
+            ck_assert_int_eq(loom_llama_capture_rows(m, g, 24), LOOM_OK);
+            loom_plan *plan = NULL;
+            loom_compile_options o = { .disable = fuse ? 0 : LOOM_DISABLE_FUSE };
+            ck_assert_msg(loom_compile(g, &o, &plan) == LOOM_OK, "%s", loom_last_error());
+            const loom_graph *pg = loom_plan_graph(plan);
+            uint32_t count[LOOM_OP_COUNT] = { 0 };
+            for (uint32_t i = 0; i < loom_graph_node_count(pg); i++)
+                count[loom_graph_node(pg, i)->op]++;
+            ck_assert_uint_eq(count[LOOM_OP_MATMUL_ADD], fuse ? 2 * c.n_layers : 0);
+            ck_assert_uint_eq(count[LOOM_OP_MATMUL_SILU_MUL], fuse ? c.n_layers : 0);
+            ck_assert_uint_eq(count[LOOM_OP_SILU_MUL], fuse ? 0 : c.n_layers);
+            ck_assert_uint_eq(count[LOOM_OP_MATMUL], fuse ? 3 * c.n_layers : 7 * c.n_layers);
+            ck_assert_uint_eq(count[LOOM_OP_ATTENTION_ROWS], c.n_layers);
+            loom_plan_release(plan);
+            loom_graph_destroy(g);
+            loom_llama_destroy(m);
+        }
+}
+END_TEST
+
 /* Config checks need no device. */
 /* The weights are one stream of splitmix64 draws taken in a fixed order
  * (embedding; per layer the two norms, then q, k, v, o, gate, up, down;
@@ -753,6 +790,7 @@ static Suite *llama_suite(void)
     tc = tcase_create("rows");
     tcase_add_checked_fixture(tc, setup_rows, teardown);
     tcase_add_test(tc, row_steps);
+    tcase_add_test(tc, row_graph_fuses);
     tcase_add_test(tc, verify_rows);
     suite_add_tcase(s, tc);
     tc = tcase_create("quantized");

@@ -665,10 +665,15 @@ static loom_result add_log(loom_llama *m, loom_graph *g, loom_rt_buffer *src, lo
         return loom_fail(LOOM_NOT_FOUND, "llama step log: the step graph does not use buffer '%s'", name);
     char dname[48];
     snprintf(dname, sizeof dname, "%s_log", name);
-    loom_result rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = dname, .size = buf_size(m, dst),
-                                                                    .usage = LOOM_USAGE_OUTPUT,
-                                                                    .external = buf_id(m, dst) },
-                                           &d);
+    /* A step that logs twice (the step before's, then its own) names the
+     * ring once. */
+    d = graph_buffer_of(m, g, dst);
+    loom_result rc = d != LOOM_NONE ? LOOM_OK
+                                    : loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = dname,
+                                                                                    .size = buf_size(m, dst),
+                                                                                    .usage = LOOM_USAGE_OUTPUT,
+                                                                                    .external = buf_id(m, dst) },
+                                                            &d);
     if (rc)
         return rc;
     return loom_op_step_log(g, (loom_tensor){ s, dtype, 0, 1, n_words },
@@ -1068,13 +1073,19 @@ static loom_result capture_rows(loom_llama *m, loom_graph *g, uint32_t T)
     cap c = { .g = g, .m = m, .rc = LOOM_OK };
     m->rows_t = T;
     uint32_t argmax = ext(&c, m->gbuf[GB_ARGMAX], "argmax", LOOM_USAGE_OUTPUT);
+    uint32_t logits_buf = ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT);
+    /* With early logs, a decode step's token reaches its slot when the
+     * next step starts: this step logs the one before it first (as an
+     * early-log decode step does), and its own at its end. */
+    if (m->early_log && c.rc == LOOM_OK)
+        c.rc = add_logs(m, g, 1);
     uint32_t prompt = ext(&c, m->gbuf[GB_PROMPT], "prompt", LOOM_USAGE_INPUT);
     loom_tensor table = weight_mat(&c, m->gbuf[GB_EMBED], "embed", LOOM_LLAMA_EMBED, 0);
     loom_tensor x = rows_named(&c, "embed.out", cfg->dim);
     OP(&c, loom_op_embed_rows(g, table, (loom_tensor){ prompt, LOOM_U32, 0, 1, cfg->max_seq }, x, NULL));
     for (uint32_t l = 0; l < cfg->n_layers && c.rc == LOOM_OK; l++)
         x = layer_rows(&c, l, x);
-    loom_tensor logits = loom_vec(ext(&c, m->gbuf[GB_LOGITS], "logits", LOOM_USAGE_OUTPUT), cfg->vocab);
+    loom_tensor logits = loom_vec(logits_buf, cfg->vocab);
     loom_tensor out = weight_mat(&c, m->gbuf[GB_OUT], "out", LOOM_LLAMA_OUT, 0);
     if (m->verify) {
         loom_tensor xn = rows_named(&c, "final.in", cfg->dim), lr = rows_named(&c, "logits_rows", cfg->vocab);

@@ -625,6 +625,41 @@ START_TEST(row_graph_fuses)
 }
 END_TEST
 
+/* Early logs: a decode step between two multi-token steps is collected
+ * after the second was submitted, so its token must reach its slot (the
+ * second logs it first, as an early-log decode step would). */
+START_TEST(row_steps_early_log)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, &(loom_llama_desc){ .chain = true, .early_log = true }, &m),
+                     LOOM_OK);
+    const loom_llama_config *c = &weights->cfg;
+    uint32_t ids[9];
+    for (uint32_t i = 0; i < 9; i++)
+        ids[i] = (i * 29 + 7) % c->vocab;
+    ck_assert_int_eq(loom_llama_set_prompt(m, ids, 9, 0), LOOM_OK);
+    uint32_t first = 0, mid = 0, last = 0, t0 = 0, t1 = 0, t2 = 0, want = 0;
+    ck_assert_msg(loom_llama_submit_rows(m, 0, 5, &first) == LOOM_OK, "%s", loom_last_error());
+    ck_assert_int_eq(loom_llama_submit(m, 0, 5, &mid), LOOM_OK);
+    ck_assert_int_eq(loom_llama_submit_rows(m, 6, 3, &last), LOOM_OK);
+    ck_assert_int_eq(loom_llama_collect(m, first, &t0, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_llama_collect(m, mid, &t1, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_llama_collect(m, last, &t2, NULL), LOOM_OK);
+    loom_llama_ref *r = NULL;
+    ck_assert_int_eq(loom_llama_ref_create(weights, &r), LOOM_OK);
+    for (uint32_t j = 0; j < 5; j++)
+        ck_assert_int_eq(loom_llama_ref_step(r, ids[j], j, NULL, &want), LOOM_OK);
+    ck_assert_uint_eq(t0, want);
+    ck_assert_int_eq(loom_llama_ref_step(r, t0, 5, NULL, &want), LOOM_OK);
+    ck_assert_uint_eq(t1, want);
+    for (uint32_t j = 6; j < 9; j++)
+        ck_assert_int_eq(loom_llama_ref_step(r, ids[j], j, NULL, &want), LOOM_OK);
+    ck_assert_uint_eq(t2, want);
+    loom_llama_ref_destroy(r);
+    loom_llama_destroy(m);
+}
+END_TEST
+
 /* Config checks need no device. */
 /* The weights are one stream of splitmix64 draws taken in a fixed order
  * (embedding; per layer the two norms, then q, k, v, o, gate, up, down;
@@ -791,6 +826,7 @@ static Suite *llama_suite(void)
     tcase_add_checked_fixture(tc, setup_rows, teardown);
     tcase_add_test(tc, row_steps);
     tcase_add_test(tc, row_graph_fuses);
+    tcase_add_test(tc, row_steps_early_log);
     tcase_add_test(tc, verify_rows);
     suite_add_tcase(s, tc);
     tc = tcase_create("quantized");

@@ -1239,6 +1239,25 @@ static loom_result prepare(loom_llama *m)
     return use_plan(m, plan);
 }
 
+/* The step just captured into m->graph: its plan and program, a replay
+ * with params (and the model's step count), and its runtime step id in
+ * the ring. */
+static loom_result replay_step(loom_llama *m, loom_step_params *params, uint32_t *out_index)
+{
+    loom_result rc = prepare(m);
+    if (rc)
+        return rc;
+    params->step = m->step;
+    uint64_t id = 0;
+    if ((rc = loom_rt_replay(m->rt, m->program, params, &id)))
+        return rc;
+    m->ids[m->step % LOOM_LLAMA_RING] = id;
+    if (out_index)
+        *out_index = m->step;
+    m->step++;
+    return LOOM_OK;
+}
+
 /* A fed step's graph reads the token from the step parameters, so it is a
  * plan of its own: a prompt costs one more compile and program, once. */
 static loom_result submit(loom_llama *m, uint32_t token, uint32_t pos, bool feed, uint32_t *out_index)
@@ -1264,18 +1283,8 @@ static loom_result submit(loom_llama *m, uint32_t token, uint32_t pos, bool feed
         return rc;
     if (t0)
         loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
-    if ((rc = prepare(m)))
-        return rc;
-    loom_step_params params = { .pos = pos, .token = token, .kv_len = pos + 1, .step = m->step,
-                                .rows = 1 };
-    uint64_t id = 0;
-    if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)))
-        return rc;
-    m->ids[m->step % LOOM_LLAMA_RING] = id;
-    if (out_index)
-        *out_index = m->step;
-    m->step++;
-    return LOOM_OK;
+    return replay_step(m, &(loom_step_params){ .pos = pos, .token = token, .kv_len = pos + 1, .rows = 1 },
+                       out_index);
 }
 
 loom_result loom_llama_submit(loom_llama *m, uint32_t token, uint32_t pos, uint32_t *out_index)
@@ -1338,17 +1347,7 @@ static loom_result submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, bool 
         return rc;
     if (t0)
         loom_rt_trace_span(m->rt, "capture", t0, 0, NULL, NULL);
-    if ((rc = prepare(m)))
-        return rc;
-    loom_step_params params = { .pos = pos, .kv_len = pos + rows, .step = m->step, .rows = rows };
-    uint64_t id = 0;
-    if ((rc = loom_rt_replay(m->rt, m->program, &params, &id)))
-        return rc;
-    m->ids[m->step % LOOM_LLAMA_RING] = id;
-    if (out_index)
-        *out_index = m->step;
-    m->step++;
-    return LOOM_OK;
+    return replay_step(m, &(loom_step_params){ .pos = pos, .kv_len = pos + rows, .rows = rows }, out_index);
 }
 
 loom_result loom_llama_submit_rows(loom_llama *m, uint32_t pos, uint32_t rows, uint32_t *out_index)

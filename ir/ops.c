@@ -828,12 +828,10 @@ loom_result loom_op_matvec_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor W
     return matvec_common(g, LOOM_OP_MATVEC_SILU_MUL, &Wg, &Wu, &x, NULL, &y, out_node);
 }
 
-loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
-                         float theta, uint32_t *out_node)
+/* The shape checks ROPE and ROPE_ROWS share; *n the elements of a row. */
+static loom_result rope_shape(loom_graph *g, loom_op op, uint32_t n_heads, uint32_t head_dim, float theta,
+                              uint32_t *n)
 {
-    if (!g)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rope: graph is NULL");
-    const loom_op op = LOOM_OP_ROPE;
     if (n_heads == 0)
         return bad(g, op, "n_heads", "", 0, 1);
     if (head_dim == 0 || head_dim % 2)
@@ -841,9 +839,55 @@ loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n
     loom_result rc = need_theta(g, op, theta);
     if (rc)
         return rc;
-    uint64_t n = (uint64_t)n_heads * head_dim;
-    if (n > UINT32_MAX)
-        return bad(g, op, "n_heads * head_dim", "", n, UINT32_MAX);
+    uint64_t elems = (uint64_t)n_heads * head_dim;
+    if (elems > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", elems, UINT32_MAX);
+    *n = (uint32_t)elems;
+    return LOOM_OK;
+}
+
+/* The caches KV_APPEND, ATTENTION and their T-row forms take: f32 or f16,
+ * rows of cols elements, vcache the shape of kcache. */
+static loom_result need_caches(loom_graph *g, loom_op op, const loom_tensor *kcache, const loom_tensor *vcache,
+                               uint64_t cols)
+{
+    loom_result rc = need_float(g, op, "kcache", kcache);
+    if (!rc && kcache->cols != cols)
+        rc = bad(g, op, "kcache", ".cols", kcache->cols, cols);
+    if (!rc)
+        rc = need_same_shape(g, op, "vcache", vcache, kcache);
+    return rc;
+}
+
+/* The head counts ATTENTION and ATTENTION_ROWS take; *nq the elements of a
+ * query row, *nkv of a cache row. */
+static loom_result attn_heads(loom_graph *g, loom_op op, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
+                              uint32_t *nq, uint64_t *nkv)
+{
+    if (n_heads == 0)
+        return bad(g, op, "n_heads", "", 0, 1);
+    if (n_kv_heads == 0 || n_heads % n_kv_heads)
+        return bad(g, op, "n_kv_heads (divides n_heads)", "", n_kv_heads, 1);
+    if (head_dim == 0 || head_dim > ATTN_MAX_HEAD_DIM)
+        return bad(g, op, "head_dim", "", head_dim, ATTN_MAX_HEAD_DIM);
+    uint64_t q = (uint64_t)n_heads * head_dim;
+    if (q > UINT32_MAX)
+        return bad(g, op, "n_heads * head_dim", "", q, UINT32_MAX);
+    *nq = (uint32_t)q;
+    *nkv = (uint64_t)n_kv_heads * head_dim;
+    return LOOM_OK;
+}
+
+loom_result loom_op_rope(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t n_heads, uint32_t head_dim,
+                         float theta, uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rope: graph is NULL");
+    const loom_op op = LOOM_OP_ROPE;
+    uint32_t n = 0;
+    loom_result rc = rope_shape(g, op, n_heads, head_dim, theta, &n);
+    if (rc)
+        return rc;
     rc = need_vec(g, op, "x", &x, (uint32_t)n);
     if (!rc)
         rc = need_vec(g, op, "y", &y, (uint32_t)n);
@@ -864,11 +908,7 @@ loom_result loom_op_kv_append(loom_graph *g, loom_tensor k, loom_tensor v, loom_
     if (!rc)
         rc = need_vec(g, op, "v", &v, k.cols);
     if (!rc)
-        rc = need_float(g, op, "kcache", &kcache);
-    if (!rc && kcache.cols != k.cols)
-        rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
-    if (!rc)
-        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+        rc = need_caches(g, op, &kcache, &vcache, k.cols);
     if (rc)
         return rc;
     loom_pc_kv pc = { k.cols, kcache.rows };
@@ -885,22 +925,13 @@ loom_result loom_op_attention(loom_graph *g, loom_tensor q, loom_tensor kcache, 
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_attention: graph is NULL");
     const loom_op op = LOOM_OP_ATTENTION;
-    if (n_heads == 0)
-        return bad(g, op, "n_heads", "", 0, 1);
-    if (n_kv_heads == 0 || n_heads % n_kv_heads)
-        return bad(g, op, "n_kv_heads (divides n_heads)", "", n_kv_heads, 1);
-    if (head_dim == 0 || head_dim > ATTN_MAX_HEAD_DIM)
-        return bad(g, op, "head_dim", "", head_dim, ATTN_MAX_HEAD_DIM);
-    uint64_t nq = (uint64_t)n_heads * head_dim, nkv = (uint64_t)n_kv_heads * head_dim;
-    if (nq > UINT32_MAX)
-        return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
-    loom_result rc = need_vec(g, op, "q", &q, (uint32_t)nq);
+    uint32_t nq = 0;
+    uint64_t nkv = 0;
+    loom_result rc = attn_heads(g, op, n_heads, n_kv_heads, head_dim, &nq, &nkv);
     if (!rc)
-        rc = need_float(g, op, "kcache", &kcache);
-    if (!rc && kcache.cols != nkv)
-        rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
+        rc = need_vec(g, op, "q", &q, nq);
     if (!rc)
-        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+        rc = need_caches(g, op, &kcache, &vcache, nkv);
     if (!rc)
         rc = need_vec(g, op, "out", &out, (uint32_t)nq);
     if (rc)
@@ -1233,16 +1264,10 @@ loom_result loom_op_rope_rows(loom_graph *g, loom_tensor x, loom_tensor y, uint3
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rope_rows: graph is NULL");
     const loom_op op = LOOM_OP_ROPE_ROWS;
-    if (n_heads == 0)
-        return bad(g, op, "n_heads", "", 0, 1);
-    if (head_dim == 0 || head_dim % 2)
-        return bad(g, op, "head_dim (even, > 0)", "", head_dim, head_dim + 1);
-    loom_result rc = need_theta(g, op, theta);
+    uint32_t n = 0;
+    loom_result rc = rope_shape(g, op, n_heads, head_dim, theta, &n);
     if (rc)
         return rc;
-    uint64_t n = (uint64_t)n_heads * head_dim;
-    if (n > UINT32_MAX)
-        return bad(g, op, "n_heads * head_dim", "", n, UINT32_MAX);
     rc = need_rows(g, op, "x", &x, 0, (uint32_t)n);
     if (!rc)
         rc = need_rows(g, op, "y", &y, x.rows, (uint32_t)n);
@@ -1264,11 +1289,7 @@ loom_result loom_op_kv_append_rows(loom_graph *g, loom_tensor k, loom_tensor v, 
     if (!rc)
         rc = need_rows(g, op, "v", &v, k.rows, k.cols);
     if (!rc)
-        rc = need_float(g, op, "kcache", &kcache);
-    if (!rc && kcache.cols != k.cols)
-        rc = bad(g, op, "kcache", ".cols", kcache.cols, k.cols);
-    if (!rc)
-        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+        rc = need_caches(g, op, &kcache, &vcache, k.cols);
     if (rc)
         return rc;
     loom_pc_kv_rows pc = { k.cols, kcache.rows, k.rows };
@@ -1298,22 +1319,13 @@ loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kca
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_attention_rows: graph is NULL");
     const loom_op op = LOOM_OP_ATTENTION_ROWS;
-    if (n_heads == 0)
-        return bad(g, op, "n_heads", "", 0, 1);
-    if (n_kv_heads == 0 || n_heads % n_kv_heads)
-        return bad(g, op, "n_kv_heads (divides n_heads)", "", n_kv_heads, 1);
-    if (head_dim == 0 || head_dim > ATTN_MAX_HEAD_DIM)
-        return bad(g, op, "head_dim", "", head_dim, ATTN_MAX_HEAD_DIM);
-    uint64_t nq = (uint64_t)n_heads * head_dim, nkv = (uint64_t)n_kv_heads * head_dim;
-    if (nq > UINT32_MAX)
-        return bad(g, op, "n_heads * head_dim", "", nq, UINT32_MAX);
-    loom_result rc = need_rows(g, op, "q", &q, 0, (uint32_t)nq);
+    uint32_t nq = 0;
+    uint64_t nkv = 0;
+    loom_result rc = attn_heads(g, op, n_heads, n_kv_heads, head_dim, &nq, &nkv);
     if (!rc)
-        rc = need_float(g, op, "kcache", &kcache);
-    if (!rc && kcache.cols != nkv)
-        rc = bad(g, op, "kcache", ".cols", kcache.cols, nkv);
+        rc = need_rows(g, op, "q", &q, 0, nq);
     if (!rc)
-        rc = need_same_shape(g, op, "vcache", &vcache, &kcache);
+        rc = need_caches(g, op, &kcache, &vcache, nkv);
     if (!rc)
         rc = need_rows(g, op, "out", &out, q.rows, (uint32_t)nq);
     if (rc)

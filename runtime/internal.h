@@ -19,8 +19,10 @@
  *            kernel.c    shader modules, pipelines, the pipeline cache
  *   layer 6: profile.c   timestamps read back, per-group GPU time
  *            tags.c      which dependencies a program polls (tagged vectors)
- *   layer 7: program.c   programs: resolve, record, replay, release
- *   layer 8: plan.c      plans and the plan cache
+ *   layer 7: record.c    a program's command buffers: sets, dispatches, barriers
+ *            program.c   programs: resolve, replay, host access, release
+ *   layer 8: plan_replay.c  plans on the runtime: compile for the device,
+ *                        a plan's program, replay
  *   layer 9: rt.c        loom_rt_create / loom_rt_destroy */
 #ifndef LOOM_RT_INTERNAL_H
 #define LOOM_RT_INTERNAL_H
@@ -171,6 +173,10 @@ typedef struct rt_tag {
 /* Fills p->tags, p->tag_at and p->tag_mem (tags.c) where LOOM_TAGS and the
  * plan allow; LOOM_OUT_OF_MEMORY or a Vulkan failure of the zero fill. */
 loom_result rt_tags_plan(loom_rt_program *p);
+
+/* Records copy c of program p (record.c): its descriptor sets, then every
+ * node, with a host span in the trace. */
+loom_result rt_record_traced(loom_rt_program *p, rt_copy *c);
 
 struct loom_rt_program {
     loom_rt *rt;

@@ -48,7 +48,7 @@
 // defines KH_ROWS, RPT as a plain number, and the pass's rows are written
 // out one by one (KH_EACH) behind one branch on the load path: the
 // compiler kept a 16-row loop and moved the packed rows to local memory
-// (704 bytes an invocation, 100 us a 1b token on an H100), and rows
+// (704 bytes an invocation: far slower, docs/perf-log.md), and rows
 // written out with a branch each ran slower than the loop (docs/perf.md).
 #define WG_SIZE 256u
 #define DPT 8u           // dimensions per invocation
@@ -259,7 +259,7 @@ void main()
     for (uint base = first; base < last; base += RPT * RPP) {
 #ifdef ATT_KH
         // One branch on the load path for the whole pass, every row's
-        // loads behind it (a branch a row ran 45 us a 1b token slower).
+        // loads behind it (a branch a row ran slower: docs/perf-log.md).
         if (vec) {
             KH_EACH(KH_ROW_LOAD8)
         } else {

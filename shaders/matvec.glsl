@@ -112,7 +112,7 @@
 layout(local_size_x = 256) in;
 // Rows per workgroup (ir/ops.def: the per_group of each form): 2 by
 // default, so a decode-sized matrix is many small workgroups whose last
-// wave is short (the step 1008 -> 975 us on the H200). 4 where the .comp
+// wave is short (docs/perf-log.md has what it cost). 4 where the .comp
 // says so: the argmax forms, whose row blocks each also pay a fold into the
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
@@ -596,7 +596,7 @@ uint wg_best(float v, uint i, out float outv)
 // Invocation k < MV_ROWS: the best of the rows it has written (its row slot
 // of every block), folded in as it writes each; main() meets the MV_ROWS
 // bests once. Invocation 0 folding every block's rows in turn held the
-// workgroup's next block by its serial loop (1.1 us a 1b token on the H200).
+// workgroup's next block by its serial loop (measured: docs/perf-log.md).
 float best_val = 0.0;
 uint best_row = 0xffffffffu;
 
@@ -883,8 +883,8 @@ void quantize_chunk(uint c, vec4 a, vec4 b, bool w)
 // codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 *
 // 2^23 (its low byte is then the code's) rather than converted. QXU chunks
 // a trip, all loaded first (a chunk past the end loads the last one and
-// stores nothing): 4 made the 7b Q4_K_M step 5,094 us against 4,659 at 1
-// (H100), the registers of 4 chunks costing more than their round trips.
+// stores nothing): 4 were slower than 1 (docs/perf-log.md), the registers
+// of 4 chunks costing more than their round trips.
 // With a norm of its own the kernel quantizes x * g and returns the
 // invocation's part of the sum of x^2 (the norm's scale meets the sums at
 // the end).
@@ -1268,7 +1268,8 @@ void block()
 #ifdef MV_STAGE
     // The rows' squares, summed within the subgroup holding their
     // invocations, added into one of SS_SLOTS partial sums: one add a
-    // workgroup to one word (2048 a node for 1b) cost the step 2 us a node.
+    // workgroup to one word (2048 a node for 1b) was measurably slower
+    // (docs/perf-log.md).
     if (subgroupMax(t < MV_ROWS ? 1u : 0u) == 1u) {
         float q = subgroupAdd(t < MV_ROWS ? val * val : 0.0);
         if (subgroupElect())

@@ -190,20 +190,14 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
         }
         /* One row a step, also when the split pass spread the table over
          * several EMBED nodes (counted at the one holding token 0). */
-        if (n->op == LOOM_OP_EMBED && n->n_bindings && n->push_size == sizeof(loom_pc_embed)) {
-            loom_pc_embed pc;
-            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+        loom_op_args pc;
+        bool args = n->n_bindings && loom_op_args_of(g, i, &pc) == LOOM_OK;
+        if (args && n->op == LOOM_OP_EMBED)
             embed_rows += pc.vocab ? b[0].size / pc.vocab : 0;
-        } else if (n->op == LOOM_OP_EMBED_BLOCKS && n->n_bindings && n->push_size == sizeof(loom_pc_embed_blocks)) {
-            loom_pc_embed_blocks pc;
-            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+        else if (args && n->op == LOOM_OP_EMBED_BLOCKS)
             embed_rows += pc.block_rows && pc.first == 0 ? b[0].size / pc.block_rows : 0;
-        } else if (n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV && n->n_bindings > 1 &&
-                   n->push_size == sizeof(loom_pc_embed_qkv)) {
-            loom_pc_embed_qkv pc;
-            memcpy(&pc, loom_node_push(g, n), sizeof pc);
+        else if (args && n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV && n->n_bindings > 1)
             embed_rows += pc.vocab ? b[1].size / pc.vocab : 0;
-        }
         /* The same rule the runtime records by. */
         bool barrier = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
         if (barrier && layer >= 0)

@@ -548,6 +548,30 @@ const uint8_t *loom_node_push(const loom_graph *g, const loom_node *n)
     return g && n && g->push.v ? g->push.v + n->push_offset : NULL;
 }
 
+const loom_binding *loom_node_slot(const loom_graph *g, const loom_node *n, uint32_t slot)
+{
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t i = 0; b && i < n->n_bindings; i++)
+        if (b[i].slot == slot)
+            return &b[i];
+    return NULL;
+}
+
+bool loom_binding_same(const loom_binding *a, const loom_binding *b)
+{
+    return a && b && a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
+}
+
+bool loom_range_meets(const loom_range *r, const loom_binding *b)
+{
+    return r && b && r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
+}
+
+bool loom_node_is_fence(const loom_node *n)
+{
+    return n && (n->type == LOOM_NODE_BARRIER || !loom_op_reorderable((loom_op)n->op));
+}
+
 bool loom_graph_scheduled(const loom_graph *g) { return g && g->scheduled; }
 uint32_t loom_graph_barrier_count(const loom_graph *g) { return g ? g->barriers.n : 0; }
 

@@ -15,6 +15,17 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
+/* Questions the passes and the runtime ask of nodes, bindings and ranges;
+ * NULL-safe, no failure. loom_node_slot: n's binding at slot, or NULL.
+ * loom_binding_same: a and b bind the same bytes (buffer, offset, size);
+ * false if either is NULL. loom_range_meets: r shares a byte with b.
+ * loom_node_is_fence: nothing moves across n (a sentinel, or an op kind
+ * ops.def marks not reorderable). */
+const loom_binding *loom_node_slot(const loom_graph *g, const loom_node *n, uint32_t slot);
+bool loom_binding_same(const loom_binding *a, const loom_binding *b);
+bool loom_range_meets(const loom_range *r, const loom_binding *b);
+bool loom_node_is_fence(const loom_node *n);
+
 /* Edits to a node's bindings, ranges or push bytes (through the accessors)
  * go through a node from loom_graph_node_mut too: it is what tells the graph
  * that its nodes may have changed since capture. */

@@ -3,10 +3,10 @@
  * push constants, workgroup counts and exact read/write ranges.
  *
  * The push-constant structs below are the contract between builders, the
- * fuse pass (which reads shapes from them) and the GLSL kernels in shaders/
- * (which declare the same layouts). All fields are 4 bytes. Each op kind's
- * push size is a column of ops.def: the compiler checks it against these
- * structs, the build against the kernels.
+ * passes (which read shapes back through loom_op_args_read) and the GLSL
+ * kernels in shaders/ (which declare the same layouts). All fields are 4
+ * bytes. Each op kind's push layout is a column of ops.def, which the
+ * build checks against the kernels.
  *
  * Data: vectors are f32; MATVEC weights are f32, f16 or one of GGUF's block
  * types (Q8_0, Q4_0, Q4_K, Q6_K, byte for byte as GGUF stores them: a row is
@@ -200,6 +200,34 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 #define LOOM_MATMUL_TILE_T      64u
 #define LOOM_MATMUL_COOP_ROWS   128u
 #define LOOM_MATMUL_COOP_T      64u
+
+/* ---- reading push constants back ---------------------------------------- *
+ * What a node's push constants hold, decoded by its op kind's push layout
+ * (ops.def's push column): the one reading of the loom_pc_* structs for
+ * passes and frontends. A field the layout lacks is 0. EMBED's and
+ * EMBED_BLOCKS' dim is cols (the table's row); KV_APPEND's dim and
+ * KV_APPEND_ROWS' kvd are n. */
+typedef struct loom_op_args {
+    uint32_t n;                           /* elements: loom_pc_n, _norm, _norm_rows, _rows_n, _step_log, _kv(_rows) */
+    uint32_t rows, cols;                  /* matrices: _matvec, _norm_matvec(_log), _matmul; cols: _embed*, _qkv */
+    float eps, theta, scale;
+    uint32_t heads, kv_heads, head_dim, max_seq, splits;   /* _rope, _attn, _kv, _qkv (and their _rows) */
+    uint32_t q_rows, kv_rows;             /* _qkv */
+    uint32_t vocab, token_index;          /* _embed, _embed_blocks, _embed_qkv */
+    uint32_t block_rows, first, total;    /* _embed_blocks */
+    uint32_t slots, back;                 /* _step_log (back), _step_log and _norm_matvec_log (slots) */
+    uint32_t T;                           /* the T-row layouts and _matmul */
+} loom_op_args;
+
+/* Decodes size bytes of push constants of op into *out (zeroed first).
+ * LOOM_INVALID_ARGUMENT when op is out of range, size is not its layout's
+ * size (a node some pass gave push constants of its own) or an argument is
+ * NULL; *out is then all zeros. Sets no error message: passes ask it of
+ * any node, as a question. Thread-safe. */
+loom_result loom_op_args_read(loom_op op, const void *push, uint32_t size, loom_op_args *out);
+/* The same for node id of g, a dispatch; LOOM_INVALID_ARGUMENT also for a
+ * node out of range or a barrier. */
+loom_result loom_op_args_of(const loom_graph *g, uint32_t node, loom_op_args *out);
 
 /* ---- builders ----------------------------------------------------------- *
  * Each builder's kernel, binding slots (in order; (w) written), push bytes

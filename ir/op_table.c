@@ -2,10 +2,11 @@
  * The slot column is written as text ("x y(w)") so that a row reads like
  * the kernel's signature; it is split into slots once, on first use. This
  * file needs libc and pthreads only: the build's layout check links it
- * alone (tools/spirv_layouts.c). */
+ * alone (tools/spirv_layouts.c), with loom_ops.h for the push layouts'
+ * sizes. */
 #include <pthread.h>
 #include <string.h>
-#include "loom_ir.h"
+#include "loom_ops.h"
 
 #define K0 { NULL, NULL, NULL, NULL }
 #define K1(k) { #k, #k, NULL, NULL }
@@ -17,6 +18,9 @@
 #define K2C(a, b) { #a, #b, #a "_kh", #b "_kh" }
 /* The matmul kinds: the multi-column matvec form, then the tiled one. */
 #define KT(k) { #k "_f32", #k "_f16", #k "_tiled_f32", #k "_tiled_f16" }
+/* The push column: the size of the op's loom_pc_* layout. */
+#define PC(l) (uint32_t)sizeof(loom_pc_##l)
+#define PC0 0u
 
 typedef struct op_row {
     const char *name, *meaning;

@@ -371,45 +371,6 @@ static uint32_t rows_per_group(loom_op op, uint32_t t)
 
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }
 
-/* Each op kind's push constants are its loom_pc_* struct, or a prefix of it
- * (MATVEC_ARGMAX sends rows and cols of loom_pc_norm_matvec). */
-enum {
-#define X(name, meaning, reorderable, kernel, slots, push, ...) PUSH_##name = push,
-#include "ops.def"
-#undef X
-};
-_Static_assert(PUSH_COPY == sizeof(loom_pc_n) && PUSH_MUL == sizeof(loom_pc_n) && PUSH_ADD == sizeof(loom_pc_n) &&
-                   PUSH_SILU_MUL == sizeof(loom_pc_n) && PUSH_SOFTMAX == sizeof(loom_pc_n) &&
-                   PUSH_ARGMAX == sizeof(loom_pc_n) && PUSH_ZERO == sizeof(loom_pc_n),
-               "ops.def: loom_pc_n ops");
-_Static_assert(PUSH_RMS_NORM == sizeof(loom_pc_norm) && PUSH_RMS_NORM_MUL == sizeof(loom_pc_norm) &&
-                   PUSH_ADD_RMS_NORM == sizeof(loom_pc_norm) && PUSH_ADD_RMS_NORM_MUL == sizeof(loom_pc_norm),
-               "ops.def: loom_pc_norm ops");
-_Static_assert(PUSH_MATVEC == sizeof(loom_pc_matvec) && PUSH_MATVEC_ADD == sizeof(loom_pc_matvec) &&
-                   PUSH_MATVEC_SILU_MUL == sizeof(loom_pc_matvec) && PUSH_MATVEC_ARGMAX == sizeof(loom_pc_matvec) &&
-                   PUSH_MATVEC_ADD_STAGE == sizeof(loom_pc_matvec),
-               "ops.def: loom_pc_matvec ops");
-_Static_assert(PUSH_RMS_NORM_MATVEC == sizeof(loom_pc_norm_matvec) &&
-                   PUSH_RMS_NORM_MATVEC_SILU_MUL == sizeof(loom_pc_norm_matvec) &&
-                   PUSH_RMS_NORM_MATVEC_ARGMAX == sizeof(loom_pc_norm_matvec),
-               "ops.def: loom_pc_norm_matvec ops");
-_Static_assert(PUSH_EMBED == sizeof(loom_pc_embed) && PUSH_EMBED_BLOCKS == sizeof(loom_pc_embed_blocks) &&
-                   PUSH_ROPE == sizeof(loom_pc_rope) &&
-                   PUSH_KV_APPEND == sizeof(loom_pc_kv) && PUSH_ATTENTION == sizeof(loom_pc_attn) &&
-                   PUSH_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_qkv) &&
-                   PUSH_EMBED_RMS_NORM_QKV_ROPE_KV == sizeof(loom_pc_embed_qkv) &&
-                   PUSH_STEP_LOG == sizeof(loom_pc_step_log) &&
-                   PUSH_RMS_NORM_MATVEC_ARGMAX_LOG == sizeof(loom_pc_norm_matvec_log),
-               "ops.def: push-constant sizes");
-_Static_assert(PUSH_EMBED_ROWS == sizeof(loom_pc_embed_rows) && PUSH_RMS_NORM_MUL_ROWS == sizeof(loom_pc_norm_rows) &&
-                   PUSH_ROPE_ROWS == sizeof(loom_pc_rope_rows) && PUSH_KV_APPEND_ROWS == sizeof(loom_pc_kv_rows) &&
-                   PUSH_ATTENTION_ROWS == sizeof(loom_pc_attn_rows) && PUSH_ROW_PICK == sizeof(loom_pc_rows_n) &&
-                   PUSH_ARGMAX_ROWS == sizeof(loom_pc_rows_n),
-               "ops.def: push-constant sizes of the T-row ops");
-_Static_assert(PUSH_MATMUL == sizeof(loom_pc_matmul) && PUSH_MATMUL_ADD == sizeof(loom_pc_matmul) &&
-                   PUSH_MATMUL_SILU_MUL == sizeof(loom_pc_matmul),
-               "ops.def: loom_pc_matmul ops");
-
 /* ATTENTION kernels: attention.comp takes head_dim <= 64 (8 invocations a
  * row, 8 rows each, so 256 rows a pass), attention_wide.comp the rest up
  * to ATTN_MAX_HEAD_DIM (32 a row, 8 rows a pass). A share of the narrow

@@ -20,15 +20,14 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
 {
     (void)arg;
     const loom_node *nd = loom_graph_node(g, i);
-    if (nd->type != LOOM_NODE_DISPATCH || !matmul_kind(nd->op) || nd->push_size != sizeof(loom_pc_matmul))
+    loom_op_args pc;
+    if (nd->type != LOOM_NODE_DISPATCH || !matmul_kind(nd->op) || loom_op_args_of(g, i, &pc))
         return LOOM_OK;
     const char *k = loom_graph_kernel_name(g, nd->kernel);
     const char *to = loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")
                          ? loom_form_variant(k, "MM_COOP", NULL) : NULL;
     if (!to)
         return LOOM_OK;
-    loom_pc_matmul pc;
-    memcpy(&pc, loom_node_push(g, nd), sizeof pc);
     uint64_t groups = (uint64_t)(pc.rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS *
                       ((pc.T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T);
     if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: stay tiled */

@@ -1,8 +1,8 @@
 /* fuse: replaces chains of nodes by one fused node, driven by a table of
  * rules. Each rule names its chain of op kinds, a matcher that finds the
  * chain ending at an anchor node and reconstructs the tensors from the
- * bindings and push constants (the slots of ops.def, the ir/loom_ops.h push
- * layouts), and the op builder that makes the fused node.
+ * bindings and push constants (the slots of ops.def, the push read back by
+ * loom_op_args_read), and the op builder that makes the fused node.
  *
  * A chain is legal when every eliminated intermediate (a producer's output
  * that only the chain reads) is read by no other node while it holds that
@@ -66,26 +66,12 @@ typedef struct fuse_rule {
 
 typedef struct op_view {
     const loom_binding *b[LOOM_MAX_BINDINGS];
-    uint32_t n, rows, cols;
-    float eps;
-    uint32_t heads, head_dim, max_seq;   /* ROPE, KV_APPEND, RMS_NORM_QKV_ROPE_KV */
-    float theta;
-    uint32_t q_rows, kv_rows;            /* RMS_NORM_QKV_ROPE_KV (and cols) */
-    uint32_t vocab, token_index;         /* EMBED */
-    uint32_t back;                       /* STEP_LOG (rows: its slots) */
-    uint32_t t;                          /* MATMUL: token rows */
+    loom_op_args a;                      /* the push constants */
+    uint32_t n;                          /* the elements of the output, as an elementwise consumer counts
+                                            them (STEP_LOG: a row's; RMS_NORM_QKV_ROPE_KV: x's) */
     loom_dtype wt, wv;                   /* a block-typed kernel form's weights (Wv: wv), else F32:
                                             mat_of infers f32 or f16 from the bytes */
 } op_view;
-
-static const loom_binding *slot(const loom_graph *g, const loom_node *nd, uint32_t s)
-{
-    const loom_binding *b = loom_node_bindings(g, nd);
-    for (uint32_t i = 0; i < nd->n_bindings; i++)
-        if (b[i].slot == s)
-            return &b[i];
-    return NULL;
-}
 
 /* Fills v when node id is a dispatch of op with the builder's layout: the
  * slots, written ranges and push bytes of op's row of ops.def. */
@@ -100,8 +86,7 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
         writes += (info->writable >> s) & 1u;
     if (nd->type != LOOM_NODE_DISPATCH || nd->op != op || nd->n_writes != writes)
         return false;
-    const uint8_t *pc = loom_node_push(fs->g, nd);
-    if (nd->n_bindings != info->n_slots || nd->push_size != info->push_size)
+    if (nd->n_bindings != info->n_slots || loom_op_args_read(op, loom_node_push(fs->g, nd), nd->push_size, &v->a))
         return false;
     /* Q4_0 and Q4_K take the same bytes a weight: a block type comes from
      * the kernel form, never from a size. */
@@ -109,79 +94,26 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
         !loom_dtype_is_block(v->wt))
         v->wt = v->wv = LOOM_F32;
     for (uint32_t s = 0; s < info->n_slots; s++)
-        if (!(v->b[s] = slot(fs->g, nd, s)))
+        if (!(v->b[s] = loom_node_slot(fs->g, nd, s)))
             return false;
-    if (op == LOOM_OP_MATVEC || op == LOOM_OP_MATVEC_SILU_MUL || op == LOOM_OP_MATVEC_ARGMAX) {
-        loom_pc_matvec p;
-        memcpy(&p, pc, sizeof p);
-        v->rows = p.rows;
-        v->cols = p.cols;
-        v->n = p.rows;
-    } else if (op == LOOM_OP_MATMUL) {
-        loom_pc_matmul p;
-        memcpy(&p, pc, sizeof p);
-        v->rows = p.rows;
-        v->cols = p.cols;
-        v->t = p.T;
-        v->n = p.rows * p.T;   /* the elements of y, as an elementwise consumer counts them */
-    } else if (op == LOOM_OP_RMS_NORM || op == LOOM_OP_RMS_NORM_MUL) {
-        loom_pc_norm p;
-        memcpy(&p, pc, sizeof p);
-        v->n = p.n;
-        v->eps = p.eps;
-    } else if (op == LOOM_OP_ROPE) {
-        loom_pc_rope p;
-        memcpy(&p, pc, sizeof p);
-        v->heads = p.n_heads;
-        v->head_dim = p.head_dim;
-        v->theta = p.theta;
-        v->n = p.n_heads * p.head_dim;
-    } else if (op == LOOM_OP_RMS_NORM_QKV_ROPE_KV) {
-        loom_pc_qkv p;
-        memcpy(&p, pc, sizeof p);
-        v->q_rows = p.q_rows;
-        v->kv_rows = p.kv_rows;
-        v->cols = p.cols;
-        v->eps = p.eps;
-        v->head_dim = p.head_dim;
-        v->max_seq = p.max_seq;
-        v->theta = p.theta;
-        v->n = p.cols;
-    } else if (op == LOOM_OP_EMBED) {
-        loom_pc_embed p;
-        memcpy(&p, pc, sizeof p);
-        v->n = p.dim;
-        v->vocab = p.vocab;
-        v->token_index = p.token_index;
-    } else if (op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX) {
-        loom_pc_norm_matvec p;
-        memcpy(&p, pc, sizeof p);
-        v->rows = p.rows;
-        v->cols = p.cols;
-        v->eps = p.eps;
-        v->n = p.rows;
-    } else if (op == LOOM_OP_STEP_LOG) {
-        loom_pc_step_log p;
-        memcpy(&p, pc, sizeof p);
-        v->n = p.n;
-        v->rows = p.slots;
-        v->back = p.back;
-    } else if (op == LOOM_OP_KV_APPEND) {
-        loom_pc_kv p;
-        memcpy(&p, pc, sizeof p);
-        v->n = p.dim;
-        v->max_seq = p.max_seq;
-    } else {
-        loom_pc_n p;
-        memcpy(&p, pc, sizeof p);
-        v->n = p.n;
+    switch (op) {
+    case LOOM_OP_MATVEC: case LOOM_OP_MATVEC_SILU_MUL: case LOOM_OP_MATVEC_ARGMAX:
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX:
+        v->n = v->a.rows;
+        break;
+    case LOOM_OP_MATMUL:
+        v->n = v->a.rows * v->a.T;
+        break;
+    case LOOM_OP_ROPE:
+        v->n = v->a.heads * v->a.head_dim;
+        break;
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV: case LOOM_OP_EMBED:
+        v->n = v->a.cols;
+        break;
+    default:
+        v->n = v->a.n;
     }
     return v->n > 0;
-}
-
-static bool same_view(const loom_binding *a, const loom_binding *b)
-{
-    return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
 }
 
 static bool vec_of(const loom_binding *b, uint32_t n, loom_tensor *t)
@@ -351,13 +283,6 @@ static bool reads_chain_writes(const fuse_state *fs, const fuse_match *m)
     return false;
 }
 
-/* A sentinel or a non-reorderable node between chain members: nothing may
- * be moved across it, whatever the reorder pass does. */
-static bool is_fence(const loom_node *nd)
-{
-    return nd->type == LOOM_NODE_BARRIER || !loom_op_reorderable((loom_op)nd->op);
-}
-
 static bool legal(const fuse_state *fs, const fuse_match *m)
 {
     for (uint32_t i = 0; i < m->n_elim; i++)
@@ -386,7 +311,8 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
                 continue;
             const loom_node *kn = loom_graph_node(fs->g, k);
             uint32_t buf;
-            if (is_fence(kn) || loom_nodes_conflict(fs->g, cn, kn, &buf) != LOOM_HAZARD_NONE)
+            /* a fence between chain members: nothing may be moved across it */
+            if (loom_node_is_fence(kn) || loom_nodes_conflict(fs->g, cn, kn, &buf) != LOOM_HAZARD_NONE)
                 return false;
         }
     }
@@ -399,7 +325,7 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
 static bool norm_into(fuse_state *fs, uint32_t pos, const op_view *v, int side, uint32_t *id, op_view *nv)
 {
     *id = producer(fs, pos, v->b[side]);
-    return view(fs, *id, LOOM_OP_RMS_NORM, nv) && same_view(nv->b[1], v->b[side]) && nv->n == v->n;
+    return view(fs, *id, LOOM_OP_RMS_NORM, nv) && loom_binding_same(nv->b[1], v->b[side]) && nv->n == v->n;
 }
 
 /* An ADD one of whose inputs a MATVEC just produced is left to matvec_add:
@@ -410,7 +336,7 @@ static bool add_after_matvec(fuse_state *fs, uint32_t pos, const op_view *av)
     for (int side = 0; side < 2; side++) {
         op_view mv;
         uint32_t id = producer(fs, pos, av->b[side]);
-        if (view(fs, id, LOOM_OP_MATVEC, &mv) && same_view(mv.b[2], av->b[side]) && mv.rows == av->n)
+        if (view(fs, id, LOOM_OP_MATVEC, &mv) && loom_binding_same(mv.b[2], av->b[side]) && mv.a.rows == av->n)
             return true;
     }
     return false;
@@ -419,7 +345,7 @@ static bool add_after_matvec(fuse_state *fs, uint32_t pos, const op_view *av)
 static bool add_into(fuse_state *fs, uint32_t pos, const op_view *nv, uint32_t *id, op_view *av)
 {
     *id = producer(fs, pos, nv->b[0]);
-    return view(fs, *id, LOOM_OP_ADD, av) && same_view(av->b[2], nv->b[0]) && av->n == nv->n &&
+    return view(fs, *id, LOOM_OP_ADD, av) && loom_binding_same(av->b[2], nv->b[0]) && av->n == nv->n &&
            !add_after_matvec(fs, *id, av);
 }
 
@@ -434,7 +360,7 @@ static bool match_add_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *
             continue;
         uint32_t n = mv.n;
         *m = (fuse_match){ .nodes = { aid, nid, anchor }, .n_nodes = 3, .elim = { nid }, .n_elim = 1, .n_in = 3,
-                           .n_out = 2, .eps = nv.eps };
+                           .n_out = 2, .eps = nv.a.eps };
         if (vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(mv.b[1 - side], n, &m->in[2]) &&
             vec_of(av.b[2], n, &m->out[0]) && vec_of(mv.b[2], n, &m->out[1]) && legal(fs, m))
             return true;
@@ -458,7 +384,7 @@ static bool match_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
             continue;
         uint32_t n = mv.n;
         *m = (fuse_match){ .nodes = { nid, anchor }, .n_nodes = 2, .elim = { nid }, .n_elim = 1, .n_in = 2,
-                           .n_out = 1, .eps = nv.eps };
+                           .n_out = 1, .eps = nv.a.eps };
         if (vec_of(nv.b[0], n, &m->in[0]) && vec_of(mv.b[1 - side], n, &m->in[1]) && vec_of(mv.b[2], n, &m->out[0]) &&
             legal(fs, m))
             return true;
@@ -479,7 +405,7 @@ static bool match_add_rms_norm(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     uint32_t n = nv.n;
     /* The sum stays written: it usually has other readers (the residual). */
-    *m = (fuse_match){ .nodes = { aid, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2, .eps = nv.eps };
+    *m = (fuse_match){ .nodes = { aid, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2, .eps = nv.a.eps };
     return vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(av.b[2], n, &m->out[0]) &&
            vec_of(nv.b[1], n, &m->out[1]) && legal(fs, m);
 }
@@ -497,13 +423,15 @@ static bool match_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m
     uint32_t gid = producer(fs, anchor, sv.b[0]), uid = producer(fs, anchor, sv.b[1]);
     if (gid == uid || !view(fs, gid, LOOM_OP_MATVEC, &gv) || !view(fs, uid, LOOM_OP_MATVEC, &uv))
         return false;
-    if (!same_view(gv.b[2], sv.b[0]) || !same_view(uv.b[2], sv.b[1]) || !same_view(gv.b[1], uv.b[1]) ||
-        gv.rows != uv.rows || gv.cols != uv.cols || gv.rows != sv.n || gv.b[0]->size != uv.b[0]->size)
+    if (!loom_binding_same(gv.b[2], sv.b[0]) || !loom_binding_same(uv.b[2], sv.b[1]) ||
+        !loom_binding_same(gv.b[1], uv.b[1]) ||
+        gv.a.rows != uv.a.rows || gv.a.cols != uv.a.cols || gv.a.rows != sv.n || gv.b[0]->size != uv.b[0]->size)
         return false;
     *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
                        .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
-    return mat_of(gv.b[0], gv.rows, gv.cols, gv.wt, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, uv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && vec_of(gv.b[1], gv.cols, &m->in[2]) &&
+    return mat_of(gv.b[0], gv.a.rows, gv.a.cols, gv.wt, &m->in[0]) &&
+           mat_of(uv.b[0], uv.a.rows, uv.a.cols, uv.wt, &m->in[1]) &&
+           m->in[0].dtype == m->in[1].dtype && vec_of(gv.b[1], gv.a.cols, &m->in[2]) &&
            vec_of(sv.b[2], sv.n, &m->out[0]) && legal(fs, m);
 }
 
@@ -519,10 +447,10 @@ static bool match_matvec_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     for (int side = 0; side < 2; side++) {   /* ADD commutes: the matvec may feed either input */
         uint32_t id = producer(fs, anchor, av.b[side]);
-        if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[side]) || mv.rows != av.n)
+        if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !loom_binding_same(mv.b[2], av.b[side]) || mv.a.rows != av.n)
             continue;
         *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
-        if (mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
+        if (mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.a.cols, &m->in[1]) &&
             vec_of(av.b[1 - side], av.n, &m->in[2]) && vec_of(av.b[2], av.n, &m->out[0]) && legal(fs, m))
             return true;
     }
@@ -553,11 +481,11 @@ static bool match_matmul_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
         return false;
     for (int side = 0; side < 2; side++) {
         uint32_t id = producer(fs, anchor, av.b[side]);
-        if (!view(fs, id, LOOM_OP_MATMUL, &mv) || !same_view(mv.b[2], av.b[side]) || mv.n != av.n)
+        if (!view(fs, id, LOOM_OP_MATMUL, &mv) || !loom_binding_same(mv.b[2], av.b[side]) || mv.n != av.n)
             continue;
         *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
-        if (mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && rows_of(mv.b[1], mv.t, mv.cols, &m->in[1]) &&
-            rows_of(av.b[1 - side], mv.t, mv.rows, &m->in[2]) && rows_of(av.b[2], mv.t, mv.rows, &m->out[0]) &&
+        if (mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && rows_of(mv.b[1], mv.a.T, mv.a.cols, &m->in[1]) &&
+            rows_of(av.b[1 - side], mv.a.T, mv.a.rows, &m->in[2]) && rows_of(av.b[2], mv.a.T, mv.a.rows, &m->out[0]) &&
             legal(fs, m))
             return true;
     }
@@ -577,15 +505,17 @@ static bool match_matmul_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m
     uint32_t gid = producer(fs, anchor, sv.b[0]), uid = producer(fs, anchor, sv.b[1]);
     if (gid == uid || !view(fs, gid, LOOM_OP_MATMUL, &gv) || !view(fs, uid, LOOM_OP_MATMUL, &uv))
         return false;
-    if (!same_view(gv.b[2], sv.b[0]) || !same_view(uv.b[2], sv.b[1]) || !same_view(gv.b[1], uv.b[1]) ||
-        gv.rows != uv.rows || gv.cols != uv.cols || gv.t != uv.t || gv.n != sv.n ||
+    if (!loom_binding_same(gv.b[2], sv.b[0]) || !loom_binding_same(uv.b[2], sv.b[1]) ||
+        !loom_binding_same(gv.b[1], uv.b[1]) ||
+        gv.a.rows != uv.a.rows || gv.a.cols != uv.a.cols || gv.a.T != uv.a.T || gv.n != sv.n ||
         gv.b[0]->size != uv.b[0]->size)
         return false;
     *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
                        .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
-    return mat_of(gv.b[0], gv.rows, gv.cols, gv.wt, &m->in[0]) && mat_of(uv.b[0], uv.rows, uv.cols, uv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && rows_of(gv.b[1], gv.t, gv.cols, &m->in[2]) &&
-           rows_of(sv.b[2], gv.t, gv.rows, &m->out[0]) && legal(fs, m);
+    return mat_of(gv.b[0], gv.a.rows, gv.a.cols, gv.wt, &m->in[0]) &&
+           mat_of(uv.b[0], uv.a.rows, uv.a.cols, uv.wt, &m->in[1]) &&
+           m->in[0].dtype == m->in[1].dtype && rows_of(gv.b[1], gv.a.T, gv.a.cols, &m->in[2]) &&
+           rows_of(sv.b[2], gv.a.T, gv.a.rows, &m->out[0]) && legal(fs, m);
 }
 
 static loom_result build_matmul_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -611,11 +541,11 @@ static bool match_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, anchor, LOOM_OP_ARGMAX, &av))
         return false;
     uint32_t id = producer(fs, anchor, av.b[0]);
-    if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !same_view(mv.b[2], av.b[0]) || mv.rows != av.n)
+    if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !loom_binding_same(mv.b[2], av.b[0]) || mv.a.rows != av.n)
         return false;
     *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.cols, &m->in[1]) &&
-           vec_of(mv.b[2], mv.rows, &m->out[0]) && u32_of(av.b[1], &m->out[1]) && legal(fs, m);
+    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.a.cols, &m->in[1]) &&
+           vec_of(mv.b[2], mv.a.rows, &m->out[0]) && u32_of(av.b[1], &m->out[1]) && legal(fs, m);
 }
 
 static loom_result build_matvec_argmax(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -629,14 +559,14 @@ static bool norm_prologue(fuse_state *fs, uint32_t anchor, const op_view *mv, ui
 {
     op_view nv;
     uint32_t nid = producer(fs, anchor, mv->b[xs]);
-    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !same_view(nv.b[2], mv->b[xs]) || nv.n != mv->cols)
+    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !loom_binding_same(nv.b[2], mv->b[xs]) || nv.n != mv->a.cols)
         return false;
     m->nodes[0] = nid;
     m->nodes[1] = anchor;
     m->n_nodes = 2;
     m->elim[0] = nid;
     m->n_elim = 1;
-    m->eps = nv.eps;
+    m->eps = nv.a.eps;
     return vec_of(nv.b[0], nv.n, &m->in[m->n_in]) && vec_of(nv.b[1], nv.n, &m->in[m->n_in + 1]) &&
            (m->n_in += 2, true);
 }
@@ -647,7 +577,7 @@ static bool match_norm_matvec(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, anchor, LOOM_OP_MATVEC, &mv))
         return false;
     *m = (fuse_match){ .n_in = 1, .n_out = 1 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.a.rows, &m->out[0]) &&
            norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
 }
 
@@ -662,8 +592,9 @@ static bool match_norm_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_mat
     if (!view(fs, anchor, LOOM_OP_MATVEC_SILU_MUL, &mv))
         return false;
     *m = (fuse_match){ .n_in = 2, .n_out = 1 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && mat_of(mv.b[1], mv.rows, mv.cols, mv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && vec_of(mv.b[3], mv.rows, &m->out[0]) &&
+    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) &&
+           mat_of(mv.b[1], mv.a.rows, mv.a.cols, mv.wt, &m->in[1]) &&
+           m->in[0].dtype == m->in[1].dtype && vec_of(mv.b[3], mv.a.rows, &m->out[0]) &&
            norm_prologue(fs, anchor, &mv, 2, m) && legal(fs, m);
 }
 
@@ -678,7 +609,7 @@ static bool match_norm_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match
     if (!view(fs, anchor, LOOM_OP_MATVEC_ARGMAX, &mv))
         return false;
     *m = (fuse_match){ .n_in = 1, .n_out = 2 };
-    return mat_of(mv.b[0], mv.rows, mv.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.rows, &m->out[0]) &&
+    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.a.rows, &m->out[0]) &&
            u32_of(mv.b[3], &m->out[1]) && norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
 }
 
@@ -698,7 +629,7 @@ static uint32_t reader_of(fuse_state *fs, const loom_binding *b, uint32_t s, loo
         uint32_t id = fs->racc[i].node;
         if (id <= pos || id >= end || id == skip0 || id == skip1)
             continue;
-        if (view(fs, id, op, v) && same_view(v->b[s], b))
+        if (view(fs, id, op, v) && loom_binding_same(v->b[s], b))
             return id;
     }
     return LOOM_NONE;
@@ -725,36 +656,39 @@ static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, anchor, LOOM_OP_KV_APPEND, &kv))
         return false;
     uint32_t rk_id = producer(fs, anchor, kv.b[1]), mv_id = producer(fs, anchor, kv.b[2]);
-    if (!view(fs, rk_id, LOOM_OP_ROPE, &rk) || !same_view(rk.b[2], kv.b[1]) ||
-        !view(fs, mv_id, LOOM_OP_MATVEC, &mvv) || !same_view(mvv.b[2], kv.b[2]))
+    if (!view(fs, rk_id, LOOM_OP_ROPE, &rk) || !loom_binding_same(rk.b[2], kv.b[1]) ||
+        !view(fs, mv_id, LOOM_OP_MATVEC, &mvv) || !loom_binding_same(mvv.b[2], kv.b[2]))
         return false;
     uint32_t mk_id = producer(fs, rk_id, rk.b[1]);
-    if (!view(fs, mk_id, LOOM_OP_MATVEC, &mk) || !same_view(mk.b[2], rk.b[1]) || !same_view(mk.b[1], mvv.b[1]) ||
-        mk.rows != kv.n || mvv.rows != kv.n || mk.cols != mvv.cols ||
+    if (!view(fs, mk_id, LOOM_OP_MATVEC, &mk) || !loom_binding_same(mk.b[2], rk.b[1]) ||
+        !loom_binding_same(mk.b[1], mvv.b[1]) ||
+        mk.a.rows != kv.n || mvv.a.rows != kv.n || mk.a.cols != mvv.a.cols ||
         (mk.wt == mvv.wt && mk.b[0]->size != mvv.b[0]->size))   /* Wv may be of another block type */
         return false;
     uint32_t first = mk_id < mv_id ? mk_id : mv_id;
     uint32_t nid = producer(fs, first, mk.b[1]);
-    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !same_view(nv.b[2], mk.b[1]) || nv.n != mk.cols)
+    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !loom_binding_same(nv.b[2], mk.b[1]) || nv.n != mk.a.cols)
         return false;
     uint32_t mq_id = reader_of(fs, nv.b[2], 1, LOOM_OP_MATVEC, nid, anchor, mk_id, mv_id, &mq);
-    if (mq_id == LOOM_NONE || mq.cols != mk.cols || mq.b[0]->size / mq.rows != mk.b[0]->size / mk.rows)
+    if (mq_id == LOOM_NONE || mq.a.cols != mk.a.cols || mq.b[0]->size / mq.a.rows != mk.b[0]->size / mk.a.rows)
         return false;
     uint32_t rq_id = reader_of(fs, mq.b[2], 1, LOOM_OP_ROPE, mq_id, anchor, rk_id, LOOM_NONE, &rq);
-    if (rq_id == LOOM_NONE || rq.head_dim != rk.head_dim || rq.theta != rk.theta || rq.n != mq.rows ||
-        rk.n != mk.rows)
+    if (rq_id == LOOM_NONE || rq.a.head_dim != rk.a.head_dim || rq.a.theta != rk.a.theta || rq.n != mq.a.rows ||
+        rk.n != mk.a.rows)
         return false;
     *m = (fuse_match){ .nodes = { nid, mq_id, mk_id, mv_id, rq_id, rk_id, anchor }, .n_nodes = 7,
                        .elim = { nid, mq_id, mk_id, mv_id, rk_id }, .n_elim = 5, .n_in = 5, .n_out = 3,
-                       .eps = nv.eps, .theta = rk.theta, .head_dim = rk.head_dim };
+                       .eps = nv.a.eps, .theta = rk.a.theta, .head_dim = rk.a.head_dim };
     sort_nodes(m->nodes, 6);
     if (m->nodes[5] > anchor)
         return false;
     return vec_of(nv.b[0], nv.n, &m->in[0]) && vec_of(nv.b[1], nv.n, &m->in[1]) &&
-           mat_of(mq.b[0], mq.rows, mq.cols, mq.wt, &m->in[2]) && mat_of(mk.b[0], mk.rows, mk.cols, mk.wt, &m->in[3]) &&
-           mat_of(mvv.b[0], mvv.rows, mvv.cols, mvv.wt, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
-           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.max_seq, kv.n, LOOM_F32, &m->out[1]) &&
-           mat_of(kv.b[4], kv.max_seq, kv.n, LOOM_F32, &m->out[2]) && m->out[2].dtype == m->out[1].dtype && legal(fs, m);
+           mat_of(mq.b[0], mq.a.rows, mq.a.cols, mq.wt, &m->in[2]) &&
+           mat_of(mk.b[0], mk.a.rows, mk.a.cols, mk.wt, &m->in[3]) &&
+           mat_of(mvv.b[0], mvv.a.rows, mvv.a.cols, mvv.wt, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
+           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.a.max_seq, kv.n, LOOM_F32, &m->out[1]) &&
+           mat_of(kv.b[4], kv.a.max_seq, kv.n, LOOM_F32, &m->out[2]) && m->out[2].dtype == m->out[1].dtype &&
+           legal(fs, m);
 }
 
 static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -774,16 +708,19 @@ static bool match_embed_qkv(fuse_state *fs, uint32_t anchor, fuse_match *m)
     if (!view(fs, anchor, LOOM_OP_RMS_NORM_QKV_ROPE_KV, &qv))
         return false;
     uint32_t id = producer(fs, anchor, qv.b[1]);
-    if (!view(fs, id, LOOM_OP_EMBED, &ev) || !same_view(ev.b[2], qv.b[1]) || ev.n != qv.cols)
+    if (!view(fs, id, LOOM_OP_EMBED, &ev) || !loom_binding_same(ev.b[2], qv.b[1]) || ev.n != qv.a.cols)
         return false;
-    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 5, .n_out = 4, .eps = qv.eps,
-                       .theta = qv.theta, .head_dim = qv.head_dim, .token_buf = ev.b[1]->buffer,
-                       .token_index = ev.token_index };
-    return mat_of(ev.b[0], ev.vocab, ev.n, ev.wt, &m->in[0]) && vec_of(qv.b[2], qv.cols, &m->in[1]) &&
-           mat_of(qv.b[3], qv.q_rows, qv.cols, qv.wt, &m->in[2]) && mat_of(qv.b[4], qv.kv_rows, qv.cols, qv.wt, &m->in[3]) &&
-           mat_of(qv.b[5], qv.kv_rows, qv.cols, qv.wv, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
-           vec_of(qv.b[6], qv.q_rows, &m->out[0]) && mat_of(qv.b[7], qv.max_seq, qv.kv_rows, LOOM_F32, &m->out[1]) &&
-           mat_of(qv.b[8], qv.max_seq, qv.kv_rows, LOOM_F32, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) && legal(fs, m);
+    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 5, .n_out = 4, .eps = qv.a.eps,
+                       .theta = qv.a.theta, .head_dim = qv.a.head_dim, .token_buf = ev.b[1]->buffer,
+                       .token_index = ev.a.token_index };
+    return mat_of(ev.b[0], ev.a.vocab, ev.n, ev.wt, &m->in[0]) && vec_of(qv.b[2], qv.a.cols, &m->in[1]) &&
+           mat_of(qv.b[3], qv.a.q_rows, qv.a.cols, qv.wt, &m->in[2]) &&
+           mat_of(qv.b[4], qv.a.kv_rows, qv.a.cols, qv.wt, &m->in[3]) &&
+           mat_of(qv.b[5], qv.a.kv_rows, qv.a.cols, qv.wv, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
+           vec_of(qv.b[6], qv.a.q_rows, &m->out[0]) &&
+           mat_of(qv.b[7], qv.a.max_seq, qv.a.kv_rows, LOOM_F32, &m->out[1]) &&
+           mat_of(qv.b[8], qv.a.max_seq, qv.a.kv_rows, LOOM_F32, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) &&
+           legal(fs, m);
 }
 
 static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t *out)
@@ -799,16 +736,16 @@ static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t 
 static bool match_argmax_log(fuse_state *fs, uint32_t anchor, fuse_match *m)
 {
     op_view lv, av;
-    if (!view(fs, anchor, LOOM_OP_STEP_LOG, &lv) || lv.back != 0 || lv.n != 1)
+    if (!view(fs, anchor, LOOM_OP_STEP_LOG, &lv) || lv.a.back != 0 || lv.n != 1)
         return false;
     uint32_t id = producer(fs, anchor, lv.b[1]);
-    if (!view(fs, id, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &av) || !same_view(av.b[4], lv.b[1]) ||
-        lv.b[2]->size != (uint64_t)lv.rows * 4)
+    if (!view(fs, id, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &av) || !loom_binding_same(av.b[4], lv.b[1]) ||
+        lv.b[2]->size != (uint64_t)lv.a.slots * 4)
         return false;
-    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 3, .n_out = 3, .eps = av.eps };
-    m->out[2] = (loom_tensor){ lv.b[2]->buffer, LOOM_U32, lv.b[2]->offset, lv.rows, 1 };
-    return mat_of(av.b[0], av.rows, av.cols, av.wt, &m->in[0]) && vec_of(av.b[1], av.cols, &m->in[1]) &&
-           vec_of(av.b[2], av.cols, &m->in[2]) && vec_of(av.b[3], av.rows, &m->out[0]) &&
+    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 3, .n_out = 3, .eps = av.a.eps };
+    m->out[2] = (loom_tensor){ lv.b[2]->buffer, LOOM_U32, lv.b[2]->offset, lv.a.slots, 1 };
+    return mat_of(av.b[0], av.a.rows, av.a.cols, av.wt, &m->in[0]) && vec_of(av.b[1], av.a.cols, &m->in[1]) &&
+           vec_of(av.b[2], av.a.cols, &m->in[2]) && vec_of(av.b[3], av.a.rows, &m->out[0]) &&
            u32_of(av.b[4], &m->out[1]) && legal(fs, m);
 }
 

@@ -65,16 +65,17 @@ static uint32_t consumer_of(const loom_graph *g, uint32_t pos, const loom_bindin
         const loom_binding *x = pass_named(g, c, "x");
         const loom_range *r = loom_node_reads(g, c);
         if ((c->op != LOOM_OP_MATVEC_ADD && c->op != LOOM_OP_MATVEC_ADD_STAGE) || !consumer_made(g, c, &f16) ||
-            (c->flags & LOOM_NODE_SPLIT) || !x || !pass_same(x, out) || pass_writes(g, c, out))
+            (c->flags & LOOM_NODE_SPLIT) || !x || !loom_binding_same(x, out) || pass_writes(g, c, out))
             return LOOM_NONE;
         for (uint32_t k = 0; k < c->n_reads; k++)
-            if (pass_meets(&r[k], out) && !pass_same_range(&r[k], out))
+            if (loom_range_meets(&r[k], out) && !pass_same_range(&r[k], out))
                 return LOOM_NONE;
         found = i;
     }
     for (uint32_t i = 0; found != LOOM_NONE && i < n; i++) {
         const loom_node *o = loom_graph_node(g, i);
-        if (i != pos && i != found && o->type == LOOM_NODE_DISPATCH && (pass_reads(g, o, out) || pass_writes(g, o, out)))
+        if (i != pos && i != found && o->type == LOOM_NODE_DISPATCH && (pass_reads(g, o, out) ||
+            pass_writes(g, o, out)))
             return LOOM_NONE;   /* a second reader, or another writer */
     }
     return found;
@@ -102,7 +103,7 @@ static void copy_without(const loom_graph *g, const loom_node *nd, uint32_t drop
         for (uint32_t k = 0; k < n; k++) {
             bool dropped = false;
             for (uint32_t i = 0; i < nd->n_bindings; i++)
-                if ((drop >> b[i].slot & 1u) && pass_meets(&v[k], &b[i]))
+                if ((drop >> b[i].slot & 1u) && loom_range_meets(&v[k], &b[i]))
                     dropped = true;
             if (dropped)
                 continue;
@@ -139,8 +140,14 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     bool f16 = false;
     consumer_made(g, cn, &f16);
     half &= f16;
-    loom_pc_attn apc;
-    memcpy(&apc, loom_node_push(g, an), sizeof apc);
+    /* The shares' node takes A's push constants as they are. */
+    uint8_t apush[LOOM_MAX_PUSH];
+    uint32_t apush_size = an->push_size;
+    memcpy(apush, loom_node_push(g, an), apush_size);
+    loom_op_args aa, ca;
+    if (loom_op_args_read(LOOM_OP_ATTENTION, apush, apush_size, &aa) || loom_op_args_of(g, c, &ca))
+        return loom_fail(LOOM_UNSUPPORTED, "gather: node %u or %u: push constants not as their builders lay them out",
+                         a, c);
     const loom_binding part = *pass_named(g, an, "part"), out = *pass_named(g, an, "out");
     node_copy ac;
     copy_without(g, an, 1u << slot_of(g, an, "out") | 1u << slot_of(g, an, "count"), &ac);
@@ -152,19 +159,17 @@ static loom_result gather_one(loom_graph *g, uint32_t a, uint32_t c, bool half, 
     if (!part_kernel)
         return loom_fail(LOOM_UNSUPPORTED, "gather: node %u: no share form of kernel %s", a,
                          loom_graph_kernel_name(g, an->kernel));
-    loom_result rc = add_node(g, a, part_kernel, &ac, &apc, sizeof apc, &id);
+    loom_result rc = add_node(g, a, part_kernel, &ac, apush, apush_size, &id);
     if (rc)
         return rc;
     repl[a] = id;
 
     cn = loom_graph_node(g, c);   /* adding a node may have moved the node array */
-    loom_pc_matvec mpc;
-    memcpy(&mpc, loom_node_push(g, cn), sizeof mpc);
-    gather_pc pc = { mpc.rows, mpc.cols, apc.head_dim, apc.splits };
+    gather_pc pc = { ca.rows, ca.cols, aa.head_dim, aa.splits };
     node_copy cc;
     copy_without(g, cn, 0, &cc);
     for (uint32_t i = 0; i < cc.nb; i++)
-        if (pass_same(&cc.b[i], &out)) {
+        if (loom_binding_same(&cc.b[i], &out)) {
             cc.b[i].buffer = part.buffer;
             cc.b[i].offset = part.offset;
             cc.b[i].size = part.size;
@@ -195,10 +200,10 @@ static loom_result gather_at(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t
     bool wide;
     if (a->type != LOOM_NODE_DISPATCH || a->op != LOOM_OP_ATTENTION || !pass_builder_made(g, a, &wide))
         return LOOM_OK;
-    loom_pc_attn pc;
-    memcpy(&pc, loom_node_push(g, a), sizeof pc);
+    loom_op_args pc;
     const loom_binding *out = pass_named(g, a, "out");
-    if (wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES || pc.head_dim % GATHER_CHUNK || !out ||
+    if (loom_op_args_of(g, i, &pc) || wide || pc.splits < 2 || pc.splits > GATHER_MAX_SHARES ||
+        pc.head_dim % GATHER_CHUNK || !out ||
         !pass_plan_buffer(g, out->buffer))
         return LOOM_OK;
     uint32_t c = consumer_of(g, i, out);

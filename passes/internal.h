@@ -83,9 +83,7 @@ loom_dtype pass_weight_dtype(const loom_graph *g, const loom_node *nd);
 /* A buffer only the plan sees: no external memory, not kept for the host,
  * usage none or scratch. */
 bool pass_plan_buffer(const loom_graph *g, uint32_t id);
-bool pass_same(const loom_binding *a, const loom_binding *b);
 bool pass_same_range(const loom_range *r, const loom_binding *b);
-bool pass_meets(const loom_range *r, const loom_binding *b);
 /* Whether a write (read) range of nd meets any byte of b. */
 bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b);
 bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b);

@@ -32,11 +32,6 @@ static void state_free(reorder_state *s)
     pass_accset_free(&s->acc);
 }
 
-static bool is_segment_breaker(const loom_node *nd)
-{
-    return nd->type == LOOM_NODE_BARRIER || !loom_op_reorderable((loom_op)nd->op);
-}
-
 /* Levels the window [lo, hi) and appends it to s->order by level. Level 0
  * joins the epoch still open from before the window (no barrier: its nodes
  * conflict with nothing run since the last barrier); level k >= 1 follows
@@ -125,8 +120,8 @@ loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx)
         /* A non-reorderable node is a window of its own: nothing crosses it,
          * but it joins the open epoch when it conflicts with nothing there. */
         uint32_t hi = i + 1;
-        if (!is_segment_breaker(nd))
-            while (hi < s.n && hi - i < s.window && !is_segment_breaker(loom_graph_node(g, hi)))
+        if (!loom_node_is_fence(nd))
+            while (hi < s.n && hi - i < s.window && !loom_node_is_fence(loom_graph_node(g, hi)))
                 hi++;
         for (uint32_t k = i; k < hi; k++)
             loom_graph_node_mut(g, k)->window = windows;

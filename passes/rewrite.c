@@ -67,21 +67,11 @@ bool pass_plan_buffer(const loom_graph *g, uint32_t id)
     return b && !b->external && !b->keep && (b->usage == LOOM_USAGE_NONE || b->usage == LOOM_USAGE_SCRATCH);
 }
 
-bool pass_same(const loom_binding *a, const loom_binding *b)
-{
-    return a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
-}
-
-bool pass_meets(const loom_range *r, const loom_binding *b)
-{
-    return r->buffer == b->buffer && r->offset < b->offset + b->size && b->offset < r->offset + r->size;
-}
-
 bool pass_writes(const loom_graph *g, const loom_node *nd, const loom_binding *b)
 {
     const loom_range *w = loom_node_writes(g, nd);
     for (uint32_t k = 0; k < nd->n_writes; k++)
-        if (pass_meets(&w[k], b))
+        if (loom_range_meets(&w[k], b))
             return true;
     return false;
 }
@@ -161,7 +151,7 @@ bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b)
 {
     const loom_range *r = loom_node_reads(g, nd);
     for (uint32_t k = 0; k < nd->n_reads; k++)
-        if (pass_meets(&r[k], b))
+        if (loom_range_meets(&r[k], b))
             return true;
     return false;
 }

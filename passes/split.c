@@ -93,11 +93,13 @@ typedef struct split_state {
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t gcd(uint64_t a, uint64_t b) { return b ? gcd(b, a % b) : a; }
 
-static uint32_t pc_word(const cut *c, uint32_t k)
+/* c's push constants read back by its op's layout; all zeros when they are
+ * not that layout. */
+static loom_op_args args_of(const cut *c)
 {
-    uint32_t v;
-    memcpy(&v, c->push + 4 * k, 4);
-    return v;
+    loom_op_args a;
+    loom_op_args_read((loom_op)c->nd.op, c->push, c->nd.push_size, &a);
+    return a;
 }
 
 static const loom_binding *at_slot(const cut *c, uint32_t slot)
@@ -252,15 +254,16 @@ static bool mv_read(const split_state *s, const cut *c, mv_views *v)
     const loom_binding *w = named(c, "W"), *wg = named(c, "Wg"), *u = named(c, "Wu"), *out = named(c, "out");
     const loom_binding *x = named(c, "x"), *g = named(c, "g"), *r = named(c, "r"), *y = named(c, "y");
     w = w ? w : wg;
-    if (!w || !x || !y || c->nd.push_size < 8)
+    loom_op_args pc = args_of(c);
+    if (!w || !x || !y || !pc.rows)
         return false;
-    uint32_t rows = pc_word(c, 0), cols = pc_word(c, 1);
+    uint32_t rows = pc.rows, cols = pc.cols;
     loom_dtype dt = weight_dtype(s, c, w->size, rows, cols);
     if (dt == LOOM_U32 || (u && u->size != w->size) || (out && out->size != 4) || !builder_made(s, c, dt))
         return false;
     memset(v, 0, sizeof *v);
     if (g)
-        memcpy(&v->eps, c->push + 8, 4);
+        v->eps = pc.eps;
     v->w = (loom_tensor){ w->buffer, dt, w->offset, rows, cols };
     if (u)
         v->u = (loom_tensor){ u->buffer, dt, u->offset, rows, cols };
@@ -326,8 +329,8 @@ static loom_result cut_matvec(split_state *s, const cut *c, loom_op block_op)
 static loom_result cut_embed(split_state *s, const cut *c)
 {
     const loom_binding *bt = named(c, "table"), *bk = named(c, "token_buf"), *bo = named(c, "out");
-    uint32_t dim = c->nd.push_size == sizeof(loom_pc_embed) ? pc_word(c, 0) : 0;
-    uint32_t vocab = dim ? pc_word(c, 1) : 0, token_index = dim ? pc_word(c, 2) : 0;
+    loom_op_args pc = args_of(c);
+    uint32_t dim = pc.cols, vocab = pc.vocab, token_index = pc.token_index;
     loom_dtype dt = bt ? weight_dtype(s, c, bt->size, vocab, dim) : LOOM_U32;
     if (!bt || !bk || !bo || dt == LOOM_U32 ||
         bo->size != (uint64_t)dim * 4 || bk->offset != 0 || !builder_made(s, c, dt))

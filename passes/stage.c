@@ -105,7 +105,7 @@ static uint32_t producer_of(const stage_state *s, uint32_t pos, const loom_node 
         if (!pass_writes(g, p, x))
             continue;
         const loom_binding *y = pass_named(g, p, "y");
-        if (p->op != LOOM_OP_MATVEC_ADD || !pass_builder_made(g, p, &f16) || !y || !pass_same(y, x) ||
+        if (p->op != LOOM_OP_MATVEC_ADD || !pass_builder_made(g, p, &f16) || !y || !loom_binding_same(y, x) ||
             (p->flags & LOOM_NODE_SPLIT))
             return LOOM_NONE;
         return i;
@@ -119,7 +119,7 @@ static uint32_t entry_of(stage_state *s, uint32_t prod, const loom_binding *gw)
 {
     for (uint32_t i = 0; i < s->n_st; i++)
         if (s->st[i].prod == prod)
-            return pass_same(&s->st[i].gain, gw) ? i : LOOM_NONE;
+            return loom_binding_same(&s->st[i].gain, gw) ? i : LOOM_NONE;
     s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st, .t16 = true };
     return s->n_st++;
 }
@@ -181,11 +181,11 @@ static uint32_t act_reader(const loom_graph *g, uint32_t f, const loom_binding *
             continue;
         const loom_binding *x = pass_named(g, nd, "x");
         if (found != LOOM_NONE || pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) ||
-            !act_half(g, nd, false, NULL) || !x || !pass_same(x, y))
+            !act_half(g, nd, false, NULL) || !x || !loom_binding_same(x, y))
             return LOOM_NONE;
         const loom_range *r = loom_node_reads(g, nd);
         for (uint32_t k = 0; k < nd->n_reads; k++)
-            if (pass_meets(&r[k], y) && !pass_same_range(&r[k], y))
+            if (loom_range_meets(&r[k], y) && !pass_same_range(&r[k], y))
                 return LOOM_NONE;
         found = i;
     }
@@ -200,13 +200,12 @@ static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
 {
     (void)arg;
     const loom_node *nd = loom_graph_node(g, i);
-    loom_pc_matvec pc;
+    loom_op_args pc;
     const char *k = nd->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, nd->kernel) : NULL;
     const char *row = loom_form_row(k), *to = loom_form_variant(k, "MV_LONG", NULL);
-    if (!k || nd->op != LOOM_OP_MATVEC_ADD_STAGE || nd->push_size != sizeof pc || !row ||
+    if (!k || nd->op != LOOM_OP_MATVEC_ADD_STAGE || loom_op_args_of(g, i, &pc) || !row ||
         strcmp(row, "matvec_add_stage") || !to)
         return LOOM_OK;
-    memcpy(&pc, loom_node_push(g, nd), sizeof pc);
     if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
         return LOOM_OK;
     loom_result rc = retarget(g, i, to, &repl[i]);
@@ -230,7 +229,7 @@ static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
     const loom_range *w = loom_node_writes(g, f);
     bool whole = true;
     for (uint32_t k = 0; k < f->n_writes; k++)
-        whole &= !pass_meets(&w[k], &y) || pass_same_range(&w[k], &y);
+        whole &= !loom_range_meets(&w[k], &y) || pass_same_range(&w[k], &y);
     uint32_t d = whole ? act_reader(g, i, &y) : LOOM_NONE;
     if (d == LOOM_NONE || repl[d] != d)
         return LOOM_OK;
@@ -248,8 +247,9 @@ static loom_result build_producer(stage_state *s, staged *e)
     loom_graph *g = s->g;
     const loom_node *p = loom_graph_node(g, e->prod);
     loom_binding W = *pass_named(g, p, "W"), x = *pass_named(g, p, "x"), r = *pass_named(g, p, "r"), y = *pass_named(g, p, "y");
-    loom_pc_matvec pc;
-    memcpy(&pc, loom_node_push(g, p), sizeof pc);
+    loom_op_args pc;
+    if (loom_op_args_of(g, e->prod, &pc))
+        return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: push constants not as its builder lays them out", e->prod);
     char name[64];
     snprintf(name, sizeof name, "n%u.stage.%s", e->prod, loom_graph_buffer_name(g, e->gain.buffer));
     loom_result rc = loom_graph_add_buffer(
@@ -297,7 +297,7 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
     memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
     memcpy(push, loom_node_push(g, nd), nd->push_size);
     for (uint32_t i = 0; i < nb; i++) {
-        const loom_binding *to = pass_same(&b[i], &ox) ? &nx : pass_same(&b[i], &og) ? &ng : NULL;
+        const loom_binding *to = loom_binding_same(&b[i], &ox) ? &nx : loom_binding_same(&b[i], &og) ? &ng : NULL;
         if (to) {
             b[i].buffer = to->buffer;
             b[i].offset = to->offset;

@@ -24,7 +24,7 @@
  * (those read in chunks of 8: f16 and the block types). */
 static const struct tag_form {
     const char *form, *tag_flags, *gate_flags;
-    int x, y;
+    int x, y;    /* slots; -1 none (as uint32_t, a slot no node binds) */
     bool gate;   /* as a producer: its reader waits for all of y before loading anything */
 } tag_forms[] = {
     { "attention", "ATT_TAG", NULL, -1, 4, true },
@@ -59,25 +59,6 @@ static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *o
     return false;
 }
 
-static const loom_binding *binding_at(const loom_graph *g, const loom_node *n, int slot)
-{
-    const loom_binding *b = loom_node_bindings(g, n);
-    for (uint32_t j = 0; slot >= 0 && j < n->n_bindings; j++)
-        if (b[j].slot == (uint32_t)slot)
-            return &b[j];
-    return NULL;
-}
-
-static bool same_range(const loom_binding *a, const loom_binding *b)
-{
-    return a && b && a->buffer == b->buffer && a->offset == b->offset && a->size == b->size;
-}
-
-static bool overlaps(const loom_range *r, const loom_binding *v)
-{
-    return r->buffer == v->buffer && r->offset < v->offset + v->size && v->offset < r->offset + r->size;
-}
-
 /* The node that may read y, node j's output, tagged: the one other node
  * touching y's bytes, reading all of them as the x of a tagged form and
  * writing none. LOOM_NONE if there is no such node. */
@@ -91,14 +72,14 @@ static uint32_t tag_reader(const loom_graph *g, uint32_t j, const loom_binding *
         const loom_range *w = loom_node_writes(g, n), *r = loom_node_reads(g, n);
         bool reads = false, writes = false;
         for (uint32_t k = 0; k < n->n_writes; k++)
-            writes |= overlaps(&w[k], y);
+            writes |= loom_range_meets(&w[k], y);
         for (uint32_t k = 0; k < n->n_reads; k++)
-            reads |= overlaps(&r[k], y);
+            reads |= loom_range_meets(&r[k], y);
         if (i == j || !(reads || writes))
             continue;
         tag_kernel tk;
         const tag_kernel *t = tag_kernel_of(g, n, &tk) ? &tk : NULL;
-        if (reader != LOOM_NONE || writes || !t || !same_range(binding_at(g, n, t->x), y))
+        if (reader != LOOM_NONE || writes || !t || !loom_binding_same(loom_node_slot(g, n, (uint32_t)t->x), y))
             return LOOM_NONE;
         reader = i;
     }
@@ -168,7 +149,7 @@ loom_result rt_tags_plan(loom_rt_program *p)
         const loom_node *n = loom_graph_node(g, j);
         tag_kernel tk, uk;
         const tag_kernel *t = tag_kernel_of(g, n, &tk) ? &tk : NULL;
-        const loom_binding *y = t ? binding_at(g, n, t->y) : NULL;
+        const loom_binding *y = t ? loom_node_slot(g, n, (uint32_t)t->y) : NULL;
         /* the reader is the next node, alone in its level */
         const tag_kernel *u = tag_kernel_of(g, loom_graph_node(g, j + 1), &uk) ? &uk : NULL;
         if (t && t->gate && (!u || !u->gate_name))

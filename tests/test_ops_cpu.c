@@ -4,6 +4,7 @@
  * test_ops.c. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "loom_ops.h"
@@ -440,6 +441,186 @@ START_TEST(params_buffer_is_never_written)
 }
 END_TEST
 
+/* ---- the push decoder: loom_op_args_of reads back each builder's arguments */
+
+static uint32_t n_fresh;
+
+/* A tensor in a buffer of its own, so that no two views of a test node
+ * overlap whatever the builder allows. */
+static loom_tensor fresh(loom_graph *g, loom_dtype dt, uint32_t rows, uint32_t cols)
+{
+    char name[32];
+    snprintf(name, sizeof name, "t%u", n_fresh++);
+    uint64_t bytes = dt == LOOM_U32 ? (uint64_t)rows * cols * 4 : loom_view_bytes(dt, rows, cols);
+    return (loom_tensor){ buf(g, name, bytes), (uint32_t)dt, 0, rows, cols };
+}
+
+/* The last node is a want->op whose decoded arguments are exactly want's. */
+static void expect_args(loom_graph *g, loom_op op, loom_op_args want, uint64_t *seen)
+{
+    uint32_t id = loom_graph_node_count(g) - 1;
+    const char *name = loom_op_name(op);
+    ck_assert_msg(loom_graph_node(g, id)->op == (uint32_t)op, "%s: not the node appended", name);
+    loom_op_args got;
+    ck_assert_int_eq(loom_op_args_of(g, id, &got), LOOM_OK);
+    if (op == LOOM_OP_ATTENTION) {   /* the builder picks the shares */
+        ck_assert_msg(got.splits >= 1, "ATTENTION: splits %u", got.splits);
+        want.splits = got.splits;
+    }
+#define SAME(f) ck_assert_msg(got.f == want.f, "%s: " #f " %g, the builder's %g", name, (double)got.f, (double)want.f)
+    SAME(n); SAME(rows); SAME(cols); SAME(eps); SAME(theta); SAME(scale);
+    SAME(heads); SAME(kv_heads); SAME(head_dim); SAME(max_seq); SAME(splits);
+    SAME(q_rows); SAME(kv_rows); SAME(vocab); SAME(token_index);
+    SAME(block_rows); SAME(first); SAME(total); SAME(slots); SAME(back); SAME(T);
+#undef SAME
+    *seen |= 1ull << op;
+}
+
+START_TEST(op_args_read_back)
+{
+    _Static_assert(LOOM_OP_COUNT <= 64, "one bit an op kind");
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint64_t seen = 0;
+    const uint32_t C = 64, R = 32, V = 10, T = 3, H = 4, KVH = 2, D = 16, S = 16;
+    const float eps = 1e-5f, theta = 10000.0f, scale = 0.25f;   /* 1 / sqrt(D) */
+#define F(r, c) fresh(g, LOOM_F32, r, c)
+#define U(r, c) fresh(g, LOOM_U32, r, c)
+#define OK(call) ck_assert_int_eq(call, LOOM_OK)
+    uint32_t tok = buf(g, "tok", 16);
+    loom_tensor Wq = F(H * D, C), Wk = F(KVH * D, C), Wv = F(KVH * D, C), table = F(V, C);
+    loom_tensor kc = F(S, KVH * D), vc = F(S, KVH * D);
+
+    OK(loom_op_copy(g, F(1, 8), F(1, 8), NULL));
+    expect_args(g, LOOM_OP_COPY, (loom_op_args){ .n = 8 }, &seen);
+    OK(loom_op_step_log(g, F(1, 4), F(5, 4), 1, NULL));
+    expect_args(g, LOOM_OP_STEP_LOG, (loom_op_args){ .n = 4, .slots = 5, .back = 1 }, &seen);
+    OK(loom_op_embed(g, table, tok, 2, F(1, C), NULL));
+    expect_args(g, LOOM_OP_EMBED, (loom_op_args){ .cols = C, .vocab = V, .token_index = 2 }, &seen);
+    loom_tensor blocks[2] = { F(5, C), F(3, C) };
+    OK(loom_op_embed_blocks(g, blocks, 2, 2, V, tok, 1, F(1, C), NULL));
+    expect_args(g, LOOM_OP_EMBED_BLOCKS,
+                (loom_op_args){ .cols = C, .vocab = 8, .token_index = 1, .block_rows = 5, .first = 2, .total = V },
+                &seen);
+    OK(loom_op_rms_norm(g, F(1, C), F(1, C), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM, (loom_op_args){ .n = C, .eps = eps }, &seen);
+    OK(loom_op_rms_norm_mul(g, F(1, C), F(1, C), F(1, C), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MUL, (loom_op_args){ .n = C, .eps = eps }, &seen);
+    OK(loom_op_mul(g, F(1, C), F(1, C), F(1, C), NULL));
+    expect_args(g, LOOM_OP_MUL, (loom_op_args){ .n = C }, &seen);
+    OK(loom_op_add(g, F(1, C), F(1, C), F(1, C), NULL));
+    expect_args(g, LOOM_OP_ADD, (loom_op_args){ .n = C }, &seen);
+    OK(loom_op_add_rms_norm(g, F(1, C), F(1, C), F(1, C), F(1, C), eps, NULL));
+    expect_args(g, LOOM_OP_ADD_RMS_NORM, (loom_op_args){ .n = C, .eps = eps }, &seen);
+    OK(loom_op_add_rms_norm_mul(g, F(1, C), F(1, C), F(1, C), F(1, C), F(1, C), eps, NULL));
+    expect_args(g, LOOM_OP_ADD_RMS_NORM_MUL, (loom_op_args){ .n = C, .eps = eps }, &seen);
+    OK(loom_op_matvec(g, F(R, C), F(1, C), F(1, R), NULL));
+    expect_args(g, LOOM_OP_MATVEC, (loom_op_args){ .rows = R, .cols = C }, &seen);
+    OK(loom_op_matvec_add(g, F(R, C), F(1, C), F(1, R), F(1, R), NULL));
+    expect_args(g, LOOM_OP_MATVEC_ADD, (loom_op_args){ .rows = R, .cols = C }, &seen);
+    OK(loom_op_matvec_add_stage(g, F(R, C), F(1, C), F(1, R), F(1, R), F(1, R), F(1, R),
+                                F(1, LOOM_STAGE_SUM_WORDS), NULL));
+    expect_args(g, LOOM_OP_MATVEC_ADD_STAGE, (loom_op_args){ .rows = R, .cols = C }, &seen);
+    OK(loom_op_zero(g, F(1, 16), NULL));
+    expect_args(g, LOOM_OP_ZERO, (loom_op_args){ .n = 16 }, &seen);
+    OK(loom_op_silu_mul(g, F(1, C), F(1, C), F(1, C), NULL));
+    expect_args(g, LOOM_OP_SILU_MUL, (loom_op_args){ .n = C }, &seen);
+    OK(loom_op_matvec_silu_mul(g, F(R, C), F(R, C), F(1, C), F(1, R), NULL));
+    expect_args(g, LOOM_OP_MATVEC_SILU_MUL, (loom_op_args){ .rows = R, .cols = C }, &seen);
+    OK(loom_op_rope(g, F(1, H * D), F(1, H * D), H, D, theta, NULL));
+    expect_args(g, LOOM_OP_ROPE, (loom_op_args){ .heads = H, .head_dim = D, .theta = theta }, &seen);
+    OK(loom_op_kv_append(g, F(1, KVH * D), F(1, KVH * D), kc, vc, NULL));
+    expect_args(g, LOOM_OP_KV_APPEND, (loom_op_args){ .n = KVH * D, .max_seq = S }, &seen);
+    OK(loom_op_attention(g, F(1, H * D), kc, vc, F(1, H * D), H, KVH, D, NULL));
+    expect_args(g, LOOM_OP_ATTENTION,
+                (loom_op_args){ .heads = H, .kv_heads = KVH, .head_dim = D, .max_seq = S, .scale = scale }, &seen);
+    OK(loom_op_softmax(g, F(1, C), F(1, C), NULL));
+    expect_args(g, LOOM_OP_SOFTMAX, (loom_op_args){ .n = C }, &seen);
+    OK(loom_op_argmax(g, F(1, C), U(1, 1), NULL));
+    expect_args(g, LOOM_OP_ARGMAX, (loom_op_args){ .n = C }, &seen);
+
+    OK(loom_op_embed_rows(g, table, U(1, 8), F(T, C), NULL));
+    expect_args(g, LOOM_OP_EMBED_ROWS, (loom_op_args){ .cols = C, .T = T }, &seen);
+    OK(loom_op_rms_norm_mul_rows(g, F(T, C), F(1, C), F(T, C), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MUL_ROWS, (loom_op_args){ .n = C, .eps = eps, .T = T }, &seen);
+    OK(loom_op_rope_rows(g, F(T, H * D), F(T, H * D), H, D, theta, NULL));
+    expect_args(g, LOOM_OP_ROPE_ROWS, (loom_op_args){ .heads = H, .head_dim = D, .theta = theta, .T = T }, &seen);
+    OK(loom_op_kv_append_rows(g, F(T, KVH * D), F(T, KVH * D), kc, vc, NULL));
+    expect_args(g, LOOM_OP_KV_APPEND_ROWS, (loom_op_args){ .n = KVH * D, .max_seq = S, .T = T }, &seen);
+    OK(loom_op_attention_rows(g, F(T, H * D), kc, vc, F(T, H * D), H, KVH, D, NULL));
+    expect_args(g, LOOM_OP_ATTENTION_ROWS,
+                (loom_op_args){ .heads = H, .kv_heads = KVH, .head_dim = D, .max_seq = S, .scale = scale, .T = T },
+                &seen);
+    OK(loom_op_row_pick(g, F(T, C), F(1, C), NULL));
+    expect_args(g, LOOM_OP_ROW_PICK, (loom_op_args){ .n = C, .T = T }, &seen);
+    OK(loom_op_argmax_rows(g, F(T, C), U(1, T), NULL));
+    expect_args(g, LOOM_OP_ARGMAX_ROWS, (loom_op_args){ .n = C, .T = T }, &seen);
+
+    OK(loom_op_rms_norm_matvec(g, F(R, C), F(1, C), F(1, C), F(1, R), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MATVEC, (loom_op_args){ .rows = R, .cols = C, .eps = eps }, &seen);
+    OK(loom_op_rms_norm_matvec_silu_mul(g, F(R, C), F(R, C), F(1, C), F(1, C), F(1, R), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, (loom_op_args){ .rows = R, .cols = C, .eps = eps }, &seen);
+    OK(loom_op_matvec_argmax(g, F(R, C), F(1, C), F(1, R), U(1, 1), NULL));
+    expect_args(g, LOOM_OP_MATVEC_ARGMAX, (loom_op_args){ .rows = R, .cols = C }, &seen);
+    OK(loom_op_rms_norm_matvec_argmax(g, F(R, C), F(1, C), F(1, C), F(1, R), U(1, 1), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, (loom_op_args){ .rows = R, .cols = C, .eps = eps }, &seen);
+    OK(loom_op_rms_norm_matvec_argmax_log(g, F(R, C), F(1, C), F(1, C), F(1, R), U(1, 1), U(5, 1), eps, NULL));
+    expect_args(g, LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG,
+                (loom_op_args){ .rows = R, .cols = C, .eps = eps, .slots = 5 }, &seen);
+    OK(loom_op_rms_norm_qkv_rope_kv(g, F(1, C), F(1, C), Wq, Wk, Wv, F(1, H * D), kc, vc, D, theta, eps, NULL));
+    loom_op_args qkv = { .q_rows = H * D, .kv_rows = KVH * D, .cols = C, .eps = eps, .head_dim = D,
+                         .max_seq = S, .theta = theta };
+    expect_args(g, LOOM_OP_RMS_NORM_QKV_ROPE_KV, qkv, &seen);
+    OK(loom_op_embed_rms_norm_qkv_rope_kv(g, table, tok, 3, F(1, C), Wq, Wk, Wv, F(1, C), F(1, H * D), kc, vc, D,
+                                          theta, eps, NULL));
+    qkv.vocab = V;
+    qkv.token_index = 3;
+    expect_args(g, LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV, qkv, &seen);
+
+    OK(loom_op_matmul(g, F(R, C), F(T, C), F(T, R), NULL));
+    expect_args(g, LOOM_OP_MATMUL, (loom_op_args){ .rows = R, .cols = C, .T = T }, &seen);
+    OK(loom_op_matmul_add(g, F(R, C), F(T, C), F(T, R), F(T, R), NULL));
+    expect_args(g, LOOM_OP_MATMUL_ADD, (loom_op_args){ .rows = R, .cols = C, .T = T }, &seen);
+    OK(loom_op_matmul_silu_mul(g, F(R, C), F(R, C), F(T, C), F(T, R), NULL));
+    expect_args(g, LOOM_OP_MATMUL_SILU_MUL, (loom_op_args){ .rows = R, .cols = C, .T = T }, &seen);
+#undef OK
+#undef U
+#undef F
+    /* Every kind with a builder; OTHER has no push constants. */
+    for (uint32_t op = 0; op < LOOM_OP_COUNT; op++)
+        ck_assert_msg(op == LOOM_OP_OTHER || (seen >> op & 1u), "%s: no builder read back", loom_op_name((loom_op)op));
+    loom_op_args a;
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_OTHER, NULL, 0, &a), LOOM_OK);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* Bytes not of the op's layout, an op out of range, a barrier or a node
+ * out of range: LOOM_INVALID_ARGUMENT and all zeros. */
+START_TEST(op_args_refused)
+{
+    const uint32_t words[4] = { 7, 8, 9, 10 };
+    loom_op_args a, zero;
+    memset(&zero, 0, sizeof zero);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_MATVEC, words, 8, &a), LOOM_OK);
+    ck_assert_uint_eq(a.rows, 7);
+    ck_assert_uint_eq(a.cols, 8);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_MATVEC, words, 12, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(memcmp(&a, &zero, sizeof a), 0);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_MATVEC, words, 4, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_MATVEC, NULL, 8, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_OTHER, words, 4, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_COUNT, words, 4, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_args_read(LOOM_OP_MATVEC, words, 8, NULL), LOOM_INVALID_ARGUMENT);
+    fixture f = make();
+    ck_assert_int_eq(loom_graph_add_barrier(f.g, NULL), LOOM_OK);
+    ck_assert_int_eq(loom_op_args_of(f.g, 0, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_op_args_of(f.g, 1, &a), LOOM_INVALID_ARGUMENT);
+    ck_assert_int_eq(memcmp(&a, &zero, sizeof a), 0);
+    loom_graph_destroy(f.g);
+}
+END_TEST
+
 /* Every row of ops.def is well formed: what the layout check at build time
  * cannot see (it compares only rows that name a kernel, and never the
  * dump or test columns). */
@@ -497,6 +678,8 @@ static Suite *ops_builders_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("table");
     tcase_add_loop_test(tc, op_table_rows, 0, LOOM_OP_COUNT);
+    tcase_add_test(tc, op_args_read_back);
+    tcase_add_test(tc, op_args_refused);
     suite_add_tcase(s, tc);
     return s;
 }

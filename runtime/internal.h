@@ -20,10 +20,10 @@
  *   layer 6: profile.c   timestamps read back, per-group GPU time
  *            tags.c      which dependencies a program polls (tagged vectors)
  *   layer 7: record.c    a program's command buffers: sets, dispatches, barriers
- *            program.c   programs: resolve, replay, host access, release
- *   layer 8: plan_replay.c  plans on the runtime: compile for the device,
+ *   layer 8: program.c   programs: resolve, replay, host access, release
+ *   layer 9: plan_replay.c  plans on the runtime: compile for the device,
  *                        a plan's program, replay
- *   layer 9: rt.c        loom_rt_create / loom_rt_destroy */
+ *   layer 10: rt.c       loom_rt_create / loom_rt_destroy */
 #ifndef LOOM_RT_INTERNAL_H
 #define LOOM_RT_INTERNAL_H
 

@@ -676,9 +676,9 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
         rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, o->verify, WARMUP_S, PREFILL_REPS, &r);
     }
     if (!rc) {
-        printf("%s of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills; median of %u):\n",
+        printf("%s of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills, %s; median of %u):\n",
                o->verify ? "verification (every row's argmax)" : "prefill", n, chunk, r.warmup_s,
-               (unsigned long long)r.warmup_reps, r.reps);
+               (unsigned long long)r.warmup_reps, r.warmup_stable ? "stable" : "stopped at the cap", r.reps);
         printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
         printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
                r.first_token);

@@ -627,11 +627,32 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     if (!rc)
         rc = loom_llama_set_prompt(m, ids, n, 0);
     uint32_t last = 0, tok = 0;
-    /* Warm-up: the timed work back to back until the time is up. */
-    double t0 = now_us();
-    while (!rc && (out->warmup_reps < 2 || now_us() - t0 < warmup_s * 1e6)) {
-        rc = prefill_once(m, n, chunk, verify, &last);
-        out->warmup_reps++;
+    /* Warm-up: the timed work back to back, in windows of
+     * LOOM_LLAMA_WARM_PREFILLS prefills, until warmup_s have passed and the
+     * last two windows' time per prefill (GPU time where there are
+     * timestamps) agree within LOOM_LLAMA_WARM_AGREE, or the cap, as the
+     * decode loop's warm-up. */
+    double t0 = now_us(), prev = 0;
+    while (!rc && warmup_s > 0) {
+        loom_rt_counters w0, w1;
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &w0);
+        double wt0 = now_us();
+        for (uint32_t i = 0; i < LOOM_LLAMA_WARM_PREFILLS && !rc; i++) {
+            rc = prefill_once(m, n, chunk, verify, &last);
+            out->warmup_reps++;
+        }
+        if (!rc)
+            rc = loom_rt_wait_idle(rt);
+        loom_rt_collect_timestamps(rt);
+        loom_rt_get_counters(rt, &w1);
+        double us = w1.timed_steps > w0.timed_steps ? (double)(w1.gpu_ns - w0.gpu_ns) / 1e3
+                                                    : now_us() - wt0;
+        double elapsed = (now_us() - t0) / 1e6;
+        out->warmup_stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
+        if ((out->warmup_stable && elapsed >= warmup_s) || elapsed >= LOOM_LLAMA_WARM_CAP_S)
+            break;
+        prev = us;
     }
     if (!rc)
         rc = loom_rt_wait_idle(rt);

@@ -83,6 +83,7 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
 #define LOOM_LLAMA_WARM_WINDOW 200u
 #define LOOM_LLAMA_WARM_AGREE 0.01
 #define LOOM_LLAMA_WARM_CAP_S 20.0
+#define LOOM_LLAMA_WARM_PREFILLS 8u   /* loom_llama_bench_prefill's window */
 
 typedef struct loom_llama_run_opts {
     uint32_t steps;          /* steps decoded, prompt included (timed in bench mode) */
@@ -137,6 +138,7 @@ typedef struct loom_llama_prefill_result {
     uint32_t rows, chunk, reps;
     uint64_t warmup_reps;
     double warmup_s;
+    bool warmup_stable;      /* the warm-up ended on two windows that agree (false: at the cap) */
     double gpu_us, wall_us;  /* one prefill of rows ids (all its steps), median; gpu 0 without timestamps */
     double tokens_per_s;     /* rows per second of GPU time (wall time without timestamps) */
     double ttft_us;          /* wall: the prefill and one decode step, until its token is read, median */
@@ -145,7 +147,9 @@ typedef struct loom_llama_prefill_result {
 
 /* Times a prefill of the n ids (positions 0..n-1, n < max_seq) in steps of
  * at most chunk rows: after warming up with the same prefill back to back
- * for warmup_s (at least two), reps prefills one at a time from an idle
+ * (in windows of LOOM_LLAMA_WARM_PREFILLS, by loom_llama_run's rule: at
+ * least warmup_s, until two windows agree within LOOM_LLAMA_WARM_AGREE, at
+ * most LOOM_LLAMA_WARM_CAP_S; 0: none), reps prefills one at a time from an idle
  * queue (median GPU and wall time), then reps times the time to the first
  * token: the prefill, then a decode step from its token (m must be made
  * with chain), until that token is read. verify: the steps are verifying

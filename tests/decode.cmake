@@ -102,6 +102,19 @@ if(TARGET llama-decode)
   decode_test(decode_check_prefill_kv-f16 ${check} ${prompt40} --steps 4 --prefill-chunk 16 --f16 --kv-f16)
   decode_test(decode_check_prefill_q4_k_m ${check} ${prompt40} --steps 4 --prefill-chunk 16 --wtype q4_k_m
               --ffn 768 --kv-f16)
+  # The prefill benchmark end to end on a small model: the stable warm-up,
+  # the timed prefills (steps of 4, the last of 1) and the time to the
+  # first token, and the verification form; its JSON line names the mode.
+  set(small --config tiny --dim 64 --heads 4 --kv-heads 2 --ffn 96 --vocab 128 --layers 2 --json)
+  decode_test(decode_bench_prefill $<TARGET_FILE:llama-decode> ${small} --bench-prefill 9 --prefill-chunk 4)
+  decode_test(decode_bench_verify $<TARGET_FILE:llama-decode> ${small} --bench-prefill 3 --verify)
+  set_tests_properties(decode_bench_prefill PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\"mode\":\"bench-prefill\".*\"tokens_per_s\":[1-9]")
+  set_tests_properties(decode_bench_verify PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\"mode\":\"bench-verify\".*\"tokens_per_s\":[1-9]")
+  # A pass pattern overrides the exit status: a failure or a validation
+  # message (both "llama-decode: ..." on stderr) fails the test instead.
+  set_tests_properties(decode_bench_prefill decode_bench_verify PROPERTIES FAIL_REGULAR_EXPRESSION "llama-decode: ")
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_prompt.cmake)
   # Quantized weights: the random weights quantized on the host (--wtype),

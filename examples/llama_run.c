@@ -15,6 +15,41 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* The warm-up rule of the benchmarks: windows of work, each timed (GPU
+ * time where the runtime has timestamps, else wall time) per unit, until
+ * at least min_s have passed and the last two windows agree within
+ * LOOM_LLAMA_WARM_AGREE, or cap_s have: a clock that has not risen yet
+ * reads slow, and a fixed time is not always enough for it. */
+typedef struct warm {
+    double t0, window_t0;   /* wall us: the warm-up's start, the window's */
+    double prev, us;        /* the last two windows' time per unit (0: none yet) */
+    bool stable;
+    loom_rt_counters c0;
+} warm;
+
+static void warm_window_begin(loom_rt *rt, warm *w)
+{
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &w->c0);
+    w->window_t0 = now_us();
+}
+
+/* Ends a window of units steps or prefills, all complete; true when the
+ * warm-up is over. */
+static bool warm_window_end(loom_rt *rt, warm *w, uint32_t units, double min_s, double cap_s)
+{
+    loom_rt_counters c1;
+    loom_rt_collect_timestamps(rt);
+    loom_rt_get_counters(rt, &c1);
+    uint64_t timed = c1.timed_steps - w->c0.timed_steps;
+    w->prev = w->us;
+    w->us = timed ? (double)(c1.gpu_ns - w->c0.gpu_ns) / 1e3 / (double)timed
+                  : (now_us() - w->window_t0) / (double)units;
+    w->stable = w->prev > 0 && fabs(w->us - w->prev) <= LOOM_LLAMA_WARM_AGREE * w->prev;
+    double elapsed = (now_us() - w->t0) / 1e6;
+    return (w->stable && elapsed >= min_s) || elapsed >= cap_s;
+}
+
 /* ---- shapes and flags ----------------------------------------------------- */
 
 loom_result loom_llama_preset(const char *name, loom_llama_config *out)
@@ -507,18 +542,13 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
             rc = loom_llama_ref_create(w, &L.ref);
     }
     /* Warm-up: the same loop, unchecked and unrecorded, in windows of
-     * LOOM_LLAMA_WARM_WINDOW steps (passes of at most 64 positions), until
-     * warmup_s have passed and the last two windows' step times agree
-     * within LOOM_LLAMA_WARM_AGREE, or the cap: a clock that has not risen
-     * yet reads slow, and a fixed time is not always enough for it. */
-    double t0 = now_us(), prev = 0;
+     * LOOM_LLAMA_WARM_WINDOW steps (passes of at most 64 positions), by the
+     * warm-up rule (warm_window_end). */
+    warm wu = { .t0 = now_us() };
     uint32_t pos = 0;
     double cap_s = opts->warmup_cap_s > 0 ? opts->warmup_cap_s : LOOM_LLAMA_WARM_CAP_S;
     while (!rc && opts->warmup_s > 0) {
-        loom_rt_counters w0, w1;
-        loom_rt_collect_timestamps(rt);
-        loom_rt_get_counters(rt, &w0);
-        double wt0 = now_us();
+        warm_window_begin(rt, &wu);
         for (uint32_t done = 0; !rc && done < LOOM_LLAMA_WARM_WINDOW;) {
             loom_llama_run_opts quiet = { .token = opts->token };
             loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .r = out };
@@ -528,20 +558,13 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
             out->warmup_steps += n;
             done += n;
         }
-        loom_rt_collect_timestamps(rt);
-        loom_rt_get_counters(rt, &w1);
-        /* The window's time per step: GPU time where there are timestamps. */
-        uint64_t timed = w1.timed_steps - w0.timed_steps;
-        double us = timed ? (double)(w1.gpu_ns - w0.gpu_ns) / 1e3 / (double)timed
-                          : (now_us() - wt0) / (double)LOOM_LLAMA_WARM_WINDOW;
-        double elapsed = (now_us() - t0) / 1e6;
-        out->warmup_window_us = us;
-        out->warmup_stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
-        if ((out->warmup_stable && elapsed >= opts->warmup_s) || elapsed >= cap_s)
+        bool over = warm_window_end(rt, &wu, LOOM_LLAMA_WARM_WINDOW, opts->warmup_s, cap_s);
+        out->warmup_window_us = wu.us;
+        out->warmup_stable = wu.stable;
+        if (over)
             break;
-        prev = us;
     }
-    out->warmup_s = (now_us() - t0) / 1e6;
+    out->warmup_s = (now_us() - wu.t0) / 1e6;
     /* The timed run starts from an idle queue at position 0. */
     if (!rc)
         rc = loom_rt_wait_idle(rt);
@@ -552,7 +575,7 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     loom_rt_collect_timestamps(rt);
     loom_rt_get_counters(rt, &c0);
     loom_llama_cache_counts(m, &h0, &m0);
-    t0 = now_us();
+    double t0 = now_us();
     if (!rc)
         rc = decode(&L, opts->steps, 0, opts->token, k);
     if (!rc)
@@ -628,35 +651,24 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
         rc = loom_llama_set_prompt(m, ids, n, 0);
     uint32_t last = 0, tok = 0;
     /* Warm-up: the timed work back to back, in windows of
-     * LOOM_LLAMA_WARM_PREFILLS prefills, until warmup_s have passed and the
-     * last two windows' time per prefill (GPU time where there are
-     * timestamps) agree within LOOM_LLAMA_WARM_AGREE, or the cap, as the
-     * decode loop's warm-up. */
-    double t0 = now_us(), prev = 0;
+     * LOOM_LLAMA_WARM_PREFILLS prefills, by the warm-up rule. */
+    warm wu = { .t0 = now_us() };
     while (!rc && warmup_s > 0) {
-        loom_rt_counters w0, w1;
-        loom_rt_collect_timestamps(rt);
-        loom_rt_get_counters(rt, &w0);
-        double wt0 = now_us();
+        warm_window_begin(rt, &wu);
         for (uint32_t i = 0; i < LOOM_LLAMA_WARM_PREFILLS && !rc; i++) {
             rc = prefill_once(m, n, chunk, verify, &last);
             out->warmup_reps++;
         }
         if (!rc)
             rc = loom_rt_wait_idle(rt);
-        loom_rt_collect_timestamps(rt);
-        loom_rt_get_counters(rt, &w1);
-        double us = w1.timed_steps > w0.timed_steps ? (double)(w1.gpu_ns - w0.gpu_ns) / 1e3
-                                                    : now_us() - wt0;
-        double elapsed = (now_us() - t0) / 1e6;
-        out->warmup_stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
-        if ((out->warmup_stable && elapsed >= warmup_s) || elapsed >= LOOM_LLAMA_WARM_CAP_S)
+        bool over = warm_window_end(rt, &wu, LOOM_LLAMA_WARM_PREFILLS, warmup_s, LOOM_LLAMA_WARM_CAP_S);
+        out->warmup_stable = wu.stable;
+        if (over)
             break;
-        prev = us;
     }
     if (!rc)
         rc = loom_rt_wait_idle(rt);
-    out->warmup_s = (now_us() - t0) / 1e6;
+    out->warmup_s = (now_us() - wu.t0) / 1e6;
     /* Time to first token: the prefill, then one decode step going on from
      * its token, until that step's token is on the host. */
     for (uint32_t r = 0; r < reps && !rc; r++) {

@@ -86,6 +86,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #ifdef MV_IDOT
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 #endif
 #ifdef MV_KH
 #extension GL_EXT_shader_16bit_storage : require
@@ -956,7 +957,7 @@ void block_sums_q(inout float x2)
     x_writer = true;   // every chunk of x is read once
 #endif
     uint qbase[QRPT], qmat[QRPT];
-    for (uint i = 0u; i < QRPT; i++) {
+    [[unroll]] for (uint i = 0u; i < QRPT; i++) {
         uint k = live[i] ? rg * QRPT + i : 0u;
         qmat[i] = mat_of(k);
         qbase[i] = row_base(qmat[i], local_row(k));
@@ -969,8 +970,8 @@ void block_sums_q(inout float x2)
     for (uint e0 = 0u; e0 < cols; e0 += QX_MAX) {
         uint len = min(cols - e0, QX_MAX), nu = len / 32u, u0 = e0 / 32u;
         QRaw w[NA];
-        for (uint i = 0u; i < QRPT; i++)
-            for (uint j = 0u; j < NMAT; j++)
+        [[unroll]] for (uint i = 0u; i < QRPT; i++)
+            [[unroll]] for (uint j = 0u; j < NMAT; j++)
                 w[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], u0 + min(lane, nu - 1u));
         if (!qx_kept) {
             if (e0 > 0u)
@@ -982,11 +983,11 @@ void block_sums_q(inout float x2)
         for (uint xu = lane; xu < nu; xu += GL) {
             QRaw nw[NA];
             uint un = u0 + min(xu + GL, nu - 1u);
-            for (uint i = 0u; i < QRPT; i++)
-                for (uint j = 0u; j < NMAT; j++)
+            [[unroll]] for (uint i = 0u; i < QRPT; i++)
+                [[unroll]] for (uint j = 0u; j < NMAT; j++)
                     nw[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], un);
-            for (uint i = 0u; i < QRPT; i++)
-                for (uint j = 0u; j < NMAT; j++)
+            [[unroll]] for (uint i = 0u; i < QRPT; i++)
+                [[unroll]] for (uint j = 0u; j < NMAT; j++)
                     acc[i * NMAT + j] += qdot(NMAT == 1u ? qmat[i] : j, w[i * NMAT + j], qbase[i], u0 + xu, xu);
             w = nw;
         }
@@ -1100,11 +1101,14 @@ void block()
 #ifdef MV_QKV
     uint pos = step_params.pos;
 #endif
+    // Row t's liveness is computed, not read from live[]: an array indexed
+    // by t went to local memory (docs/perf-log.md), where live[k] in the
+    // unrolled loops is a register.
 #ifdef MV_ADD
-    float rv = t < MV_ROWS && live[t] ? r[row_of(t)] : 0.0;
+    float rv = t < MV_ROWS && row_of(t) < rows ? r[row_of(t)] : 0.0;
 #endif
 #ifdef MV_STAGE
-    float sv = t < MV_ROWS && live[t] ? stage_in[row_of(t)] : 0.0;
+    float sv = t < MV_ROWS && row_of(t) < rows ? stage_in[row_of(t)] : 0.0;
 #endif
 #ifdef MV_EMBED
     emb_token = tokens[pc.token_index];
@@ -1199,7 +1203,7 @@ void block()
 #ifdef MV_QKV
     // Invocation k < MV_ROWS/2 owns pair (k, k + MV_ROWS/2).
     uint np = MV_ROWS / 2u;
-    if (t < np && live[t]) {
+    if (t < np && row_of(t) < rows) {
         float va = total[t] * scale, vb = total[t + np] * scale;
         uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
         if (m < 2u) {
@@ -1229,7 +1233,7 @@ void block()
     }
 #else
     float val = 0.0;
-    if (t < MV_ROWS && live[t]) {
+    if (t < MV_ROWS && row_of(t) < rows) {
 #ifdef MV_SILU
         float gt = total[t * 2u] * scale, up = total[t * 2u + 1u] * scale;
         val = gt / (1.0 + exp(-gt)) * up;
@@ -1254,7 +1258,7 @@ void block()
 #ifdef MV_Y16
     // As MV_T16 below: rows 2k and 2k + 1 as one word.
     uint yw = pair_half(val);
-    if (t < MV_ROWS && (t & 1u) == 0u && live[t])
+    if (t < MV_ROWS && (t & 1u) == 0u && row_of(t) < rows)
         y16[row_of(t) / 2u] = yw;
 #endif
 #ifdef MV_T16
@@ -1262,7 +1266,7 @@ void block()
     // row) as one word, written by the first row's invocation; a row past
     // the end is 0 (val and sv are 0 there).
     uint tw = pair_half(val * sv);
-    if (t < MV_ROWS && (t & 1u) == 0u && live[t])
+    if (t < MV_ROWS && (t & 1u) == 0u && row_of(t) < rows)
         stage_out16[row_of(t) / 2u] = tw;
 #endif
 #ifdef MV_STAGE
@@ -1277,7 +1281,7 @@ void block()
     }
 #endif
 #ifdef MV_ARGMAX
-    if (t < MV_ROWS && live[t])
+    if (t < MV_ROWS && row_of(t) < rows)
         fold_row(row_of(t), val);
 #endif
 #endif

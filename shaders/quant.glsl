@@ -255,11 +255,19 @@ vec2 q4_k_sm(uvec4 hd, uint sb)
 // the block's start, as u is).
 float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
 {
-    uint ui = u & 7u, g = ui >> 1u, q = 16u * (xu >> 3u) + 4u * g + (ui & 1u);   // x quad of the low half
-    vec2 s0 = q4_k_sm(r.a, 2u * g), s1 = q4_k_sm(r.a, 2u * g + 1u);
+    // Sub-blocks 2g and 2g + 1: their 6-bit scales and mins as byte pairs
+    // (bytes 2g, 2g + 1 of each field), then integer products with the
+    // codes' dot products: four conversions a unit, not eight.
+    uint ui = u & 7u, g = ui >> 1u, k = 16u * (g & 1u), q = 16u * (xu >> 3u) + 4u * g + (ui & 1u);
+    uint a = r.a.y >> k, b = r.a.z >> k, c = r.a.w >> k;
+    uint sc = g < 2u ? a & 0x3f3fu : (c & 0x0f0fu) | ((a >> 2u) & 0x3030u);
+    uint mn = g < 2u ? b & 0x3f3fu : ((c >> 4u) & 0x0f0fu) | ((b >> 2u) & 0x3030u);
     vec2 x0 = QXS(q), x1 = QXS(q + 2u);
     int d0 = dot4_su(QXV(q), r.b & 0x0f0f0f0fu), d1 = dot4_su(QXV(q + 2u), (r.b >> 4u) & 0x0f0f0f0fu);
-    return s0.x * x0.x * float(d0) - s0.y * x0.y + s1.x * x1.x * float(d1) - s1.y * x1.y;
+    vec2 dm = unpackHalf2x16(r.a.x);
+    float s = x0.x * float(int(sc & 0xffu) * d0) + x1.x * float(int((sc >> 8u) & 0xffu) * d1);
+    float m = x0.y * float(mn & 0xffu) + x1.y * float((mn >> 8u) & 0xffu);
+    return dm.x * s - dm.y * m;
 }
 
 // Q6_K: unit ui = u % 8 of a block is half h = ui / 4, l = 8 (ui % 4) to
@@ -282,13 +290,13 @@ float q6_k_dot(QRaw r, uint rb, uint u, uint xu)
         uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((r.b.xy >> (2u * q)) & 0x03030303u) << 4u);
         v = ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   // bytes v - 32, as int8
         uint sw = (q >> 1u) == 0u ? r.b.z : r.b.w;
-        float sc = float(bitfieldExtract(int(sw), int(8u * (s + 2u * (q & 1u))), 8));
+        int sc = bitfieldExtract(int(sw), int(8u * (s + 2u * (q & 1u))), 8);
         // x elements 128h + 32q + l .. + 8 of the block: in quad (that / 16),
         // its half (l / 8) % 2.
         uint e = 256u * (xu >> 3u) + 128u * h + 32u * q + l;
         uvec4 xq = QXV(e >> 4u);
         uvec2 xv = ((l >> 3u) & 1u) == 0u ? xq.xy : xq.zw;
-        acc += sc * QXS(e >> 4u).x * float(DOT_SS(v.x, xv.x) + DOT_SS(v.y, xv.y));
+        acc += QXS(e >> 4u).x * float(sc * (DOT_SS(v.x, xv.x) + DOT_SS(v.y, xv.y)));   // one conversion
     }
     return d * acc;
 }

@@ -46,7 +46,7 @@
 //   MV_QKV    q, k, v rows (three matrices) in one dispatch; rows are taken
 //             in RoPE pairs (i, i + head_dim/2) so the epilogue rotates q and
 //             k and writes k and v straight into the caches at the step's
-//             position (RoPE + KV_APPEND fused);
+//             position (RoPE + KV_APPEND fused; mv_qkv.glsl);
 //   MV_KH     (with MV_QKV) the KV caches are f16: k and v are rounded to
 //             f16 as they are stored (16-bit storage);
 //   MV_EMBED  (with MV_QKV) x is row token_buf[token_index] of an embedding
@@ -67,7 +67,7 @@
 //             polled chunk by chunk until its words carry this step's tag,
 //             so the dispatch may start while its producer still runs (the
 //             down projection behind the gated FFN); a tagged y is written
-//             as tagged words;
+//             as tagged words (mv_tag.glsl);
 //   MV_TAG_GATE (with MV_TAG) the workgroup waits for all of a tagged x
 //             before it loads anything (tag_gate: the o-projection behind
 //             the attention);
@@ -75,7 +75,8 @@
 //             last workgroup to finish (an atomic counter) reduces them. A
 //             workgroup loops over row blocks; where a row is at most one
 //             chunk per invocation (the LM head) short_blocks() keeps the
-//             next block's weights in flight while a block's sums meet.
+//             next block's weights in flight while a block's sums meet
+//             (mv_argmax.glsl).
 #if defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)
 #define MV_Q
 #endif
@@ -364,13 +365,6 @@ layout(set = 0, binding = B_X) readonly buffer Xs { uint xh1[]; };
 #else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
-#ifdef MV_TAG
-// Tagged: read plainly first (a line in L1 is as good as any once its tags
-// match), then polled past the caches until the tags match.
-layout(set = 0, binding = B_X) readonly buffer Xt { uvec4 xt4[]; };
-layout(set = 0, binding = B_X) volatile coherent readonly buffer XtP { uvec4 xtp4[]; };
-layout(set = 0, binding = B_X) volatile coherent readonly buffer XtPs { uint xtp1[]; };
-#endif
 #endif
 #if defined(MV_NORM) || defined(MV_QKV)
 layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
@@ -383,9 +377,6 @@ layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 layout(set = 0, binding = B_Y) writeonly buffer Y { uint y16[]; };
 #else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
-#ifdef MV_TAG
-layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
-#endif
 #endif
 #ifdef MV_STAGE
 #extension GL_EXT_shader_atomic_float : require
@@ -396,25 +387,6 @@ layout(set = 0, binding = B_T) writeonly buffer T { uint stage_out16[]; };
 layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
 #endif
 layout(set = 0, binding = B_ACC) buffer Acc { float sum_sq[]; };
-#endif
-#ifdef MV_QKV
-#ifdef MV_KH
-layout(set = 0, binding = B_KC) writeonly buffer KC { float16_t kcache[]; };
-layout(set = 0, binding = B_VC) writeonly buffer VC { float16_t vcache[]; };
-#define CACHED(v) float16_t(v)
-#else
-layout(set = 0, binding = B_KC) writeonly buffer KC { float kcache[]; };
-layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
-#define CACHED(v) (v)
-#endif
-#endif
-#ifdef MV_ARGMAX
-layout(set = 0, binding = B_OUT) writeonly buffer Out { uint result[]; };
-layout(set = 0, binding = B_PART) coherent buffer Part { uvec2 part[]; };
-layout(set = 0, binding = B_COUNT) coherent buffer Count { uint counter[]; };
-#ifdef MV_LOG
-layout(set = 0, binding = B_RING) writeonly buffer Ring { uint ring[]; };
-#endif
 #endif
 
 #if defined(MV_NORM) || defined(MV_QKV)
@@ -442,29 +414,7 @@ uint mat_of(uint k);       // which binding (0, 1, 2) it reads
 uint local_row(uint k);    // row within that matrix
 uint total_rows();
 
-#ifdef MV_QKV
-// Rows are numbered q, then k, then v. Pair p covers rows (a, a + hd/2) of
-// one head; the workgroup's rows are pairs 2w.., laid out as
-// [a0, a1, .., a0 + hd/2, a1 + hd/2, ..].
-uint total_rows() { return pc.q_rows + 2u * pc.kv_rows; }
-uint row_of(uint k)
-{
-    uint half_hd = pc.head_dim / 2u, np = MV_ROWS / 2u;
-    uint p = wg_block * np + (k % np);
-    uint row = (p / half_hd) * pc.head_dim + p % half_hd;
-    return k < np ? row : row + half_hd;
-}
-uint mat_of(uint k)
-{
-    uint row = row_of(k);
-    return row < pc.q_rows ? 0u : row < pc.q_rows + pc.kv_rows ? 1u : 2u;
-}
-uint local_row(uint k)
-{
-    uint row = row_of(k), m = mat_of(k);
-    return m == 0u ? row : m == 1u ? row - pc.q_rows : row - pc.q_rows - pc.kv_rows;
-}
-#else
+#ifndef MV_QKV   // MV_QKV: mv_qkv.glsl
 uint total_rows() { return pc.rows; }
 uint row_of(uint k) { return wg_block * MV_ROWS + k; }
 uint mat_of(uint k) { return 0u; }
@@ -561,55 +511,14 @@ void wg_sum(inout float v[MV_ROWS * NMAT + 1u])
     barrier();
 }
 
+
+
 #ifdef MV_ARGMAX
-const uint NONE = 0xffffffffu;
-bool better(float v, uint i, float bv, uint bi)
-{
-    return i != NONE && (bi == NONE || v > bv || (v == bv && i < bi));
-}
-shared float best_v[WG];
-shared uint best_i[WG];
-shared bool is_last;
-// Tree over the workgroup's (v, i) candidates; every invocation calls it.
-uint wg_best(float v, uint i, out float outv)
-{
-    uint t = gl_LocalInvocationID.x;
-    best_v[t] = v;
-    best_i[t] = i;
-    memoryBarrierShared();
-    barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
-        if (t < s && better(best_v[t + s], best_i[t + s], best_v[t], best_i[t])) {
-            best_v[t] = best_v[t + s];
-            best_i[t] = best_i[t + s];
-        }
-        memoryBarrierShared();
-        barrier();
-    }
-    outv = best_v[0];
-    uint r = best_i[0];
-    barrier();
-    return r;
-}
+void fold_row(uint row, float v);   // mv_argmax.glsl
 #endif
 
-#ifdef MV_ARGMAX
-// Invocation k < MV_ROWS: the best of the rows it has written (its row slot
-// of every block), folded in as it writes each; main() meets the MV_ROWS
-// bests once. Invocation 0 folding every block's rows in turn held the
-// workgroup's next block by its serial loop (measured: docs/perf-log.md).
-float best_val = 0.0;
-uint best_row = 0xffffffffu;
-
-void fold_row(uint row, float v)
-{
-    if (row < pc.rows && better(v, row, best_val, best_row)) {
-        best_val = v;
-        best_row = row;
-    }
-}
-shared float slot_v[MV_ROWS];
-shared uint slot_i[MV_ROWS];
+#ifdef MV_TAG
+#include "mv_tag.glsl"
 #endif
 
 // x: chunk c of the vector path (VW elements in xa, xb) and pair c of the
@@ -761,18 +670,8 @@ vec2 x_pair(uint c) { return unpackHalf2x16(xh1[c]); }
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
 #ifdef MV_TAG
-    if (pc.tag_in != 0u) {
-        uint tag = tag_of(pc.tag_in);
-        uvec4 a = xt4[2u * c], b = xt4[2u * c + 1u];
-        for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
-            a = xtp4[2u * c];
-            b = xtp4[2u * c + 1u];
-        }
-        bool ok = tags_ok(a, b, tag);
-        xa = ok ? tag_values(a) : vec4(TAG_LOST);
-        xb = ok ? tag_values(b) : vec4(TAG_LOST);
+    if (x_chunk_tag(c, xa, xb))
         return;
-    }
 #endif
 #ifdef MV_VW8
     xa = x4[2u * c];
@@ -785,14 +684,9 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 vec2 x_pair(uint c)
 {
 #ifdef MV_TAG
-    if (pc.tag_in != 0u) {
-        uint tag = tag_of(pc.tag_in), a = xtp1[2u * c], b = xtp1[2u * c + 1u];
-        for (uint spins = 0u; !tags_ok2(a, b, tag) && spins < TAG_SPINS; spins++) {
-            a = xtp1[2u * c];
-            b = xtp1[2u * c + 1u];
-        }
-        return tags_ok2(a, b, tag) ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
-    }
+    vec2 xs;
+    if (x_pair_tag(c, xs))
+        return xs;
 #endif
 #ifdef MV_VW8
     return vec2(x1[2u * c], x1[2u * c + 1u]);
@@ -802,26 +696,6 @@ vec2 x_pair(uint c)
 }
 #endif
 
-#ifdef MV_TAG_GATE
-// With TAG_GATE in tag_in: the first subgroup's invocations each poll the
-// last word of one of as many equal parts of x until every part carries
-// this step's tag, and the workgroup waits for them before it loads
-// anything. Light polling for a producer that runs beside the reader (the
-// attention: its chain of loads slowed under 1024 workgroups' weight loads
-// and polls); x_chunk still checks every word it reads.
-void tag_gate()
-{
-    if ((pc.tag_in & TAG_GATE) == 0u)
-        return;
-    uint n = pc.cols, parts = min(gl_SubgroupSize, n);
-    if (gl_SubgroupID == 0u && gl_SubgroupInvocationID < parts) {
-        uint tag = tag_of(pc.tag_in), at = (gl_SubgroupInvocationID + 1u) * n / parts - 1u;
-        for (uint spins = 0u; (xtp1[at] & 0xffu) != tag && spins < TAG_SPINS; spins++) {
-        }
-    }
-    barrier();
-}
-#endif
 
 #ifdef MV_IDOT
 // The unit loads and dots of matrix m's type (quant.glsl).
@@ -1072,6 +946,10 @@ void block_sums_q(inout float x2)
 }
 #endif
 
+#ifdef MV_QKV
+#include "mv_qkv.glsl"
+#endif
+
 // The rows of block wg_block: y written, and with MV_ARGMAX folded into
 // invocation 0's best.
 void block()
@@ -1201,36 +1079,7 @@ void block()
 #endif
 
 #ifdef MV_QKV
-    // Invocation k < MV_ROWS/2 owns pair (k, k + MV_ROWS/2).
-    uint np = MV_ROWS / 2u;
-    if (t < np && row_of(t) < rows) {
-        float va = total[t] * scale, vb = total[t + np] * scale;
-        uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
-        if (m < 2u) {
-            uint i = la % pc.head_dim;   // < head_dim / 2 by construction
-            float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
-            float ang = float(pos) * freq;
-            const float TWO_PI = 6.28318530717958647692;
-            ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
-            float cs = cos(ang), sn = sin(ang);
-            float ra = va * cs - vb * sn, rb = va * sn + vb * cs;
-            va = ra;
-            vb = rb;
-        }
-        if (m == 0u) {
-            y[la] = va;
-            y[lb] = vb;
-        } else if (pos < pc.max_seq) {
-            uint off = pos * pc.kv_rows;
-            if (m == 1u) {
-                kcache[off + la] = CACHED(va);
-                kcache[off + lb] = CACHED(vb);
-            } else {
-                vcache[off + la] = CACHED(va);
-                vcache[off + lb] = CACHED(vb);
-            }
-        }
-    }
+    qkv_store(t, rows, scale, pos);
 #else
     float val = 0.0;
     if (t < MV_ROWS && row_of(t) < rows) {
@@ -1287,133 +1136,15 @@ void block()
 #endif
 }
 
-#if defined(MV_ARGMAX) && !defined(MV_Q)   // block types take block_sums_q
-// The weights of block blk's rows at this invocation's chunk t.
-void load_rows(uint blk, uint t, uint n, out WVEC w[MV_ROWS])
-{
-    for (uint k = 0u; k < MV_ROWS; k++) {
-        uint row = blk * MV_ROWS + k;
-        w[k] = row < pc.rows && t < n ? w0v[row * n + t] : WVEC(0);
-    }
-}
 
-// Rows of at most WG vector chunks, one per invocation (the LM head's
-// shape): x (and g) are read once, and the next block's weights are in
-// flight while this block's sums meet in shared memory, so a workgroup
-// looping over blocks does not wait a memory round trip per block.
-void short_blocks(uint nblocks)
-{
-    const uint NS = MV_ROWS + 1u;
-    uint t = gl_LocalInvocationID.x;
-    uint n = pc.cols / VW;
-    vec4 xa = vec4(0.0), xb = vec4(0.0);
-    if (t < n)
-        x_chunk(t, xa, xb);
-#ifdef MV_PRE
-    float ss = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
-#else
-    float ss = dot(xa, xa) + dot(xb, xb);
-#endif
-#if defined(HAS_NORM) && !defined(MV_PRE)
-    if (t < n) {
-#ifdef MV_VW8
-        xa *= g4[2u * t];
-        xb *= g4[2u * t + 1u];
-#else
-        xa *= g4[t];
-#endif
-    }
-#endif
-    uint step = gl_NumWorkGroups.x;
-    WVEC w[MV_ROWS], nw[MV_ROWS];
-    load_rows(gl_WorkGroupID.x, t, n, w);
-    for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += step) {
-        if (blk + step < nblocks)
-            load_rows(blk + step, t, n, nw);
-        float acc[NS];
-        for (uint k = 0u; k < MV_ROWS; k++)
-            acc[k] = vdot(w[k], xa, xb);
-        acc[NS - 1u] = ss;
-        wg_sum(acc);
-        float scale = 1.0;
-#ifdef HAS_NORM
-        scale = inversesqrt(total[NS - 1u] / float(pc.cols) + pc.eps);
-#endif
-        uint row = blk * MV_ROWS + t;
-        if (t < MV_ROWS && row < pc.rows) {
-            float v = total[t] * scale;
-            y[row] = v;
-            fold_row(row, v);
-        }
-        for (uint k = 0u; k < MV_ROWS; k++)
-            w[k] = nw[k];
-    }
-}
+#ifdef MV_ARGMAX
+#include "mv_argmax.glsl"
 #endif
 
 void main()
 {
 #ifdef MV_ARGMAX
-    // A workgroup takes blocks gl_WorkGroupID.x, + gl_NumWorkGroups.x, ...
-    // (the builder caps the workgroups), so each pays the publish-and-count
-    // tail once, not once per four rows. Then the last workgroup to finish
-    // picks the best of all.
-    uint nblocks = (total_rows() + MV_ROWS - 1u) / MV_ROWS;
-#ifndef MV_Q   // block types take block_sums_q
-    if (pc.cols % VW == 0u && pc.cols / VW <= WG)
-        short_blocks(nblocks);
-    else
-#endif
-        for (wg_block = gl_WorkGroupID.x; wg_block < nblocks; wg_block += gl_NumWorkGroups.x)
-            block();
-    uint t = gl_LocalInvocationID.x;
-    uint groups = gl_NumWorkGroups.x;
-    if (t < MV_ROWS) {
-        slot_v[t] = best_val;
-        slot_i[t] = best_row;
-    }
-    memoryBarrierShared();
-    barrier();
-    if (t == 0u) {
-        float bv = slot_v[0];
-        uint bi = slot_i[0];
-        for (uint k = 1u; k < MV_ROWS; k++)
-            if (better(slot_v[k], slot_i[k], bv, bi)) {
-                bv = slot_v[k];
-                bi = slot_i[k];
-            }
-        part[gl_WorkGroupID.x] = uvec2(floatBitsToUint(bv), bi);
-        memoryBarrierBuffer();
-        is_last = atomicAdd(counter[0], 1u) == groups - 1u;
-    }
-    memoryBarrierShared();
-    barrier();
-    if (is_last) {
-        memoryBarrierBuffer();
-        float cv = 0.0;
-        uint ci = NONE;
-        // Eight independent loads per round trip: this loop is the
-        // dispatch's serial tail.
-        for (uint i = t; i < groups; i += 8u * WG) {
-            uvec2 e[8];
-            for (uint k = 0u; k < 8u; k++)
-                e[k] = i + k * WG < groups ? part[i + k * WG] : uvec2(0u, NONE);
-            for (uint k = 0u; k < 8u; k++)
-                if (better(uintBitsToFloat(e[k].x), e[k].y, cv, ci)) {
-                    cv = uintBitsToFloat(e[k].x);
-                    ci = e[k].y;
-                }
-        }
-        float fv;
-        uint fi = wg_best(cv, ci, fv);
-        if (t == 0u) {
-            result[0] = fi;
-#ifdef MV_LOG
-            ring[step_params.step % pc.slots] = fi;
-#endif
-            counter[0] = 0u;   // ready for the next replay
-        }
-    }
+    argmax_main();
 #else
     wg_block = gl_WorkGroupID.x;
     block();

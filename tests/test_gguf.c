@@ -1,5 +1,5 @@
 /* Suite "gguf": the strict GGUF reader, the llama loader and gguf.h's
- * writer (examples/gguf.h).
+ * writer (models/llama/gguf.h).
  *
  * Files the loader is tested on are made by this test's own writer, written
  * from the format's description and independent of the reader and of

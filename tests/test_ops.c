@@ -1,5 +1,5 @@
 /* Every op of the op library on the device against the CPU reference
- * (shaders/reference.c), under the validation layer. Each case draws fresh
+ * (reference/reference.c), under the validation layer. Each case draws fresh
  * seeded inputs, poisons its outputs with NaN so an element the kernel
  * forgot fails, and sweeps awkward shapes: n = 1, odd sizes, one row, more
  * rows than workgroups, lengths that are not a multiple of the vector width.

@@ -9,7 +9,7 @@
  *
  * - both the captured graph (in capture order) and the plan (in plan order,
  *   scratch buffers placed in one poisoned arena at their offsets) are run
- *   on the CPU with the reference ops of shaders/reference.c, two decode
+ *   on the CPU with the reference ops of reference/reference.c, two decode
  *   steps each; the plan is run three times, the nodes of every barrier
  *   epoch forward, reversed and shuffled, so a missing barrier shows up as
  *   a different answer. Every host-visible buffer must match after each

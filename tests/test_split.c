@@ -5,7 +5,7 @@
  * the split pass, and the runtime refuses any binding the pass left larger.
  * Every matvec form, both dtypes, an unfused LM head (norm, matvec, argmax)
  * fused then split, and EMBED over one and over several block nodes must
- * give the CPU reference's results (shaders/reference.c) and the very bits
+ * give the CPU reference's results (reference/reference.c) and the very bits
  * of the unsplit run on the default runtime; a limit below one row block is
  * LOOM_LIMIT from the compile, never a validation message. */
 #include <check.h>

@@ -37,7 +37,7 @@ suites="test_passes_oracle test_passes test_ir test_encode test_compiler test_pa
 mkdir -p "$src" "$bld"
 # The copy follows the checkout; unchanged files keep their time stamps, so
 # the build stays incremental across runs.
-for d in CMakeLists.txt cmake include tools ir passes compiler runtime shaders examples cli tests fuzz bench docs; do
+for d in CMakeLists.txt cmake include tools ir reference passes compiler runtime shaders models examples cli tests fuzz bench docs; do
     [ -e "$root/$d" ] || continue
     if [ -d "$root/$d" ]; then
         mkdir -p "$src/$d"

@@ -1,0 +1,68 @@
+// MV_TAG, the tagged forms (matvec.glsl includes this before x_chunk):
+// x and y as tagged vectors (tag.glsl) where the push constants say so. A
+// tagged x is read plainly first (a line in L1 is as good as any once its
+// tags match), then polled past the caches until its words carry this
+// step's tag, at most TAG_SPINS times; a word that never does reads as
+// TAG_LOST. A tagged y is written as tagged words.
+
+layout(set = 0, binding = B_X) readonly buffer Xt { uvec4 xt4[]; };
+layout(set = 0, binding = B_X) volatile coherent readonly buffer XtP { uvec4 xtp4[]; };
+layout(set = 0, binding = B_X) volatile coherent readonly buffer XtPs { uint xtp1[]; };
+layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
+
+// Chunk c of a tagged x into xa, xb; false where x is not tagged this
+// dispatch (the caller reads it plainly).
+bool x_chunk_tag(uint c, out vec4 xa, out vec4 xb)
+{
+    xa = vec4(0.0);
+    xb = vec4(0.0);
+    if (pc.tag_in == 0u)
+        return false;
+    uint tag = tag_of(pc.tag_in);
+    uvec4 a = xt4[2u * c], b = xt4[2u * c + 1u];
+    for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
+        a = xtp4[2u * c];
+        b = xtp4[2u * c + 1u];
+    }
+    bool ok = tags_ok(a, b, tag);
+    xa = ok ? tag_values(a) : vec4(TAG_LOST);
+    xb = ok ? tag_values(b) : vec4(TAG_LOST);
+    return true;
+}
+
+// Pair c of a tagged x (the scalar path) into xs; false where x is not
+// tagged.
+bool x_pair_tag(uint c, out vec2 xs)
+{
+    xs = vec2(0.0);
+    if (pc.tag_in == 0u)
+        return false;
+    uint tag = tag_of(pc.tag_in), a = xtp1[2u * c], b = xtp1[2u * c + 1u];
+    for (uint spins = 0u; !tags_ok2(a, b, tag) && spins < TAG_SPINS; spins++) {
+        a = xtp1[2u * c];
+        b = xtp1[2u * c + 1u];
+    }
+    xs = tags_ok2(a, b, tag) ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
+    return true;
+}
+
+#ifdef MV_TAG_GATE
+// With TAG_GATE in tag_in: the first subgroup's invocations each poll the
+// last word of one of as many equal parts of x until every part carries
+// this step's tag, and the workgroup waits for them before it loads
+// anything. Light polling for a producer that runs beside the reader (the
+// attention: its chain of loads slowed under 1024 workgroups' weight loads
+// and polls); x_chunk still checks every word it reads.
+void tag_gate()
+{
+    if ((pc.tag_in & TAG_GATE) == 0u)
+        return;
+    uint n = pc.cols, parts = min(gl_SubgroupSize, n);
+    if (gl_SubgroupID == 0u && gl_SubgroupInvocationID < parts) {
+        uint tag = tag_of(pc.tag_in), at = (gl_SubgroupInvocationID + 1u) * n / parts - 1u;
+        for (uint spins = 0u; (xtp1[at] & 0xffu) != tag && spins < TAG_SPINS; spins++) {
+        }
+    }
+    barrier();
+}
+#endif

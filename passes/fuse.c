@@ -356,12 +356,14 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
  *         nodes). check: a native condition the fields cannot say.
  * elim    the pattern nodes whose output disappears (bit k: node k).
  * wire[]  the fused op's inputs (the first n_in), then its outputs, in the
- *         order of build()'s call: VEC, MAT, ROWS, U32 (one word), RING
- *         (a u32 row a slot) of a node's slot, shaped by fields of a node; a MAT's block type is its node's
- *         weights' (DT_WT, DT_WV) or none (DT_F32: f32 or f16 by bytes).
- *         like[]: pairs of wired tensors of one dtype.
+ *         order build() hands them on: VEC, MAT, ROWS, U32 (one word) or
+ *         RING (a u32 a row) bound at a node's slot, shaped by fields of a
+ *         node; a MAT's block type is its node's weights' (DT_WT, DT_WV) or
+ *         none (DT_F32: f32 or f16 by its bytes). like[]: pairs of wired
+ *         tensors of one dtype.
  * eps, rope, token  the pattern nodes whose eps, theta and head_dim, token
- *         buffer (a slot) and index the fused op takes. */
+ *         buffer (a slot) and index the fused op takes; build() passes on
+ *         only what its builder takes, so a rule without them leaves 0. */
 
 enum { PAT_END, PAT_ANCHOR, PAT_PRODUCER, PAT_READER };
 enum { EQ_END, EQ_FIELD, EQ_CONST, EQ_VIEW, EQ_BYTES, EQ_DISTINCT };

@@ -1,8 +1,13 @@
 /* fuse: replaces chains of nodes by one fused node, driven by a table of
- * rules. Each rule names its chain of op kinds, a matcher that finds the
- * chain ending at an anchor node and reconstructs the tensors from the
- * bindings and push constants (the slots of ops.def, the push read back by
- * loom_op_args_read), and the op builder that makes the fused node.
+ * rules. A rule is data, in the manner of MLIR's declarative rewrite
+ * patterns: what matches (its pattern: the chain's nodes, how each is
+ * found from another, and the fields that must agree) and what it becomes
+ * (the fused op, each of its tensors wired from a member's binding slot
+ * and shaped by a member's push fields — the slots of ops.def, the push
+ * read back by loom_op_args_read). One matcher walks every pattern, and
+ * one builder call hands the wired tensors to the fused op's builder; a
+ * new rule is a row of the table (and a case of build() for a new fused
+ * op). See "rules as data" below for how a row is written.
  *
  * A chain is legal when every eliminated intermediate (a producer's output
  * that only the chain reads) is read by no other node while it holds that
@@ -21,6 +26,7 @@
  * applied at the end in one permutation, and every legality question is
  * asked of the original positions (a node moves only past nodes it was
  * checked against). */
+#include <stddef.h>
 #include "internal.h"
 #include "loom_ops.h"
 
@@ -53,24 +59,15 @@ typedef struct fuse_match {
     uint32_t token_buf, token_index;   /* embed_qkv */
 } fuse_match;
 
-typedef struct fuse_rule {
-    const char *name;
-    loom_op chain[FUSE_MAX_CHAIN];
-    uint32_t len;
-    loom_op fused;
-    bool (*match)(fuse_state *fs, uint32_t anchor, fuse_match *m);
-    loom_result (*build)(loom_graph *g, const fuse_match *m, uint32_t *out);
-} fuse_rule;
-
 /* ---- reading nodes back as ops ------------------------------------------ */
 
 typedef struct op_view {
-    const loom_binding *b[LOOM_MAX_BINDINGS];
     loom_op_args a;                      /* the push constants */
     uint32_t n;                          /* the elements of the output, as an elementwise consumer counts
                                             them (STEP_LOG: a row's; RMS_NORM_QKV_ROPE_KV: x's) */
     loom_dtype wt, wv;                   /* a block-typed kernel form's weights (Wv: wv), else F32:
                                             mat_of infers f32 or f16 from the bytes */
+    const loom_binding *b[LOOM_MAX_BINDINGS];
 } op_view;
 
 /* Fills v when node id is a dispatch of op with the builder's layout: the
@@ -142,6 +139,24 @@ static bool mat_of(const loom_binding *b, uint32_t rows, uint32_t cols, loom_dty
     else
         return false;
     *t = (loom_tensor){ b->buffer, (uint32_t)dt, b->offset, rows, cols };
+    return true;
+}
+
+/* The T x n f32 rows bound at b (a T-token step's activations). */
+static bool rows_of(const loom_binding *b, uint32_t T, uint32_t n, loom_tensor *t)
+{
+    if (b->size != (uint64_t)T * n * 4)
+        return false;
+    *t = (loom_tensor){ b->buffer, LOOM_F32, b->offset, T, n };
+    return true;
+}
+
+/* A ring of `slots` u32 words, one a row; a single word is a ring of one. */
+static bool u32_of(const loom_binding *b, uint32_t slots, loom_tensor *t)
+{
+    if (b->size != (uint64_t)slots * 4)
+        return false;
+    *t = (loom_tensor){ b->buffer, LOOM_U32, b->offset, slots, 1 };
     return true;
 }
 
@@ -319,320 +334,151 @@ static bool legal(const fuse_state *fs, const fuse_match *m)
     return true;
 }
 
-/* ---- rules -------------------------------------------------------------- */
+/* ---- rules as data ------------------------------------------------------ *
+ * A row of rules[] is a pattern and a rewrite.
+ *
+ * pat[]   the chain's nodes, the anchor (the chain's last node) first; each
+ *         later one is found from one found before it:
+ *         PRODUCER(op, j, s, o)  the last writer of node j's binding slot s
+ *                                before j, an op whose slot o binds exactly
+ *                                that view;
+ *         PRODUCER_EITHER(op, j, o)  the same for slot 0 or, failing that,
+ *                                slot 1 of j (ADD and MUL commute); slot
+ *                                OTHER of j is then the one not taken;
+ *         PRODUCER_BEFORE(op, j, s, o, k)  written before j and k both;
+ *         READER(op, j, s, r)    the first node after j and before the
+ *                                anchor, not yet matched, that reads j's
+ *                                slot s as its slot r.
+ * eq[]    what else must hold: FIELDS (two push fields equal: ARG(rows),
+ *         ELEMS the elements op_view.n counts), FIELD_IS (a field is a
+ *         constant), VIEWS (two slots bind the same bytes), BYTES (two
+ *         slots bind as many bytes), DISTINCT (two pattern nodes are two
+ *         nodes). check: a native condition the fields cannot say.
+ * elim    the pattern nodes whose output disappears (bit k: node k).
+ * wire[]  the fused op's inputs (the first n_in), then its outputs, in the
+ *         order build() hands them on: VEC, MAT, ROWS, U32 (one word) or
+ *         RING (a u32 a row) bound at a node's slot, shaped by fields of a
+ *         node; a MAT's block type is its node's weights' (DT_WT, DT_WV) or
+ *         none (DT_F32: f32 or f16 by its bytes). like[]: pairs of wired
+ *         tensors of one dtype.
+ * eps, rope, token  the pattern nodes whose eps, theta and head_dim, token
+ *         buffer (a slot) and index the fused op takes; build() passes on
+ *         only what its builder takes, so a rule without them leaves 0. */
 
-/* RMS_NORM whose output is input `side` of the binary node v (at pos). */
-static bool norm_into(fuse_state *fs, uint32_t pos, const op_view *v, int side, uint32_t *id, op_view *nv)
+enum { PAT_END, PAT_ANCHOR, PAT_PRODUCER, PAT_READER };
+enum { EQ_END, EQ_FIELD, EQ_CONST, EQ_VIEW, EQ_BYTES, EQ_DISTINCT };
+enum { W_END, W_VEC, W_MAT, W_ROWS, W_U32, W_RING };
+enum { DT_F32, DT_WT, DT_WV };
+
+#define FUSE_MAX_EQ 10u
+#define FUSE_MAX_WIRE 10u
+#define OTHER 0xffu   /* wire slot: the input of a commuting node its producer did not take */
+
+typedef struct fuse_pat {
+    loom_op op;
+    uint8_t how;        /* PAT_* */
+    uint8_t from;       /* the pattern node it is found from */
+    uint8_t slot, alt;  /* from's slot (alt: the other input it may be) */
+    uint8_t at;         /* its own slot bound to that view */
+    uint8_t before;     /* PRODUCER: written before this pattern node too */
+} fuse_pat;
+
+typedef struct fuse_eq { uint8_t kind, a, fa, b, fb; } fuse_eq;
+
+typedef struct fuse_wire { uint8_t kind, node, slot, shape, rows, cols, dt; } fuse_wire;
+
+typedef struct fuse_find fuse_find;
+
+typedef struct fuse_rule {
+    const char *name;
+    loom_op fused;
+    fuse_pat pat[FUSE_MAX_CHAIN];
+    fuse_eq eq[FUSE_MAX_EQ];
+    bool (*check)(const fuse_state *fs, const fuse_find *f);
+    uint8_t elim;
+    fuse_wire wire[FUSE_MAX_WIRE];
+    uint8_t n_in;
+    uint8_t like[2][2];
+    uint8_t eps, rope;
+    struct { uint8_t node, slot; } token;   /* slot 0: no token */
+} fuse_rule;
+
+/* A match in progress: pattern node k is node id[k], read back as v[k]. */
+struct fuse_find {
+    const fuse_rule *r;
+    uint32_t n;
+    uint32_t id[FUSE_MAX_CHAIN];
+    op_view v[FUSE_MAX_CHAIN];
+    uint8_t other[FUSE_MAX_CHAIN];   /* the slot OTHER stands for, per node */
+};
+
+_Static_assert(offsetof(op_view, b) < 256, "push fields are named by a byte offset");
+
+static uint32_t field_bits(const op_view *v, uint8_t f)
 {
-    *id = producer(fs, pos, v->b[side]);
-    return view(fs, *id, LOOM_OP_RMS_NORM, nv) && loom_binding_same(nv->b[1], v->b[side]) && nv->n == v->n;
+    uint32_t x;
+    memcpy(&x, (const uint8_t *)v + f, 4);
+    return x;
 }
 
-/* An ADD one of whose inputs a MATVEC just produced is left to matvec_add:
- * folding it into that matvec removes a barrier level, and the norm after it
- * can then fold into the matvecs that consume the norm. */
-static bool add_after_matvec(fuse_state *fs, uint32_t pos, const op_view *av)
+static bool fields_equal(const op_view *x, uint8_t fx, const op_view *y, uint8_t fy)
 {
-    for (int side = 0; side < 2; side++) {
-        op_view mv;
-        uint32_t id = producer(fs, pos, av->b[side]);
-        if (view(fs, id, LOOM_OP_MATVEC, &mv) && loom_binding_same(mv.b[2], av->b[side]) && mv.a.rows == av->n)
-            return true;
+    uint32_t a = field_bits(x, fx), b = field_bits(y, fy);
+    if (fx == offsetof(op_view, a.eps) || fx == offsetof(op_view, a.theta) || fx == offsetof(op_view, a.scale)) {
+        float p, q;   /* float fields compare as floats: -0 is 0 */
+        memcpy(&p, &a, 4);
+        memcpy(&q, &b, 4);
+        return p == q;
     }
-    return false;
+    return a == b;
 }
 
-static bool add_into(fuse_state *fs, uint32_t pos, const op_view *nv, uint32_t *id, op_view *av)
+static bool eq_holds(const fuse_find *f, const fuse_eq *e)
 {
-    *id = producer(fs, pos, nv->b[0]);
-    return view(fs, *id, LOOM_OP_ADD, av) && loom_binding_same(av->b[2], nv->b[0]) && av->n == nv->n &&
-           !add_after_matvec(fs, *id, av);
-}
-
-static bool match_add_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view mv, nv, av;
-    if (!view(fs, anchor, LOOM_OP_MUL, &mv))
-        return false;
-    for (int side = 0; side < 2; side++) {
-        uint32_t nid, aid;
-        if (!norm_into(fs, anchor, &mv, side, &nid, &nv) || !add_into(fs, nid, &nv, &aid, &av))
-            continue;
-        uint32_t n = mv.n;
-        *m = (fuse_match){ .nodes = { aid, nid, anchor }, .n_nodes = 3, .elim = { nid }, .n_elim = 1, .n_in = 3,
-                           .n_out = 2, .eps = nv.a.eps };
-        if (vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(mv.b[1 - side], n, &m->in[2]) &&
-            vec_of(av.b[2], n, &m->out[0]) && vec_of(mv.b[2], n, &m->out[1]) && legal(fs, m))
-            return true;
+    const op_view *x = &f->v[e->a];
+    switch (e->kind) {
+    case EQ_FIELD:
+        return fields_equal(x, e->fa, &f->v[e->b], e->fb);
+    case EQ_CONST:
+        return field_bits(x, e->fa) == e->b;
+    case EQ_VIEW:
+        return loom_binding_same(x->b[e->fa], f->v[e->b].b[e->fb]);
+    case EQ_BYTES:
+        return x->b[e->fa]->size == f->v[e->b].b[e->fb]->size;
+    default:
+        return f->id[e->a] != f->id[e->b];
     }
-    return false;
 }
 
-static loom_result build_add_rms_norm_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
+/* The rule's conditions that pattern node k completes. */
+static bool holds(const fuse_find *f, uint32_t k)
 {
-    return loom_op_add_rms_norm_mul(g, m->in[0], m->in[1], m->in[2], m->out[0], m->out[1], m->eps, out);
-}
-
-static bool match_rms_norm_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view mv, nv;
-    if (!view(fs, anchor, LOOM_OP_MUL, &mv))
-        return false;
-    for (int side = 0; side < 2; side++) {
-        uint32_t nid;
-        if (!norm_into(fs, anchor, &mv, side, &nid, &nv))
-            continue;
-        uint32_t n = mv.n;
-        *m = (fuse_match){ .nodes = { nid, anchor }, .n_nodes = 2, .elim = { nid }, .n_elim = 1, .n_in = 2,
-                           .n_out = 1, .eps = nv.a.eps };
-        if (vec_of(nv.b[0], n, &m->in[0]) && vec_of(mv.b[1 - side], n, &m->in[1]) && vec_of(mv.b[2], n, &m->out[0]) &&
-            legal(fs, m))
-            return true;
+    for (uint32_t i = 0; i < FUSE_MAX_EQ && f->r->eq[i].kind; i++) {
+        const fuse_eq *e = &f->r->eq[i];
+        uint32_t last = e->kind == EQ_CONST || e->a > e->b ? e->a : e->b;
+        if (last == k && !eq_holds(f, e))
+            return false;
     }
-    return false;
-}
-
-static loom_result build_rms_norm_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_rms_norm_mul(g, m->in[0], m->in[1], m->out[0], m->eps, out);
-}
-
-static bool match_add_rms_norm(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view nv, av;
-    uint32_t aid;
-    if (!view(fs, anchor, LOOM_OP_RMS_NORM, &nv) || !add_into(fs, anchor, &nv, &aid, &av))
-        return false;
-    uint32_t n = nv.n;
-    /* The sum stays written: it usually has other readers (the residual). */
-    *m = (fuse_match){ .nodes = { aid, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2, .eps = nv.a.eps };
-    return vec_of(av.b[0], n, &m->in[0]) && vec_of(av.b[1], n, &m->in[1]) && vec_of(av.b[2], n, &m->out[0]) &&
-           vec_of(nv.b[1], n, &m->out[1]) && legal(fs, m);
-}
-
-static loom_result build_add_rms_norm(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_add_rms_norm(g, m->in[0], m->in[1], m->out[0], m->out[1], m->eps, out);
-}
-
-static bool match_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view sv, gv, uv;
-    if (!view(fs, anchor, LOOM_OP_SILU_MUL, &sv))
-        return false;
-    uint32_t gid = producer(fs, anchor, sv.b[0]), uid = producer(fs, anchor, sv.b[1]);
-    if (gid == uid || !view(fs, gid, LOOM_OP_MATVEC, &gv) || !view(fs, uid, LOOM_OP_MATVEC, &uv))
-        return false;
-    if (!loom_binding_same(gv.b[2], sv.b[0]) || !loom_binding_same(uv.b[2], sv.b[1]) ||
-        !loom_binding_same(gv.b[1], uv.b[1]) ||
-        gv.a.rows != uv.a.rows || gv.a.cols != uv.a.cols || gv.a.rows != sv.n || gv.b[0]->size != uv.b[0]->size)
-        return false;
-    *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
-                       .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
-    return mat_of(gv.b[0], gv.a.rows, gv.a.cols, gv.wt, &m->in[0]) &&
-           mat_of(uv.b[0], uv.a.rows, uv.a.cols, uv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && vec_of(gv.b[1], gv.a.cols, &m->in[2]) &&
-           vec_of(sv.b[2], sv.n, &m->out[0]) && legal(fs, m);
-}
-
-static loom_result build_matvec_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_matvec_silu_mul(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
-}
-
-static bool match_matvec_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view av, mv;
-    if (!view(fs, anchor, LOOM_OP_ADD, &av))
-        return false;
-    for (int side = 0; side < 2; side++) {   /* ADD commutes: the matvec may feed either input */
-        uint32_t id = producer(fs, anchor, av.b[side]);
-        if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !loom_binding_same(mv.b[2], av.b[side]) || mv.a.rows != av.n)
-            continue;
-        *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
-        if (mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.a.cols, &m->in[1]) &&
-            vec_of(av.b[1 - side], av.n, &m->in[2]) && vec_of(av.b[2], av.n, &m->out[0]) && legal(fs, m))
-            return true;
-    }
-    return false;
-}
-
-static loom_result build_matvec_add(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_matvec_add(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
-}
-
-/* The T x n f32 rows bound at b (a T-token step's activations). */
-static bool rows_of(const loom_binding *b, uint32_t T, uint32_t n, loom_tensor *t)
-{
-    if (b->size != (uint64_t)T * n * 4)
-        return false;
-    *t = (loom_tensor){ b->buffer, LOOM_F32, b->offset, T, n };
     return true;
 }
 
-/* The T-row forms of the two rules above: MATMUL then ADD of its whole
- * output (the residual), and two MATMULs of one x gated by SILU_MUL. The
- * elementwise op counts T x rows elements. */
-static bool match_matmul_add(fuse_state *fs, uint32_t anchor, fuse_match *m)
+static bool wire(const fuse_find *f, const fuse_wire *w, loom_tensor *t)
 {
-    op_view av, mv;
-    if (!view(fs, anchor, LOOM_OP_ADD, &av))
-        return false;
-    for (int side = 0; side < 2; side++) {
-        uint32_t id = producer(fs, anchor, av.b[side]);
-        if (!view(fs, id, LOOM_OP_MATMUL, &mv) || !loom_binding_same(mv.b[2], av.b[side]) || mv.n != av.n)
-            continue;
-        *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .elim = { id }, .n_elim = 1, .n_in = 3, .n_out = 1 };
-        if (mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && rows_of(mv.b[1], mv.a.T, mv.a.cols, &m->in[1]) &&
-            rows_of(av.b[1 - side], mv.a.T, mv.a.rows, &m->in[2]) && rows_of(av.b[2], mv.a.T, mv.a.rows, &m->out[0]) &&
-            legal(fs, m))
-            return true;
+    const op_view *v = &f->v[w->node], *s = &f->v[w->shape];
+    const loom_binding *b = v->b[w->slot == OTHER ? f->other[w->node] : w->slot];
+    uint32_t rows = field_bits(s, w->rows), cols = field_bits(s, w->cols);
+    switch (w->kind) {
+    case W_VEC:
+        return vec_of(b, cols, t);
+    case W_MAT:
+        return mat_of(b, rows, cols, w->dt == DT_WT ? v->wt : w->dt == DT_WV ? v->wv : LOOM_F32, t);
+    case W_ROWS:
+        return rows_of(b, rows, cols, t);
+    case W_U32:
+        return u32_of(b, 1, t);
+    default:
+        return u32_of(b, rows, t);
     }
-    return false;
-}
-
-static loom_result build_matmul_add(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_matmul_add(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
-}
-
-static bool match_matmul_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view sv, gv, uv;
-    if (!view(fs, anchor, LOOM_OP_SILU_MUL, &sv))
-        return false;
-    uint32_t gid = producer(fs, anchor, sv.b[0]), uid = producer(fs, anchor, sv.b[1]);
-    if (gid == uid || !view(fs, gid, LOOM_OP_MATMUL, &gv) || !view(fs, uid, LOOM_OP_MATMUL, &uv))
-        return false;
-    if (!loom_binding_same(gv.b[2], sv.b[0]) || !loom_binding_same(uv.b[2], sv.b[1]) ||
-        !loom_binding_same(gv.b[1], uv.b[1]) ||
-        gv.a.rows != uv.a.rows || gv.a.cols != uv.a.cols || gv.a.T != uv.a.T || gv.n != sv.n ||
-        gv.b[0]->size != uv.b[0]->size)
-        return false;
-    *m = (fuse_match){ .nodes = { gid < uid ? gid : uid, gid < uid ? uid : gid, anchor }, .n_nodes = 3,
-                       .elim = { gid, uid }, .n_elim = 2, .n_in = 3, .n_out = 1 };
-    return mat_of(gv.b[0], gv.a.rows, gv.a.cols, gv.wt, &m->in[0]) &&
-           mat_of(uv.b[0], uv.a.rows, uv.a.cols, uv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && rows_of(gv.b[1], gv.a.T, gv.a.cols, &m->in[2]) &&
-           rows_of(sv.b[2], gv.a.T, gv.a.rows, &m->out[0]) && legal(fs, m);
-}
-
-static loom_result build_matmul_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_matmul_silu_mul(g, m->in[0], m->in[1], m->in[2], m->out[0], out);
-}
-
-/* ---- matvec epilogues and prologues ------------------------------------ */
-
-static bool u32_of(const loom_binding *b, loom_tensor *t)
-{
-    if (b->size != 4)
-        return false;
-    *t = (loom_tensor){ b->buffer, LOOM_U32, b->offset, 1, 1 };
-    return true;
-}
-
-/* MATVEC then ARGMAX of its output: the logits stay written (they are
- * usually read by the host); the argmax comes from the same dispatch. */
-static bool match_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view av, mv;
-    if (!view(fs, anchor, LOOM_OP_ARGMAX, &av))
-        return false;
-    uint32_t id = producer(fs, anchor, av.b[0]);
-    if (!view(fs, id, LOOM_OP_MATVEC, &mv) || !loom_binding_same(mv.b[2], av.b[0]) || mv.a.rows != av.n)
-        return false;
-    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 2, .n_out = 2 };
-    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[1], mv.a.cols, &m->in[1]) &&
-           vec_of(mv.b[2], mv.a.rows, &m->out[0]) && u32_of(av.b[1], &m->out[1]) && legal(fs, m);
-}
-
-static loom_result build_matvec_argmax(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_matvec_argmax(g, m->in[0], m->in[1], m->out[0], m->out[1], out);
-}
-
-/* RMS_NORM_MUL whose output is the x input (binding xs) of a matvec-family
- * anchor and is read by nothing else: the matvec normalises x itself. */
-static bool norm_prologue(fuse_state *fs, uint32_t anchor, const op_view *mv, uint32_t xs, fuse_match *m)
-{
-    op_view nv;
-    uint32_t nid = producer(fs, anchor, mv->b[xs]);
-    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !loom_binding_same(nv.b[2], mv->b[xs]) || nv.n != mv->a.cols)
-        return false;
-    m->nodes[0] = nid;
-    m->nodes[1] = anchor;
-    m->n_nodes = 2;
-    m->elim[0] = nid;
-    m->n_elim = 1;
-    m->eps = nv.a.eps;
-    return vec_of(nv.b[0], nv.n, &m->in[m->n_in]) && vec_of(nv.b[1], nv.n, &m->in[m->n_in + 1]) &&
-           (m->n_in += 2, true);
-}
-
-static bool match_norm_matvec(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view mv;
-    if (!view(fs, anchor, LOOM_OP_MATVEC, &mv))
-        return false;
-    *m = (fuse_match){ .n_in = 1, .n_out = 1 };
-    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.a.rows, &m->out[0]) &&
-           norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
-}
-
-static loom_result build_norm_matvec(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_rms_norm_matvec(g, m->in[0], m->in[1], m->in[2], m->out[0], m->eps, out);
-}
-
-static bool match_norm_matvec_silu_mul(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view mv;
-    if (!view(fs, anchor, LOOM_OP_MATVEC_SILU_MUL, &mv))
-        return false;
-    *m = (fuse_match){ .n_in = 2, .n_out = 1 };
-    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) &&
-           mat_of(mv.b[1], mv.a.rows, mv.a.cols, mv.wt, &m->in[1]) &&
-           m->in[0].dtype == m->in[1].dtype && vec_of(mv.b[3], mv.a.rows, &m->out[0]) &&
-           norm_prologue(fs, anchor, &mv, 2, m) && legal(fs, m);
-}
-
-static loom_result build_norm_matvec_silu_mul(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_rms_norm_matvec_silu_mul(g, m->in[0], m->in[1], m->in[2], m->in[3], m->out[0], m->eps, out);
-}
-
-static bool match_norm_matvec_argmax(fuse_state *fs, uint32_t anchor, fuse_match *m)
-{
-    op_view mv;
-    if (!view(fs, anchor, LOOM_OP_MATVEC_ARGMAX, &mv))
-        return false;
-    *m = (fuse_match){ .n_in = 1, .n_out = 2 };
-    return mat_of(mv.b[0], mv.a.rows, mv.a.cols, mv.wt, &m->in[0]) && vec_of(mv.b[2], mv.a.rows, &m->out[0]) &&
-           u32_of(mv.b[3], &m->out[1]) && norm_prologue(fs, anchor, &mv, 1, m) && legal(fs, m);
-}
-
-static loom_result build_norm_matvec_argmax(loom_graph *g, const fuse_match *m, uint32_t *out)
-{
-    return loom_op_rms_norm_matvec_argmax(g, m->in[0], m->in[1], m->in[2], m->out[0], m->out[1], m->eps, out);
-}
-
-/* The first node after pos (and before end) of kind op whose binding s is
- * exactly view b, among the readers of b's buffer. */
-static uint32_t reader_of(fuse_state *fs, const loom_binding *b, uint32_t s, loom_op op, uint32_t pos, uint32_t end,
-                          uint32_t skip0, uint32_t skip1, op_view *v)
-{
-    if (b->buffer >= fs->nb)
-        return LOOM_NONE;
-    for (uint32_t i = fs->rstart[b->buffer]; i < fs->rstart[b->buffer + 1]; i++) {
-        uint32_t id = fs->racc[i].node;
-        if (id <= pos || id >= end || id == skip0 || id == skip1)
-            continue;
-        if (view(fs, id, op, v) && loom_binding_same(v->b[s], b))
-            return id;
-    }
-    return LOOM_NONE;
 }
 
 static void sort_nodes(uint32_t *v, uint32_t n)
@@ -645,148 +491,307 @@ static void sort_nodes(uint32_t *v, uint32_t n)
         }
 }
 
-/* RMS_NORM_MUL -> MATVEC q, k, v (one input) -> ROPE q, ROPE k ->
- * KV_APPEND(k_rope, v): one dispatch normalises, streams the three
- * matrices, rotates q and k in its epilogue and writes k and v into the
- * caches. Anchored at the KV_APPEND; the q chain is found among the norm
- * output's readers. */
-static bool match_qkv_rope_kv(fuse_state *fs, uint32_t anchor, fuse_match *m)
+/* The whole pattern is found: the native check, the wiring, then legality. */
+static bool rewrite(const fuse_state *fs, const fuse_find *f, fuse_match *m)
 {
-    op_view kv, rk, mk, mvv, nv, mq, rq;
-    if (!view(fs, anchor, LOOM_OP_KV_APPEND, &kv))
+    const fuse_rule *r = f->r;
+    if (r->check && !r->check(fs, f))
         return false;
-    uint32_t rk_id = producer(fs, anchor, kv.b[1]), mv_id = producer(fs, anchor, kv.b[2]);
-    if (!view(fs, rk_id, LOOM_OP_ROPE, &rk) || !loom_binding_same(rk.b[2], kv.b[1]) ||
-        !view(fs, mv_id, LOOM_OP_MATVEC, &mvv) || !loom_binding_same(mvv.b[2], kv.b[2]))
-        return false;
-    uint32_t mk_id = producer(fs, rk_id, rk.b[1]);
-    if (!view(fs, mk_id, LOOM_OP_MATVEC, &mk) || !loom_binding_same(mk.b[2], rk.b[1]) ||
-        !loom_binding_same(mk.b[1], mvv.b[1]) ||
-        mk.a.rows != kv.n || mvv.a.rows != kv.n || mk.a.cols != mvv.a.cols ||
-        (mk.wt == mvv.wt && mk.b[0]->size != mvv.b[0]->size))   /* Wv may be of another block type */
-        return false;
-    uint32_t first = mk_id < mv_id ? mk_id : mv_id;
-    uint32_t nid = producer(fs, first, mk.b[1]);
-    if (!view(fs, nid, LOOM_OP_RMS_NORM_MUL, &nv) || !loom_binding_same(nv.b[2], mk.b[1]) || nv.n != mk.a.cols)
-        return false;
-    uint32_t mq_id = reader_of(fs, nv.b[2], 1, LOOM_OP_MATVEC, nid, anchor, mk_id, mv_id, &mq);
-    if (mq_id == LOOM_NONE || mq.a.cols != mk.a.cols || mq.b[0]->size / mq.a.rows != mk.b[0]->size / mk.a.rows)
-        return false;
-    uint32_t rq_id = reader_of(fs, mq.b[2], 1, LOOM_OP_ROPE, mq_id, anchor, rk_id, LOOM_NONE, &rq);
-    if (rq_id == LOOM_NONE || rq.a.head_dim != rk.a.head_dim || rq.a.theta != rk.a.theta || rq.n != mq.a.rows ||
-        rk.n != mk.a.rows)
-        return false;
-    *m = (fuse_match){ .nodes = { nid, mq_id, mk_id, mv_id, rq_id, rk_id, anchor }, .n_nodes = 7,
-                       .elim = { nid, mq_id, mk_id, mv_id, rk_id }, .n_elim = 5, .n_in = 5, .n_out = 3,
-                       .eps = nv.a.eps, .theta = rk.a.theta, .head_dim = rk.a.head_dim };
-    sort_nodes(m->nodes, 6);
-    if (m->nodes[5] > anchor)
-        return false;
-    return vec_of(nv.b[0], nv.n, &m->in[0]) && vec_of(nv.b[1], nv.n, &m->in[1]) &&
-           mat_of(mq.b[0], mq.a.rows, mq.a.cols, mq.wt, &m->in[2]) &&
-           mat_of(mk.b[0], mk.a.rows, mk.a.cols, mk.wt, &m->in[3]) &&
-           mat_of(mvv.b[0], mvv.a.rows, mvv.a.cols, mvv.wt, &m->in[4]) && m->in[2].dtype == m->in[3].dtype &&
-           vec_of(rq.b[2], rq.n, &m->out[0]) && mat_of(kv.b[3], kv.a.max_seq, kv.n, LOOM_F32, &m->out[1]) &&
-           mat_of(kv.b[4], kv.a.max_seq, kv.n, LOOM_F32, &m->out[2]) && m->out[2].dtype == m->out[1].dtype &&
-           legal(fs, m);
+    *m = (fuse_match){ .n_in = r->n_in };
+    for (uint32_t k = 0; k < f->n; k++) {
+        m->nodes[m->n_nodes++] = f->id[k];
+        if ((r->elim >> k) & 1u)
+            m->elim[m->n_elim++] = f->id[k];
+    }
+    sort_nodes(m->nodes, m->n_nodes);   /* every member precedes the anchor */
+    loom_tensor *t[FUSE_MAX_WIRE];
+    uint32_t w = 0;
+    for (; w < FUSE_MAX_WIRE && r->wire[w].kind; w++) {
+        t[w] = w < r->n_in ? &m->in[w] : &m->out[w - r->n_in];
+        if (!wire(f, &r->wire[w], t[w]))
+            return false;
+    }
+    m->n_out = w - r->n_in;
+    for (uint32_t i = 0; i < 2; i++)
+        if (t[r->like[i][0]]->dtype != t[r->like[i][1]]->dtype)
+            return false;
+    m->eps = f->v[r->eps].a.eps;
+    m->theta = f->v[r->rope].a.theta;
+    m->head_dim = f->v[r->rope].a.head_dim;
+    if (r->token.slot) {
+        m->token_buf = f->v[r->token.node].b[r->token.slot]->buffer;
+        m->token_index = f->v[r->token.node].a.token_index;
+    }
+    return legal(fs, m);
 }
 
-static loom_result build_qkv_rope_kv(loom_graph *g, const fuse_match *m, uint32_t *out)
+static bool found(const fuse_find *f, uint32_t k, uint32_t id)
 {
-    return loom_op_rms_norm_qkv_rope_kv(g, m->in[0], m->in[1], m->in[2], m->in[3], m->in[4], m->out[0], m->out[1],
-                                        m->out[2], m->head_dim, m->theta, m->eps, out);
+    for (uint32_t j = 0; j < k; j++)
+        if (f->id[j] == id)
+            return true;
+    return false;
 }
 
-/* EMBED -> RMS_NORM_QKV_ROPE_KV reading the embedding row as x (the first
- * layer): the q/k/v workgroups read the row from the table themselves, so
- * the lookup needs no level of its own. The row is still written (by one
- * workgroup) for its other readers, the first residual add; nothing is
- * eliminated. */
-static bool match_embed_qkv(fuse_state *fs, uint32_t anchor, fuse_match *m)
+/* READER: the first node after `from` and before the anchor, not matched
+ * yet, of the pattern's op, whose slot `at` is exactly from's slot. */
+static uint32_t reader_of(const fuse_state *fs, fuse_find *f, uint32_t k)
 {
-    op_view qv, ev;
-    if (!view(fs, anchor, LOOM_OP_RMS_NORM_QKV_ROPE_KV, &qv))
-        return false;
-    uint32_t id = producer(fs, anchor, qv.b[1]);
-    if (!view(fs, id, LOOM_OP_EMBED, &ev) || !loom_binding_same(ev.b[2], qv.b[1]) || ev.n != qv.a.cols)
-        return false;
-    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 5, .n_out = 4, .eps = qv.a.eps,
-                       .theta = qv.a.theta, .head_dim = qv.a.head_dim, .token_buf = ev.b[1]->buffer,
-                       .token_index = ev.a.token_index };
-    return mat_of(ev.b[0], ev.a.vocab, ev.n, ev.wt, &m->in[0]) && vec_of(qv.b[2], qv.a.cols, &m->in[1]) &&
-           mat_of(qv.b[3], qv.a.q_rows, qv.a.cols, qv.wt, &m->in[2]) &&
-           mat_of(qv.b[4], qv.a.kv_rows, qv.a.cols, qv.wt, &m->in[3]) &&
-           mat_of(qv.b[5], qv.a.kv_rows, qv.a.cols, qv.wv, &m->in[4]) && m->in[0].dtype == m->in[2].dtype &&
-           vec_of(qv.b[6], qv.a.q_rows, &m->out[0]) &&
-           mat_of(qv.b[7], qv.a.max_seq, qv.a.kv_rows, LOOM_F32, &m->out[1]) &&
-           mat_of(qv.b[8], qv.a.max_seq, qv.a.kv_rows, LOOM_F32, &m->out[2]) && vec_of(ev.b[2], ev.n, &m->out[3]) &&
-           legal(fs, m);
+    const fuse_pat *p = &f->r->pat[k];
+    const loom_binding *b = f->v[p->from].b[p->slot];
+    if (b->buffer >= fs->nb)
+        return LOOM_NONE;
+    for (uint32_t i = fs->rstart[b->buffer]; i < fs->rstart[b->buffer + 1]; i++) {
+        uint32_t id = fs->racc[i].node;
+        if (id <= f->id[p->from] || id >= f->id[0] || found(f, k, id))
+            continue;
+        if (view(fs, id, p->op, &f->v[k]) && loom_binding_same(f->v[k].b[p->at], b))
+            return id;
+    }
+    return LOOM_NONE;
 }
 
-static loom_result build_embed_qkv(loom_graph *g, const fuse_match *m, uint32_t *out)
+/* Finds pattern nodes k onward, trying both inputs of a commuting node in
+ * turn: the first way through that rewrites legally is the match. */
+static bool find(const fuse_state *fs, fuse_find *f, uint32_t k, fuse_match *m)
 {
-    return loom_op_embed_rms_norm_qkv_rope_kv(g, m->in[0], m->token_buf, m->token_index, m->in[1], m->in[2],
-                                              m->in[3], m->in[4], m->out[3], m->out[0], m->out[1], m->out[2],
-                                              m->head_dim, m->theta, m->eps, out);
+    if (k == f->n)
+        return rewrite(fs, f, m);
+    const fuse_pat *p = &f->r->pat[k];
+    if (p->how == PAT_READER)
+        return (f->id[k] = reader_of(fs, f, k)) != LOOM_NONE && holds(f, k) && find(fs, f, k + 1, m);
+    uint32_t pos = f->id[p->from] < f->id[p->before] ? f->id[p->from] : f->id[p->before];
+    uint8_t sides[2] = { p->slot, p->alt };
+    for (uint32_t i = 0; i < (p->alt != p->slot ? 2u : 1u); i++) {
+        const loom_binding *b = f->v[p->from].b[sides[i]];
+        f->id[k] = producer(fs, pos, b);
+        f->other[p->from] = sides[1 - i];
+        if (view(fs, f->id[k], p->op, &f->v[k]) && loom_binding_same(f->v[k].b[p->at], b) && holds(f, k) &&
+            find(fs, f, k + 1, m))
+            return true;
+    }
+    return false;
 }
 
-/* RMS_NORM_MATVEC_ARGMAX -> the STEP_LOG of its index at the step's end
- * (back 0, one word): the workgroup that finds the index also writes it
- * into the ring, so the log's level goes. The ring keeps its rows. */
-static bool match_argmax_log(fuse_state *fs, uint32_t anchor, fuse_match *m)
+static bool match(const fuse_state *fs, const fuse_rule *r, uint32_t anchor, fuse_match *m)
 {
-    op_view lv, av;
-    if (!view(fs, anchor, LOOM_OP_STEP_LOG, &lv) || lv.a.back != 0 || lv.n != 1)
-        return false;
-    uint32_t id = producer(fs, anchor, lv.b[1]);
-    if (!view(fs, id, LOOM_OP_RMS_NORM_MATVEC_ARGMAX, &av) || !loom_binding_same(av.b[4], lv.b[1]) ||
-        lv.b[2]->size != (uint64_t)lv.a.slots * 4)
-        return false;
-    *m = (fuse_match){ .nodes = { id, anchor }, .n_nodes = 2, .n_in = 3, .n_out = 3, .eps = av.a.eps };
-    m->out[2] = (loom_tensor){ lv.b[2]->buffer, LOOM_U32, lv.b[2]->offset, lv.a.slots, 1 };
-    return mat_of(av.b[0], av.a.rows, av.a.cols, av.wt, &m->in[0]) && vec_of(av.b[1], av.a.cols, &m->in[1]) &&
-           vec_of(av.b[2], av.a.cols, &m->in[2]) && vec_of(av.b[3], av.a.rows, &m->out[0]) &&
-           u32_of(av.b[4], &m->out[1]) && legal(fs, m);
+    fuse_find f = { .r = r, .id = { anchor } };
+    while (f.n < FUSE_MAX_CHAIN && r->pat[f.n].how != PAT_END)
+        f.n++;
+    return view(fs, anchor, r->pat[0].op, &f.v[0]) && holds(&f, 0) && find(fs, &f, 1, m);
 }
 
-static loom_result build_argmax_log(loom_graph *g, const fuse_match *m, uint32_t *out)
+/* ---- native conditions -------------------------------------------------- */
+
+/* An ADD one of whose inputs a MATVEC just produced is left to matvec_add:
+ * folding it into that matvec removes a barrier level, and the norm after it
+ * can then fold into the matvecs that consume the norm. */
+static bool add_after_matvec(const fuse_state *fs, uint32_t pos, const op_view *av)
 {
-    return loom_op_rms_norm_matvec_argmax_log(g, m->in[0], m->in[1], m->in[2], m->out[0], m->out[1], m->out[2],
-                                              m->eps, out);
+    for (int side = 0; side < 2; side++) {
+        op_view mv;
+        uint32_t id = producer(fs, pos, av->b[side]);
+        if (view(fs, id, LOOM_OP_MATVEC, &mv) && loom_binding_same(mv.b[2], av->b[side]) && mv.a.rows == av->n)
+            return true;
+    }
+    return false;
 }
+
+static bool no_add_after_matvec(const fuse_state *fs, const fuse_find *f)
+{
+    for (uint32_t k = 0; k < f->n; k++)
+        if (f->r->pat[k].op == LOOM_OP_ADD && add_after_matvec(fs, f->id[k], &f->v[k]))
+            return false;
+    return true;
+}
+
+/* The pattern nodes of qkv_rope_kv. */
+enum { QKV_KV, QKV_RK, QKV_MV, QKV_MK, QKV_NORM, QKV_MQ, QKV_RQ };
+
+/* Wk and Wv take the same bytes unless Wv is of another block type; a row
+ * of Wq takes as many bytes as a row of Wk (one block type for both). */
+static bool qkv_weights(const fuse_state *fs, const fuse_find *f)
+{
+    (void)fs;
+    const op_view *mk = &f->v[QKV_MK], *mv = &f->v[QKV_MV], *mq = &f->v[QKV_MQ];
+    return !(mk->wt == mv->wt && mk->b[0]->size != mv->b[0]->size) &&
+           mq->b[0]->size / mq->a.rows == mk->b[0]->size / mk->a.rows;
+}
+
+/* ---- the rules ---------------------------------------------------------- */
+
+#define ANCHOR(op) { op, PAT_ANCHOR, 0, 0, 0, 0, 0 }
+#define PRODUCER(op, j, s, o) { op, PAT_PRODUCER, j, s, s, o, j }
+#define PRODUCER_EITHER(op, j, o) { op, PAT_PRODUCER, j, 0, 1, o, j }
+#define PRODUCER_BEFORE(op, j, s, o, k) { op, PAT_PRODUCER, j, s, s, o, k }
+#define READER(op, j, s, r) { op, PAT_READER, j, s, s, r, j }
+#define ARG(f) (uint8_t)offsetof(op_view, a.f)
+#define ELEMS (uint8_t)offsetof(op_view, n)
+#define FIELDS(a, fa, b, fb) { EQ_FIELD, a, fa, b, fb }
+#define FIELD_IS(a, fa, value) { EQ_CONST, a, fa, value, 0 }
+#define VIEWS(a, sa, b, sb) { EQ_VIEW, a, sa, b, sb }
+#define BYTES(a, sa, b, sb) { EQ_BYTES, a, sa, b, sb }
+#define DISTINCT(a, b) { EQ_DISTINCT, a, 0, b, 0 }
+#define VEC(node, slot, shape, n) { W_VEC, node, slot, shape, 0, n, DT_F32 }
+#define MAT(node, slot, shape, rows, cols, dt) { W_MAT, node, slot, shape, rows, cols, dt }
+#define ROWS(node, slot, shape, T, n) { W_ROWS, node, slot, shape, T, n, DT_F32 }
+#define U32(node, slot) { W_U32, node, slot, 0, 0, 0, DT_F32 }
+#define RING(node, slot, shape, rows) { W_RING, node, slot, shape, rows, 0, DT_F32 }
+#define BIT(k) (uint8_t)(1u << (k))
 
 /* Longer chains first: an anchor takes the first rule that matches. */
 static const fuse_rule rules[] = {
-    { "add_rms_norm_mul", { LOOM_OP_ADD, LOOM_OP_RMS_NORM, LOOM_OP_MUL }, 3, LOOM_OP_ADD_RMS_NORM_MUL,
-      match_add_rms_norm_mul, build_add_rms_norm_mul },
-    { "matvec_silu_mul", { LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_SILU_MUL }, 3, LOOM_OP_MATVEC_SILU_MUL,
-      match_matvec_silu_mul, build_matvec_silu_mul },
-    { "rms_norm_mul", { LOOM_OP_RMS_NORM, LOOM_OP_MUL }, 2, LOOM_OP_RMS_NORM_MUL, match_rms_norm_mul,
-      build_rms_norm_mul },
-    { "add_rms_norm", { LOOM_OP_ADD, LOOM_OP_RMS_NORM }, 2, LOOM_OP_ADD_RMS_NORM, match_add_rms_norm,
-      build_add_rms_norm },
-    { "matvec_add", { LOOM_OP_MATVEC, LOOM_OP_ADD }, 2, LOOM_OP_MATVEC_ADD, match_matvec_add, build_matvec_add },
-    { "matvec_argmax", { LOOM_OP_MATVEC, LOOM_OP_ARGMAX }, 2, LOOM_OP_MATVEC_ARGMAX, match_matvec_argmax,
-      build_matvec_argmax },
-    { "matmul_silu_mul", { LOOM_OP_MATMUL, LOOM_OP_MATMUL, LOOM_OP_SILU_MUL }, 3, LOOM_OP_MATMUL_SILU_MUL,
-      match_matmul_silu_mul, build_matmul_silu_mul },
-    { "matmul_add", { LOOM_OP_MATMUL, LOOM_OP_ADD }, 2, LOOM_OP_MATMUL_ADD, match_matmul_add, build_matmul_add },
+    /* MUL(RMS_NORM(ADD(a, b)), w) */
+    { .name = "add_rms_norm_mul", .fused = LOOM_OP_ADD_RMS_NORM_MUL,
+      .pat = { ANCHOR(LOOM_OP_MUL), PRODUCER_EITHER(LOOM_OP_RMS_NORM, 0, 1), PRODUCER(LOOM_OP_ADD, 1, 0, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ELEMS), FIELDS(2, ELEMS, 1, ELEMS) }, .check = no_add_after_matvec,
+      .elim = BIT(1), .n_in = 3, .eps = 1,
+      .wire = { VEC(2, 0, 0, ELEMS), VEC(2, 1, 0, ELEMS), VEC(0, OTHER, 0, ELEMS),
+                VEC(2, 2, 0, ELEMS), VEC(0, 2, 0, ELEMS) } },
+    /* SILU_MUL(MATVEC(Wg, x), MATVEC(Wu, x)) */
+    { .name = "matvec_silu_mul", .fused = LOOM_OP_MATVEC_SILU_MUL,
+      .pat = { ANCHOR(LOOM_OP_SILU_MUL), PRODUCER(LOOM_OP_MATVEC, 0, 0, 2), PRODUCER(LOOM_OP_MATVEC, 0, 1, 2) },
+      .eq = { DISTINCT(1, 2), VIEWS(1, 1, 2, 1), FIELDS(1, ARG(rows), 2, ARG(rows)), FIELDS(1, ARG(cols), 2, ARG(cols)),
+              FIELDS(1, ARG(rows), 0, ELEMS), BYTES(1, 0, 2, 0) },
+      .elim = BIT(1) | BIT(2), .n_in = 3, .like = { { 0, 1 } },
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), MAT(2, 0, 2, ARG(rows), ARG(cols), DT_WT),
+                VEC(1, 1, 1, ARG(cols)), VEC(0, 2, 0, ELEMS) } },
+    /* MUL(RMS_NORM(x), w) */
+    { .name = "rms_norm_mul", .fused = LOOM_OP_RMS_NORM_MUL,
+      .pat = { ANCHOR(LOOM_OP_MUL), PRODUCER_EITHER(LOOM_OP_RMS_NORM, 0, 1) },
+      .eq = { FIELDS(1, ELEMS, 0, ELEMS) }, .elim = BIT(1), .n_in = 2, .eps = 1,
+      .wire = { VEC(1, 0, 0, ELEMS), VEC(0, OTHER, 0, ELEMS), VEC(0, 2, 0, ELEMS) } },
+    /* RMS_NORM(ADD(a, b)); the sum stays written: it usually has other readers (the residual). */
+    { .name = "add_rms_norm", .fused = LOOM_OP_ADD_RMS_NORM,
+      .pat = { ANCHOR(LOOM_OP_RMS_NORM), PRODUCER(LOOM_OP_ADD, 0, 0, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ELEMS) }, .check = no_add_after_matvec, .n_in = 2, .eps = 0,
+      .wire = { VEC(1, 0, 0, ELEMS), VEC(1, 1, 0, ELEMS), VEC(1, 2, 0, ELEMS), VEC(0, 1, 0, ELEMS) } },
+    /* ADD(MATVEC(W, x), r), either side */
+    { .name = "matvec_add", .fused = LOOM_OP_MATVEC_ADD,
+      .pat = { ANCHOR(LOOM_OP_ADD), PRODUCER_EITHER(LOOM_OP_MATVEC, 0, 2) },
+      .eq = { FIELDS(1, ARG(rows), 0, ELEMS) }, .elim = BIT(1), .n_in = 3,
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), VEC(1, 1, 1, ARG(cols)), VEC(0, OTHER, 0, ELEMS),
+                VEC(0, 2, 0, ELEMS) } },
+    /* ARGMAX(MATVEC(W, x)): the logits stay written (the host usually reads them). */
+    { .name = "matvec_argmax", .fused = LOOM_OP_MATVEC_ARGMAX,
+      .pat = { ANCHOR(LOOM_OP_ARGMAX), PRODUCER(LOOM_OP_MATVEC, 0, 0, 2) },
+      .eq = { FIELDS(1, ARG(rows), 0, ELEMS) }, .n_in = 2,
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), VEC(1, 1, 1, ARG(cols)), VEC(1, 2, 1, ARG(rows)),
+                U32(0, 1) } },
+    /* The T-row forms of matvec_silu_mul and matvec_add: the elementwise op
+     * counts T x rows elements. */
+    { .name = "matmul_silu_mul", .fused = LOOM_OP_MATMUL_SILU_MUL,
+      .pat = { ANCHOR(LOOM_OP_SILU_MUL), PRODUCER(LOOM_OP_MATMUL, 0, 0, 2), PRODUCER(LOOM_OP_MATMUL, 0, 1, 2) },
+      .eq = { DISTINCT(1, 2), VIEWS(1, 1, 2, 1), FIELDS(1, ARG(rows), 2, ARG(rows)), FIELDS(1, ARG(cols), 2, ARG(cols)),
+              FIELDS(1, ARG(T), 2, ARG(T)), FIELDS(1, ELEMS, 0, ELEMS), BYTES(1, 0, 2, 0) },
+      .elim = BIT(1) | BIT(2), .n_in = 3, .like = { { 0, 1 } },
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), MAT(2, 0, 2, ARG(rows), ARG(cols), DT_WT),
+                ROWS(1, 1, 1, ARG(T), ARG(cols)), ROWS(0, 2, 1, ARG(T), ARG(rows)) } },
+    { .name = "matmul_add", .fused = LOOM_OP_MATMUL_ADD,
+      .pat = { ANCHOR(LOOM_OP_ADD), PRODUCER_EITHER(LOOM_OP_MATMUL, 0, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ELEMS) }, .elim = BIT(1), .n_in = 3,
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), ROWS(1, 1, 1, ARG(T), ARG(cols)),
+                ROWS(0, OTHER, 1, ARG(T), ARG(rows)), ROWS(0, 2, 1, ARG(T), ARG(rows)) } },
     /* These take what the rules above made, in a later round. */
-    { "qkv_rope_kv",
-      { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_MATVEC, LOOM_OP_ROPE, LOOM_OP_ROPE,
-        LOOM_OP_KV_APPEND },
-      7, LOOM_OP_RMS_NORM_QKV_ROPE_KV, match_qkv_rope_kv, build_qkv_rope_kv },
-    { "rms_norm_matvec", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC }, 2, LOOM_OP_RMS_NORM_MATVEC, match_norm_matvec,
-      build_norm_matvec },
-    { "rms_norm_matvec_silu_mul", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC_SILU_MUL }, 2,
-      LOOM_OP_RMS_NORM_MATVEC_SILU_MUL, match_norm_matvec_silu_mul, build_norm_matvec_silu_mul },
-    { "rms_norm_matvec_argmax", { LOOM_OP_RMS_NORM_MUL, LOOM_OP_MATVEC_ARGMAX }, 2, LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
-      match_norm_matvec_argmax, build_norm_matvec_argmax },
-    { "embed_qkv", { LOOM_OP_EMBED, LOOM_OP_RMS_NORM_QKV_ROPE_KV }, 2, LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV,
-      match_embed_qkv, build_embed_qkv },
-    { "argmax_log", { LOOM_OP_RMS_NORM_MATVEC_ARGMAX, LOOM_OP_STEP_LOG }, 2, LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG,
-      match_argmax_log, build_argmax_log },
+    /* KV_APPEND(ROPE(MATVEC(Wk, n)), MATVEC(Wv, n)), n = RMS_NORM_MUL(x, g), and
+     * ROPE(MATVEC(Wq, n)) among n's readers: one dispatch normalises, streams
+     * the three matrices, rotates q and k in its epilogue and writes k and v
+     * into the caches. */
+    { .name = "qkv_rope_kv", .fused = LOOM_OP_RMS_NORM_QKV_ROPE_KV,
+      .pat = { [QKV_KV] = ANCHOR(LOOM_OP_KV_APPEND), [QKV_RK] = PRODUCER(LOOM_OP_ROPE, QKV_KV, 1, 2),
+               [QKV_MV] = PRODUCER(LOOM_OP_MATVEC, QKV_KV, 2, 2), [QKV_MK] = PRODUCER(LOOM_OP_MATVEC, QKV_RK, 1, 2),
+               [QKV_NORM] = PRODUCER_BEFORE(LOOM_OP_RMS_NORM_MUL, QKV_MK, 1, 2, QKV_MV),
+               [QKV_MQ] = READER(LOOM_OP_MATVEC, QKV_NORM, 2, 1), [QKV_RQ] = READER(LOOM_OP_ROPE, QKV_MQ, 2, 1) },
+      .eq = { VIEWS(QKV_MK, 1, QKV_MV, 1), FIELDS(QKV_MK, ARG(rows), QKV_KV, ELEMS),
+              FIELDS(QKV_MV, ARG(rows), QKV_KV, ELEMS), FIELDS(QKV_MK, ARG(cols), QKV_MV, ARG(cols)),
+              FIELDS(QKV_NORM, ELEMS, QKV_MK, ARG(cols)), FIELDS(QKV_MQ, ARG(cols), QKV_MK, ARG(cols)),
+              FIELDS(QKV_RQ, ARG(head_dim), QKV_RK, ARG(head_dim)), FIELDS(QKV_RQ, ARG(theta), QKV_RK, ARG(theta)),
+              FIELDS(QKV_RQ, ELEMS, QKV_MQ, ARG(rows)), FIELDS(QKV_RK, ELEMS, QKV_MK, ARG(rows)) },
+      .check = qkv_weights, .elim = BIT(QKV_NORM) | BIT(QKV_MQ) | BIT(QKV_MK) | BIT(QKV_MV) | BIT(QKV_RK),
+      .n_in = 5, .like = { { 2, 3 }, { 6, 7 } }, .eps = QKV_NORM, .rope = QKV_RK,
+      .wire = { VEC(QKV_NORM, 0, QKV_NORM, ELEMS), VEC(QKV_NORM, 1, QKV_NORM, ELEMS),
+                MAT(QKV_MQ, 0, QKV_MQ, ARG(rows), ARG(cols), DT_WT), MAT(QKV_MK, 0, QKV_MK, ARG(rows), ARG(cols), DT_WT),
+                MAT(QKV_MV, 0, QKV_MV, ARG(rows), ARG(cols), DT_WT), VEC(QKV_RQ, 2, QKV_RQ, ELEMS),
+                MAT(QKV_KV, 3, QKV_KV, ARG(max_seq), ELEMS, DT_F32), MAT(QKV_KV, 4, QKV_KV, ARG(max_seq), ELEMS, DT_F32) } },
+    /* A matvec-family node whose x is RMS_NORM_MUL's output read by nothing
+     * else: the matvec normalises x itself. */
+    { .name = "rms_norm_matvec", .fused = LOOM_OP_RMS_NORM_MATVEC,
+      .pat = { ANCHOR(LOOM_OP_MATVEC), PRODUCER(LOOM_OP_RMS_NORM_MUL, 0, 1, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ARG(cols)) }, .elim = BIT(1), .n_in = 3, .eps = 1,
+      .wire = { MAT(0, 0, 0, ARG(rows), ARG(cols), DT_WT), VEC(1, 0, 1, ELEMS), VEC(1, 1, 1, ELEMS),
+                VEC(0, 2, 0, ARG(rows)) } },
+    { .name = "rms_norm_matvec_silu_mul", .fused = LOOM_OP_RMS_NORM_MATVEC_SILU_MUL,
+      .pat = { ANCHOR(LOOM_OP_MATVEC_SILU_MUL), PRODUCER(LOOM_OP_RMS_NORM_MUL, 0, 2, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ARG(cols)) }, .elim = BIT(1), .n_in = 4, .like = { { 0, 1 } }, .eps = 1,
+      .wire = { MAT(0, 0, 0, ARG(rows), ARG(cols), DT_WT), MAT(0, 1, 0, ARG(rows), ARG(cols), DT_WT),
+                VEC(1, 0, 1, ELEMS), VEC(1, 1, 1, ELEMS), VEC(0, 3, 0, ARG(rows)) } },
+    { .name = "rms_norm_matvec_argmax", .fused = LOOM_OP_RMS_NORM_MATVEC_ARGMAX,
+      .pat = { ANCHOR(LOOM_OP_MATVEC_ARGMAX), PRODUCER(LOOM_OP_RMS_NORM_MUL, 0, 1, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ARG(cols)) }, .elim = BIT(1), .n_in = 3, .eps = 1,
+      .wire = { MAT(0, 0, 0, ARG(rows), ARG(cols), DT_WT), VEC(1, 0, 1, ELEMS), VEC(1, 1, 1, ELEMS),
+                VEC(0, 2, 0, ARG(rows)), U32(0, 3) } },
+    /* RMS_NORM_QKV_ROPE_KV(EMBED(table, token)) (the first layer): the q/k/v
+     * workgroups read the row from the table themselves, so the lookup needs
+     * no level of its own. The row is still written (by one workgroup) for
+     * its other readers, the first residual add; nothing is eliminated. */
+    { .name = "embed_qkv", .fused = LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV,
+      .pat = { ANCHOR(LOOM_OP_RMS_NORM_QKV_ROPE_KV), PRODUCER(LOOM_OP_EMBED, 0, 1, 2) },
+      .eq = { FIELDS(1, ELEMS, 0, ARG(cols)) }, .n_in = 5, .like = { { 0, 2 } }, .eps = 0, .rope = 0,
+      .token = { 1, 1 },
+      .wire = { MAT(1, 0, 1, ARG(vocab), ELEMS, DT_WT), VEC(0, 2, 0, ARG(cols)),
+                MAT(0, 3, 0, ARG(q_rows), ARG(cols), DT_WT), MAT(0, 4, 0, ARG(kv_rows), ARG(cols), DT_WT),
+                MAT(0, 5, 0, ARG(kv_rows), ARG(cols), DT_WV), VEC(0, 6, 0, ARG(q_rows)),
+                MAT(0, 7, 0, ARG(max_seq), ARG(kv_rows), DT_F32), MAT(0, 8, 0, ARG(max_seq), ARG(kv_rows), DT_F32),
+                VEC(1, 2, 1, ELEMS) } },
+    /* STEP_LOG(RMS_NORM_MATVEC_ARGMAX's index) at the step's end (back 0,
+     * one word): the workgroup that finds the index also writes it into the
+     * ring, so the log's level goes. The ring keeps its rows. */
+    { .name = "argmax_log", .fused = LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG,
+      .pat = { ANCHOR(LOOM_OP_STEP_LOG), PRODUCER(LOOM_OP_RMS_NORM_MATVEC_ARGMAX, 0, 1, 4) },
+      .eq = { FIELD_IS(0, ARG(back), 0), FIELD_IS(0, ELEMS, 1) }, .n_in = 3, .eps = 1,
+      .wire = { MAT(1, 0, 1, ARG(rows), ARG(cols), DT_WT), VEC(1, 1, 1, ARG(cols)), VEC(1, 2, 1, ARG(cols)),
+                VEC(1, 3, 1, ARG(rows)), U32(1, 4), RING(0, 2, 0, ARG(slots)) } },
 };
+
+/* The fused op's builder, handed the wired tensors and the scalars. */
+static loom_result build(loom_graph *g, loom_op op, const fuse_match *m, uint32_t *out)
+{
+    const loom_tensor *i = m->in, *o = m->out;
+    switch (op) {
+    case LOOM_OP_ADD_RMS_NORM_MUL:
+        return loom_op_add_rms_norm_mul(g, i[0], i[1], i[2], o[0], o[1], m->eps, out);
+    case LOOM_OP_MATVEC_SILU_MUL:
+        return loom_op_matvec_silu_mul(g, i[0], i[1], i[2], o[0], out);
+    case LOOM_OP_RMS_NORM_MUL:
+        return loom_op_rms_norm_mul(g, i[0], i[1], o[0], m->eps, out);
+    case LOOM_OP_ADD_RMS_NORM:
+        return loom_op_add_rms_norm(g, i[0], i[1], o[0], o[1], m->eps, out);
+    case LOOM_OP_MATVEC_ADD:
+        return loom_op_matvec_add(g, i[0], i[1], i[2], o[0], out);
+    case LOOM_OP_MATVEC_ARGMAX:
+        return loom_op_matvec_argmax(g, i[0], i[1], o[0], o[1], out);
+    case LOOM_OP_MATMUL_SILU_MUL:
+        return loom_op_matmul_silu_mul(g, i[0], i[1], i[2], o[0], out);
+    case LOOM_OP_MATMUL_ADD:
+        return loom_op_matmul_add(g, i[0], i[1], i[2], o[0], out);
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV:
+        return loom_op_rms_norm_qkv_rope_kv(g, i[0], i[1], i[2], i[3], i[4], o[0], o[1], o[2], m->head_dim, m->theta,
+                                            m->eps, out);
+    case LOOM_OP_RMS_NORM_MATVEC:
+        return loom_op_rms_norm_matvec(g, i[0], i[1], i[2], o[0], m->eps, out);
+    case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:
+        return loom_op_rms_norm_matvec_silu_mul(g, i[0], i[1], i[2], i[3], o[0], m->eps, out);
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX:
+        return loom_op_rms_norm_matvec_argmax(g, i[0], i[1], i[2], o[0], o[1], m->eps, out);
+    case LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV:
+        return loom_op_embed_rms_norm_qkv_rope_kv(g, i[0], m->token_buf, m->token_index, i[1], i[2], i[3], i[4], o[3],
+                                                  o[0], o[1], o[2], m->head_dim, m->theta, m->eps, out);
+    case LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG:
+        return loom_op_rms_norm_matvec_argmax_log(g, i[0], i[1], i[2], o[0], o[1], o[2], m->eps, out);
+    default:
+        return loom_fail(LOOM_UNSUPPORTED, "fuse: no builder for %s", loom_op_name(op));
+    }
+}
 
 /* ---- driver ------------------------------------------------------------- */
 
@@ -877,7 +882,7 @@ static loom_result set_members(fuse_state *fs, const fuse_match *m, uint32_t id,
 static loom_result apply(fuse_state *fs, const fuse_rule *rule, const fuse_match *m)
 {
     uint32_t before = loom_graph_node_count(fs->g), id;
-    loom_result rc = rule->build(fs->g, m, &id);
+    loom_result rc = build(fs->g, rule->fused, m, &id);
     if (rc == LOOM_OUT_OF_MEMORY)
         return rc;
     if (rc) {
@@ -930,7 +935,7 @@ static loom_result fuse_round(loom_graph *g, uint64_t limit, uint32_t *out_chain
         uint8_t op = loom_graph_node(g, i)->op;
         for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
             fuse_match m;
-            if (rules[r].chain[rules[r].len - 1] != op || !rules[r].match(&fs, i, &m))
+            if (rules[r].pat[0].op != op || !match(&fs, &rules[r], i, &m))
                 continue;
             if (!pass_split_handles(rules[r].fused) && chain_over(&fs, &m))
                 continue;

@@ -69,7 +69,9 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
 /* The passes themselves; each can run alone on any verified graph.
  * - verify: loom_graph_verify, plus annotation sanity (groups ascend).
  * - fuse: replaces chains by fused nodes where legal, by the rules of
- *   passes/fuse.c's table (14: RMS_NORM→MUL, ADD→RMS_NORM(→MUL),
+ *   passes/fuse.c's table, each a row of data: the chain's pattern, the
+ *   fields its nodes must agree on, and how the fused op's tensors are
+ *   wired from the members' slots (14: RMS_NORM→MUL, ADD→RMS_NORM(→MUL),
  *   MATVEC×2→SILU_MUL, MATVEC→ADD, MATVEC→ARGMAX, their T-row forms
  *   MATMUL×2→SILU_MUL and MATMUL→ADD, and, from a later round,
  *   the norm folded into a matvec form, q/k/v with RoPE and the KV append,

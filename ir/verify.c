@@ -116,41 +116,42 @@ static loom_result check_ranges(const loom_graph *g, uint32_t i, const loom_node
  * blocks: its push constants' shape must be whole blocks a row, and each
  * weight slot must bind exactly the rows it names (its last word whole,
  * ops.c's rule). The builders keep to this; a captured or parsed node may
- * not. Shapes by op: the matvec forms' rows and cols lead their push
- * constants; the q/k/v forms' are q_rows, kv_rows, cols (and the EMBED-fed
- * form's table has vocab rows, its eighth word); EMBED's table is vocab
- * (word 1) rows of dim (word 0); EMBED_ROWS's is whole rows of cols (word 0),
- * as many as its binding holds. EMBED_BLOCKS splits its table: skipped. */
+ * not. The shapes come from the push constants as loom_op_args_read
+ * decodes them: a matvec form's W (Wg, Wu) is rows x cols; the q/k/v
+ * forms' Wq is q_rows x cols, Wk and Wv kv_rows x cols (Wv of its own
+ * type), the EMBED-fed form's table vocab x cols; EMBED's table is vocab x
+ * cols; EMBED_ROWS's is whole rows of cols, as many as its binding holds.
+ * EMBED_BLOCKS splits its table: skipped. Push constants that are not the
+ * op's layout are left to the layout checks. */
 static loom_result check_blocks(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *kname = g->strings.v + g->kernels.v[n->kernel];
     loom_dtype wt, wv;
-    if (!loom_form_weights(kname, &wt, &wv) || !loom_dtype_is_block(wt) || n->op == LOOM_OP_EMBED_BLOCKS)
+    loom_op_args a;
+    if (!loom_form_weights(kname, &wt, &wv) || !loom_dtype_is_block(wt) || n->op == LOOM_OP_EMBED_BLOCKS ||
+        loom_op_args_read((loom_op)n->op, g->push.v + n->push_offset, n->push_size, &a))
         return LOOM_OK;
-    uint32_t p[10] = { 0 };
-    memcpy(p, g->push.v + n->push_offset, n->push_size < sizeof p ? n->push_size : sizeof p);
     const loom_op_info *in = loom_op_info_get((loom_op)n->op);
     const loom_binding *b = loom_node_bindings(g, n);
-    bool qkv = n->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV || n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV;
-    bool rows_op = n->op == LOOM_OP_EMBED_ROWS;   /* its table's rows are its binding's (push: cols, T) */
-    uint32_t cols = qkv ? p[2] : n->op == LOOM_OP_EMBED || rows_op ? p[0] : p[1];
+    bool rows_op = n->op == LOOM_OP_EMBED_ROWS;   /* its table's rows are its binding's */
+    uint32_t cols = a.cols;
     const char *op = loom_op_name((loom_op)n->op);
     for (uint32_t k = 0; k < n->n_bindings; k++) {
         const char *slot = b[k].slot < in->n_slots ? in->slot[b[k].slot].name : "";
         uint32_t rows;
         loom_dtype t = wt;
         if (!strcmp(slot, "W") || !strcmp(slot, "Wg") || !strcmp(slot, "Wu"))
-            rows = p[0];
+            rows = a.rows;
         else if (!strcmp(slot, "Wq"))
-            rows = p[0];
+            rows = a.q_rows;
         else if (!strcmp(slot, "Wk") || !strcmp(slot, "Wv")) {
-            rows = p[1];
+            rows = a.kv_rows;
             t = slot[1] == 'v' ? wv : wt;
         } else if (!strcmp(slot, "table") && rows_op) {
             uint64_t rb = loom_dtype_row_bytes(t, cols);
             rows = rb ? (uint32_t)(b[k].size / rb) : 0;
         } else if (!strcmp(slot, "table"))
-            rows = qkv ? p[7] : p[1];
+            rows = a.vocab;
         else
             continue;
         if (cols == 0 || cols % loom_dtype_block(t))

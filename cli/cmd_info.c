@@ -58,6 +58,8 @@ int loom_cmd_info(int argc, char **argv)
                                     "through staging",
     };
     printf("\n  placement:                      %s\n", info.memory < 4 ? what[info.memory] : "?");
+    printf("  awaited edges:                  %s: %s\n", info.awaited_edges ? "yes" : "no (barrier plan)",
+           info.awaited_why);
     printf("  timestamp period:               %.3f ns\n", info.timestamp_period_ns);
     printf("  minStorageBufferOffsetAlignment %llu\n", (unsigned long long)info.min_storage_offset_alignment);
     printf("  maxStorageBufferRange           %llu", (unsigned long long)info.max_storage_buffer_range);

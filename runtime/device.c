@@ -485,9 +485,50 @@ static void device_extensions(loom_rt *rt, device_features *f, const char **exts
     rt->atomic_float_add = true;
 }
 
+/* Awaited edges (tagged vectors, runtime/tags.c) replace a barrier by a
+ * reader that polls its producer's output. Vulkan promises neither launch
+ * order across dispatches nor forward progress between workgroups, so the
+ * lowering rests on what a device is known to do (docs/design-notes.md,
+ * "Awaited edges: what they assume"):
+ *  A1 a queue's dispatches launch in order: no workgroup of the reader
+ *     starts before every workgroup of its producer has started, so a
+ *     polling workgroup never holds a slot its producer still needs;
+ *  A2 a started workgroup runs to its end while others spin;
+ *  A3 a 32-bit store is seen whole, and in time, by a coherent load on
+ *     another unit, with no barrier between them.
+ * NVIDIA's GPUs do all three (the measured plans of docs/perf.md rely on
+ * them); a CPU implementation runs a queue's dispatches one after another,
+ * so a reader never runs beside its producer and the polls find every word
+ * landed. Any other device gets the barrier plan. LOOM_TAGS=0 turns the
+ * edges off anywhere, LOOM_TAGS=1 (or keep) takes them anyway. */
+static void rt_awaits_rule(loom_rt *rt)
+{
+    const char *e = getenv("LOOM_TAGS");
+    if (e && !strcmp(e, "0")) {
+        rt->awaits = false;
+        rt->awaits_why = "LOOM_TAGS=0";
+    } else if (e && (!strcmp(e, "1") || !strcmp(e, "keep"))) {
+        rt->awaits = true;
+        rt->awaits_why = "LOOM_TAGS set: taken whatever the device";
+    } else if (rt->props.vendorID == 0x10deu) {
+        rt->awaits = true;
+        rt->awaits_why = "NVIDIA: a queue's dispatches launch in order and a started workgroup runs beside "
+                         "spinning ones (A1-A3)";
+    } else if (rt->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        rt->awaits = true;
+        rt->awaits_why = "a CPU device: a queue's dispatches run one after another, so a poll finds its "
+                         "producer done";
+    } else {
+        rt->awaits = false;
+        rt->awaits_why = "launch order across dispatches not known for this vendor (Vulkan promises none): "
+                         "barrier plan; LOOM_TAGS=1 takes awaited edges anyway";
+    }
+}
+
 static loom_result create_device(loom_rt *rt)
 {
     device_fetch(rt);
+    rt_awaits_rule(rt);
     device_features f;
     features_fill(rt, &f);
     const char *exts[4];
@@ -616,6 +657,8 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->queue_family = rt->queue_family;
     out->queue_flags = rt->queue_flags;
     out->sm_count = rt->sm_count;
+    out->awaited_edges = rt->awaits;
+    snprintf(out->awaited_why, sizeof out->awaited_why, "%s", rt->awaits_why ? rt->awaits_why : "");
 }
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out)

@@ -238,6 +238,8 @@ struct loom_rt {
     bool coopmat;            /* VK_NV_cooperative_matrix enabled with 16x16x16 f16 -> f32 by subgroups of 32
                                 (kernels that need it: LOOM_KERNEL_NEEDS_COOPMAT; loom_compile_options.coopmat) */
     bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
+    bool awaits;             /* awaited edges allowed (rt_awaits_rule): tagged vectors may replace barriers */
+    const char *awaits_why;  /* the rule that decided it, for `loom info` */
     VkDevice device;
     uint32_t queue_family;
     uint32_t queue_flags;   /* VkQueueFlags of queue_family */

@@ -127,6 +127,10 @@ typedef struct loom_rt_info {
     uint32_t queue_family;
     uint32_t queue_flags;              /* its VkQueueFlags: LOOM_RT_QUEUE_* */
     uint32_t sm_count;                 /* streaming multiprocessors, where the driver tells (VK_NV_shader_sm_builtins); 0: not told */
+    /* Whether programs may await a dependency in the shader instead of a
+     * barrier (tagged vectors), and the device rule that decided it. */
+    bool awaited_edges;
+    char awaited_why[192];
 } loom_rt_info;
 #define LOOM_RT_QUEUE_GRAPHICS 0x1u    /* VK_QUEUE_GRAPHICS_BIT */
 #define LOOM_RT_QUEUE_COMPUTE 0x2u     /* VK_QUEUE_COMPUTE_BIT */

@@ -116,7 +116,9 @@ static bool level_alone(const loom_graph *g, uint32_t i)
            (i + 1 == nn || rt_node_barrier(loom_graph_node(g, i + 1), i + 1, true));
 }
 
-/* LOOM_TAGS (default on; 0: off; keep: tagged, barriers kept): the output
+/* Where the device rule allows awaited edges (device.c: rt_awaits_rule;
+ * LOOM_TAGS=0: off, 1: on whatever the device, keep: tagged, barriers
+ * kept): the output
  * of a tagged-form producer becomes a tagged vector, and the barrier in
  * front of its reader is left out, where
  * - the producer and the reader are levels of their own, one after the
@@ -135,7 +137,7 @@ loom_result rt_tags_plan(loom_rt_program *p)
     const char *e = getenv("LOOM_TAGS");
     const loom_graph *g = p->g;
     uint32_t nn = loom_graph_node_count(g);
-    if ((e && !strcmp(e, "0")) || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || nn < 2)
+    if (!p->rt->awaits || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || nn < 2)
         return LOOM_OK;
     bool keep = p->rt->validate || (e && !strcmp(e, "keep"));
     /* cand[b]: graph buffer b is the y of a producer at node cand[b] - 1 */

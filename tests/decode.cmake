@@ -192,3 +192,8 @@ if(LOOM_PYTHON3)
            "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])"
            ${CMAKE_SOURCE_DIR}/bench/torch_decode.py)
 endif()
+# The GPU machine's shell scripts, parsed by the shell (CI cannot run them:
+# they need the GPU and the peer's libraries).
+foreach(script ab_decode.sh quant_bench.sh prefill_bench.sh)
+  add_test(NAME bench_script_syntax_${script} COMMAND sh -n ${CMAKE_SOURCE_DIR}/bench/${script})
+endforeach()

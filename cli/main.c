@@ -48,6 +48,8 @@ static const char ENVIRONMENT[] =
     "  LOOM_PROBE_SKIP_BARRIER=NAME\n"
     "                            no barrier before the kernels whose name contains NAME: wrong results,\n"
     "                            for timing what one dependency costs (test and benchmark builds)\n"
+    "  LOOM_PROBE_DROP_TAG=1     the first copy of a tagged program drops one producer's tags: its reader's\n"
+    "                            polls give up, the step's wait fails, the program falls back to barriers (tests)\n"
 #endif
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,stage,gather,reorder,barriers,lifetimes,cache\n"
     "  LOOM_ENABLE=LIST          forms that are not the default: half_shares,half_stage,half_act (f16 intermediates),\n"
@@ -57,7 +59,8 @@ static const char ENVIRONMENT[] =
     "  LOOM_INT_DOT=0            no integer dot products: block-typed matvecs in float, not int8 x (tests)\n"
     "  LOOM_STORAGE16=0          no 16-bit storage on the device (f16 KV caches refused), as if it lacked it (tests)\n"
     "  LOOM_QUEUE=compute        prefer a compute-only queue family (default: one with graphics as well)\n"
-    "  LOOM_TAGS=0|keep          tagged vectors off (0), or tagged with their barriers kept (keep); default:\n"
+    "  LOOM_TAGS=0|1|keep        tagged vectors off (0), on whatever the device (1), or tagged with their\n"
+    "                            barriers kept (keep); default, where the device rule allows (loom info):\n"
     "                            the down projection polls the gated FFN's output, the o-projection the\n"
     "                            attention's, with no barrier between\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"

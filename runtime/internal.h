@@ -136,6 +136,7 @@ typedef struct rt_copy {
      * adds one after each node in between). */
     VkQueryPool queries;
     uint64_t last_step;
+    uint64_t fault_seen;     /* last step whose fault word was read (sync.c) */
     uint64_t timed_step;     /* last step whose GPU time is in the counters */
     uint64_t submit_ns;      /* tracing: host clock at the last submit */
 } rt_copy;
@@ -177,6 +178,9 @@ loom_result rt_tags_plan(loom_rt_program *p);
 /* Records copy c of program p (record.c): its descriptor sets, then every
  * node, with a host span in the trace. */
 loom_result rt_record_traced(loom_rt_program *p, rt_copy *c);
+/* After a poll gave up (p->tag_fault): every copy recorded again with every
+ * barrier, once none is in flight (record.c). */
+loom_result rt_tags_fallback(loom_rt_program *p);
 
 struct loom_rt_program {
     loom_rt *rt;
@@ -186,6 +190,8 @@ struct loom_rt_program {
     rt_mem tag_mem;          /* the tagged vectors, apart from the arena */
     uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
     uint32_t tag_steps;      /* replays so far: the step word */
+    bool tag_fault;          /* a poll gave up: record every barrier before the next replay */
+    bool tag_probe;          /* LOOM_PROBE_DROP_TAG (test builds): the next copy recorded drops a tag */
     loom_graph *g;
     rt_slot *slots;          /* per graph buffer */
     uint32_t n_slots;
@@ -366,6 +372,9 @@ loom_rt_memory rt_memory_of(const VkPhysicalDeviceProperties *props, const VkPhy
 loom_result rt_submit(loom_rt *rt, VkCommandBuffer cmd, uint64_t *out_step);
 /* Refreshes rt->completed from the semaphore. */
 loom_result rt_poll(loom_rt *rt);
+/* loom_rt_wait without reading the tagged programs' fault words (which
+ * loom_rt_wait does once the step is done). */
+loom_result rt_wait_quiet(loom_rt *rt, uint64_t step);
 /* Waits for step before a host access to a buffer and counts the access in
  * loom_rt_counters.host_{reads,writes}_{waited,ready}. */
 loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write);

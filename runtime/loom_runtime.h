@@ -200,7 +200,12 @@ void loom_rt_program_release(loom_rt_program *p);
  * waits, for the oldest copy only, when all are in flight. Returns the step
  * id to wait for. */
 loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_params *params, uint64_t *out_step);
-/* Returns at once when the step is done; else spins, then blocks. */
+/* Returns at once when the step is done; else spins, then blocks. Then
+ * reads the fault words of every finished step of a program with tagged
+ * vectors: where a poll gave up (a producer's tagged write never landed),
+ * LOOM_TIMEOUT naming the program and the step, counted in
+ * loom_rt_counters.poll_timeouts; that program records every barrier from
+ * its next replay on. */
 loom_result loom_rt_wait(loom_rt *rt, uint64_t step);
 loom_result loom_rt_wait_idle(loom_rt *rt);
 
@@ -363,6 +368,10 @@ typedef struct loom_rt_counters {
     /* Dependencies recorded without a barrier (per submit): the reader
      * polls a tagged vector its producer writes (LOOM_TAGS). */
     uint64_t polled;
+    /* Steps in which a polled wait gave up (the fault word of shaders/
+     * tag.glsl): loom_rt_wait returned LOOM_TIMEOUT naming the program,
+     * which then records every barrier. */
+    uint64_t poll_timeouts;
 } loom_rt_counters;
 
 void loom_rt_get_counters(const loom_rt *rt, loom_rt_counters *out);

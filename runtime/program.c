@@ -298,6 +298,13 @@ static loom_result program_setup(loom_rt_program *p)
         rc = zero_state(p);
     if (!rc)
         rc = rt_tags_plan(p);
+#ifdef LOOM_PROBES
+    /* LOOM_PROBE_DROP_TAG=1 (test builds): one producer's tagged write
+     * dropped in the first copy recorded (record.c), so that a poll gives
+     * up: the fault and the fallback, proven on any device. */
+    const char *drop = getenv("LOOM_PROBE_DROP_TAG");
+    p->tag_probe = !rc && p->tags && drop && !strcmp(drop, "1");
+#endif
     if (!rc)
         rc = resolve_nodes(p, &n_sets, &n_descs);
     if (rc)
@@ -407,6 +414,8 @@ loom_result loom_rt_replay(loom_rt *rt, loom_rt_program *p, const loom_step_para
     if (rc)
         return rc;
     rt_collect(rt);
+    if (p->tag_fault && (rc = rt_tags_fallback(p)))
+        return rc;
     rt_copy *c;
     if ((rc = pick_copy(rt, p, &c)))
         return rc;

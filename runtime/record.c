@@ -41,7 +41,7 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         }
         uint32_t nw = n->n_bindings;
         if (p->tags && p->tags[i].kernel) {
-            info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 4 };
+            info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 8 };
             w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                             .dstBinding = LOOM_TAG_BINDING, .descriptorCount = 1,
                                             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -96,6 +96,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
     if (probe && !*probe)
         probe = NULL;
 #endif
+    bool drop = p->tag_probe;
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         if (labels && scheduled && n->group != group) {
@@ -136,8 +137,18 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         if (n->push_size)
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                loom_node_push(g, n));
-        if (p->tags && p->tags[i].kernel)
-            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, &p->tags[i].in);
+        if (p->tags && p->tags[i].kernel) {
+            uint32_t words[2] = { p->tags[i].in, p->tags[i].out };
+            /* LOOM_PROBE_DROP_TAG: the first copy recorded has its first
+             * tagged producer write plain words, so its reader's polls give
+             * up (the fault and the fallback, tests only). */
+            if (drop && words[1]) {
+                words[1] = 0;
+                drop = false;
+                p->tag_probe = false;
+            }
+            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, words);
+        }
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
         if (per_node)
@@ -149,6 +160,47 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         rt->end_label(cmd);
     p->n_barriers = barriers;
     p->n_dispatches = dispatches;
+}
+
+/* Copy c's command buffer: every node, then the host-read barrier. Its
+ * params, descriptor sets and query pool are made once (record_copy); a
+ * program that falls back to barriers records its commands again. */
+static loom_result record_commands(loom_rt_program *p, rt_copy *c)
+{
+    loom_rt *rt = p->rt;
+    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = rt->cmd_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1 };
+    VkResult vr = vkAllocateCommandBuffers(rt->device, &ai, &c->cmd);
+    if (vr != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+    if ((vr = vkBeginCommandBuffer(c->cmd, &bi)) != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
+    if (c->queries)
+        vkCmdResetQueryPool(c->cmd, c->queries, 0, p->n_queries);
+    rt_cmd_leading_barrier(c->cmd);
+    /* BOTTOM_OF_PIPE after the leading barrier: written once everything
+     * submitted before has finished, so back-to-back steps do not overlap in
+     * the sum of their spans. */
+    if (c->queries)
+        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
+    record_nodes(p, c);
+    /* The step's end (and the last group's); per node, the last node wrote it. */
+    if (c->queries && rt->profile != LOOM_PROFILE_NODES)
+        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, p->n_queries - 1);
+    if (p->host_barrier || p->tags) {   /* tagged programs: the fault word (tag.glsl) is read by the host */
+        VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_HOST_READ_BIT };
+        vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
+    }
+    if ((vr = vkEndCommandBuffer(c->cmd)) != VK_SUCCESS)
+        return rt_vk_fail(rt, vr, "vkEndCommandBuffer");
+    c->recorded = true;
+    rt->counters.records++;
+    return LOOM_OK;
 }
 
 static loom_result record_copy(loom_rt_program *p, rt_copy *c)
@@ -170,44 +222,43 @@ static loom_result record_copy(loom_rt_program *p, rt_copy *c)
         memset(c->sets, 0, n_nodes * sizeof *c->sets);
     if ((rc = write_sets(p, c)))
         return rc;
-    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = rt->cmd_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                       .commandBufferCount = 1 };
-    VkResult vr = vkAllocateCommandBuffers(rt->device, &ai, &c->cmd);
-    if (vr != VK_SUCCESS)
-        return rt_vk_fail(rt, vr, "vkAllocateCommandBuffers");
-    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
-    if ((vr = vkBeginCommandBuffer(c->cmd, &bi)) != VK_SUCCESS)
-        return rt_vk_fail(rt, vr, "vkBeginCommandBuffer");
     if (p->n_queries) {
         VkQueryPoolCreateInfo qi = { .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                      .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = p->n_queries };
-        if ((vr = vkCreateQueryPool(rt->device, &qi, NULL, &c->queries)) != VK_SUCCESS)
+        VkResult vr = vkCreateQueryPool(rt->device, &qi, NULL, &c->queries);
+        if (vr != VK_SUCCESS)
             return rt_vk_fail(rt, vr, "vkCreateQueryPool");
-        vkCmdResetQueryPool(c->cmd, c->queries, 0, p->n_queries);
     }
-    rt_cmd_leading_barrier(c->cmd);
-    /* BOTTOM_OF_PIPE after the leading barrier: written once everything
-     * submitted before has finished, so back-to-back steps do not overlap in
-     * the sum of their spans. */
-    if (c->queries)
-        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
-    record_nodes(p, c);
-    /* The step's end (and the last group's); per node, the last node wrote it. */
-    if (c->queries && rt->profile != LOOM_PROFILE_NODES)
-        vkCmdWriteTimestamp(c->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, p->n_queries - 1);
-    if (p->host_barrier) {
-        VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                               .dstAccessMask = VK_ACCESS_HOST_READ_BIT };
-        vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
-                             0, NULL, 0, NULL);
+    return record_commands(p, c);
+}
+
+/* A program whose poll gave up (rt_tags_check) keeps its tagged kernels
+ * but records every barrier again, in every copy already recorded, once
+ * none is in flight. */
+loom_result rt_tags_fallback(loom_rt_program *p)
+{
+    loom_rt *rt = p->rt;
+    loom_result rc = LOOM_OK;
+    uint32_t n_nodes = loom_graph_node_count(p->g);
+    for (uint32_t i = 0; i < p->n_copies && !rc; i++)
+        if (p->copies[i].recorded && p->copies[i].last_step > rt->completed)
+            rc = rt_wait_quiet(rt, p->copies[i].last_step);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < n_nodes; i++)
+        p->tags[i].no_barrier = false;
+    p->n_polled = 0;
+    p->tag_fault = false;
+    for (uint32_t i = 0; i < p->n_copies && !rc; i++) {
+        rt_copy *c = &p->copies[i];
+        if (!c->recorded)
+            continue;
+        vkFreeCommandBuffers(rt->device, rt->cmd_pool, 1, &c->cmd);
+        c->cmd = VK_NULL_HANDLE;
+        c->recorded = false;
+        rc = record_commands(p, c);
     }
-    if ((vr = vkEndCommandBuffer(c->cmd)) != VK_SUCCESS)
-        return rt_vk_fail(rt, vr, "vkEndCommandBuffer");
-    c->recorded = true;
-    rt->counters.records++;
-    return LOOM_OK;
+    return rc;
 }
 
 /* record_copy with a host span in the trace: recording is CPU time a

@@ -86,7 +86,7 @@ void rt_collect_all(loom_rt *rt)
         run_deferred(rt, true);
 }
 
-loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
+loom_result rt_wait_quiet(loom_rt *rt, uint64_t step)
 {
     if (!rt)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_rt_wait: rt is NULL");
@@ -138,6 +138,44 @@ loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
         return rc;
     rt_collect(rt);
     return LOOM_OK;
+}
+
+/* The fault words of the tagged programs' completed steps (shaders/
+ * tag.glsl: a poll that gave up sets it): each step's read once, cleared,
+ * counted; the program falls back to barriers at its next replay
+ * (rt_tags_fallback). Reads fields only: programs live higher up. */
+static loom_result tags_check(loom_rt *rt)
+{
+    loom_result rc = LOOM_OK;
+    for (loom_rt_program *p = rt->live_programs; p; p = p->next_live) {
+        if (!p->tags)
+            continue;
+        for (uint32_t i = 0; i < p->n_copies; i++) {
+            rt_copy *c = &p->copies[i];
+            if (!c->recorded || !c->params.mapped || !c->last_step || c->last_step > rt->completed ||
+                c->fault_seen >= c->last_step)
+                continue;
+            c->fault_seen = c->last_step;
+            uint32_t fault;
+            memcpy(&fault, c->params.mapped + p->tag_seq_at + 4, sizeof fault);
+            if (!fault)
+                continue;
+            memset(c->params.mapped + p->tag_seq_at + 4, 0, sizeof fault);
+            rt->counters.poll_timeouts++;
+            p->tag_fault = true;
+            if (!rc)
+                rc = loom_fail(LOOM_TIMEOUT, "program '%s': step %llu: a polled wait gave up (a tagged input "
+                               "never carried the step's tag); the program records every barrier from its next "
+                               "replay on", loom_graph_name(p->g), (unsigned long long)c->last_step);
+        }
+    }
+    return rc;
+}
+
+loom_result loom_rt_wait(loom_rt *rt, uint64_t step)
+{
+    loom_result rc = rt_wait_quiet(rt, step);
+    return rc ? rc : tags_check(rt);
 }
 
 loom_result rt_host_wait(loom_rt *rt, uint64_t step, bool write)

@@ -25,6 +25,8 @@ bool x_chunk_tag(uint c, out vec4 xa, out vec4 xb)
         b = xtp4[2u * c + 1u];
     }
     bool ok = tags_ok(a, b, tag);
+    if (!ok)
+        tag_give_up();
     xa = ok ? tag_values(a) : vec4(TAG_LOST);
     xb = ok ? tag_values(b) : vec4(TAG_LOST);
     return true;
@@ -42,7 +44,10 @@ bool x_pair_tag(uint c, out vec2 xs)
         a = xtp1[2u * c];
         b = xtp1[2u * c + 1u];
     }
-    xs = tags_ok2(a, b, tag) ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
+    bool ok = tags_ok2(a, b, tag);
+    if (!ok)
+        tag_give_up();
+    xs = ok ? vec2(tag_value(a), tag_value(b)) : vec2(TAG_LOST);
     return true;
 }
 
@@ -62,6 +67,8 @@ void tag_gate()
         uint tag = tag_of(pc.tag_in), at = (gl_SubgroupInvocationID + 1u) * n / parts - 1u;
         for (uint spins = 0u; (xtp1[at] & 0xffu) != tag && spins < TAG_SPINS; spins++) {
         }
+        if ((xtp1[at] & 0xffu) != tag)
+            tag_give_up();
     }
     barrier();
 }

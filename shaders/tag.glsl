@@ -19,8 +19,14 @@
 // word at binding TAG_BINDING before each replay and pushes the vector
 // numbers at bytes 120..127 (tag_in for x, tag_out for y; 0: that binding
 // holds plain f32).
+// The word after it is the fault word: a poll that gives up sets it, and
+// the runtime reads it once the step is done (loom_rt_wait's error, the
+// program recorded again with every barrier).
 #define TAG_BINDING 31
-layout(set = 0, binding = TAG_BINDING) readonly buffer TagSeq { uint tag_seq; };
+layout(set = 0, binding = TAG_BINDING) buffer TagSeq {
+    readonly uint tag_seq;
+    uint tag_fault;
+};
 
 // tag_in's TAG_GATE bit: the reader waits for the whole vector before it
 // loads anything else (tag_gate in matvec.glsl).
@@ -43,7 +49,11 @@ bool tags_ok(uvec4 a, uvec4 b, uint tag)
 bool tags_ok2(uint a, uint b, uint tag) { return (((a ^ tag) | (b ^ tag)) & 0xffu) == 0u; }
 
 // A poll gives up after this many trips (a producer that never writes: a
-// wrong plan) and reads NaN, so that the error shows in every value that
+// wrong plan, or a device that breaks what the lowering assumes), sets the
+// fault word and reads NaN, so that the error shows in every value that
 // depends on it instead of passing for a stale one.
 #define TAG_SPINS 0x100000u
 #define TAG_LOST uintBitsToFloat(0x7fc00000u)
+
+// A poll that gave up: the runtime finds the fault word set.
+void tag_give_up() { tag_fault = 1u; }

@@ -184,6 +184,51 @@ START_TEST(steps_reuse_the_plan)
 END_TEST
 
 /* Tokens fed from the GPU's own argmax decode the same sequence. */
+/* A poll that gives up is an error at the step's wait, not a wrong token
+ * passed on: LOOM_PROBE_DROP_TAG=1 (test builds) has the first copy the
+ * program records drop one tagged producer's tags, so its reader polls in
+ * vain. The wait returns LOOM_TIMEOUT naming the program, poll_timeouts
+ * counts it once, and the program, recorded again with every barrier,
+ * then decodes what a program without the probe decodes. The runtime
+ * (validation on) keeps the tagged kernels with their barriers, so the
+ * reader still polls. */
+START_TEST(poll_fault_falls_back)
+{
+    uint32_t v = weights->cfg.vocab, want[STEPS];
+    float *lwant = malloc((size_t)v * STEPS * sizeof(float)), *got = malloc((size_t)v * sizeof(float));
+    ck_assert(lwant && got);
+    decode(NULL, false, lwant, want);
+    loom_llama *m = NULL;
+    setenv("LOOM_PROBE_DROP_TAG", "1", 1);
+    loom_result rc = loom_llama_create(rt, weights, &(loom_llama_desc){ 0 }, &m);
+    loom_rt_counters c0, c1;
+    loom_rt_get_counters(rt, &c0);
+    uint32_t tok = 0;
+    if (!rc)
+        rc = loom_llama_step(m, 3, 0, got, &tok);
+    unsetenv("LOOM_PROBE_DROP_TAG");
+    ck_assert_int_eq(rc, LOOM_TIMEOUT);
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "gave up"));
+    ck_assert_ptr_nonnull(strstr(loom_last_error(), "llama_step"));
+    loom_rt_get_counters(rt, &c1);
+    ck_assert_uint_eq(c1.poll_timeouts - c0.poll_timeouts, 1);
+    tok = 3;
+    for (uint32_t s = 0; s < STEPS; s++) {
+        uint32_t t;
+        ck_assert_int_eq(loom_llama_step(m, tok, s, got, &t), LOOM_OK);
+        loom_llama_diff d;
+        ck_assert_msg(loom_llama_compare(got, t, lwant + (size_t)s * v, want[s], v, TOL, &d),
+                      "step %u after the fallback: max err %g, argmax %u want %u", s, d.max_abs, t, want[s]);
+        tok = t;
+    }
+    loom_rt_get_counters(rt, &c0);
+    ck_assert_uint_eq(c0.poll_timeouts, c1.poll_timeouts);
+    loom_llama_destroy(m);
+    free(lwant);
+    free(got);
+}
+END_TEST
+
 START_TEST(chain_matches_host_feed)
 {
     uint32_t v = weights->cfg.vocab, t_host[STEPS], t_chain[STEPS];
@@ -809,6 +854,7 @@ static Suite *llama_suite(void)
     tcase_add_checked_fixture(tc, setup_f16_caches, teardown);
     tcase_add_test(tc, gpu_matches_reference_f16_caches);
     tcase_add_test(tc, optimized_matches_unoptimized_f16_caches);
+    tcase_add_test(tc, poll_fault_falls_back);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimized");
     tcase_add_checked_fixture(tc, setup_f32, teardown);

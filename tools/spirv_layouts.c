@@ -12,7 +12,8 @@
  *
  * Last, what C and the GLSL both spell out (the kernel interface of
  * shaders/loom_shaders.h): every kernel binding the tag step word binds it
- * at LOOM_TAG_BINDING, read-only, and ends its push constants with the two
+ * at LOOM_TAG_BINDING, writable (the fault word after the step word), and
+ * ends its push constants with the two
  * tag words at LOOM_TAG_PUSH_OFFSET (no other binding lies beyond the op
  * slots); tag.glsl's TAG_GATE is LOOM_TAG_GATE; and the step-parameter
  * block of params.glsl lists the fields of loom_step_params (ir/loom_ir.h)
@@ -149,9 +150,9 @@ static int check_tags(const entry *e, size_t n)
                     "binding %u (LOOM_TAG_BINDING, shaders/loom_shaders.h; TAG_BINDING in tag.glsl)\n", e[i].name,
                     extra, LOOM_TAG_BINDING);
             bad = 1;
-        } else if (f->layout.writable & tag_bit) {
-            fprintf(stderr, "spirv_layouts: kernel '%s': the tag step word (binding %u) is writable\n", e[i].name,
-                    LOOM_TAG_BINDING);
+        } else if (!(f->layout.writable & tag_bit)) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': the tag words (binding %u) are read-only; the fault word "
+                    "after the step word is written (tag.glsl)\n", e[i].name, LOOM_TAG_BINDING);
             bad = 1;
         } else if (f->push_size != LOOM_TAG_PUSH_OFFSET + 8) {
             fprintf(stderr, "spirv_layouts: kernel '%s': push constants end at byte %u; the tag words are at %u..%u "

@@ -509,6 +509,7 @@ static void rt_awaits_rule(loom_rt *rt)
         rt->awaits_why = "LOOM_TAGS=0";
     } else if (e && (!strcmp(e, "1") || !strcmp(e, "keep"))) {
         rt->awaits = true;
+        rt->awaits_keep = e[0] == 'k';
         rt->awaits_why = "LOOM_TAGS set: taken whatever the device";
     } else if (rt->props.vendorID == 0x10deu) {
         rt->awaits = true;

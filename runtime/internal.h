@@ -246,6 +246,7 @@ struct loom_rt {
     bool kernel_stats;       /* LOOM_KERNEL_STATS: print each pipeline's compiler statistics */
     bool awaits;             /* awaited edges allowed (rt_awaits_rule): tagged vectors may replace barriers */
     const char *awaits_why;  /* the rule that decided it, for `loom info` */
+    bool awaits_keep;        /* LOOM_TAGS=keep: the tagged kernels with every barrier recorded */
     VkDevice device;
     uint32_t queue_family;
     uint32_t queue_flags;   /* VkQueueFlags of queue_family */

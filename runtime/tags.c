@@ -134,12 +134,11 @@ static bool level_alone(const loom_graph *g, uint32_t i)
  * kernels included. */
 loom_result rt_tags_plan(loom_rt_program *p)
 {
-    const char *e = getenv("LOOM_TAGS");
     const loom_graph *g = p->g;
     uint32_t nn = loom_graph_node_count(g);
     if (!p->rt->awaits || !loom_graph_scheduled(g) || p->params_buffer == LOOM_NONE || nn < 2)
         return LOOM_OK;
-    bool keep = p->rt->validate || (e && !strcmp(e, "keep"));
+    bool keep = p->rt->validate || p->rt->awaits_keep;
     /* cand[b]: graph buffer b is the y of a producer at node cand[b] - 1 */
     uint32_t nb = loom_graph_buffer_count(g);
     uint32_t *cand = rt_alloc_bytes(p->rt, nb * sizeof *cand);

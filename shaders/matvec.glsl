@@ -979,14 +979,15 @@ void block()
 #ifdef MV_QKV
     uint pos = step_params.pos;
 #endif
-    // Row t's liveness is computed, not read from live[]: an array indexed
+    // Row t's liveness as a value of its own, not live[t]: an array indexed
     // by t went to local memory (docs/perf-log.md), where live[k] in the
     // unrolled loops is a register.
+    bool live_t = row_of(t) < rows;
 #ifdef MV_ADD
-    float rv = t < MV_ROWS && row_of(t) < rows ? r[row_of(t)] : 0.0;
+    float rv = t < MV_ROWS && live_t ? r[row_of(t)] : 0.0;
 #endif
 #ifdef MV_STAGE
-    float sv = t < MV_ROWS && row_of(t) < rows ? stage_in[row_of(t)] : 0.0;
+    float sv = t < MV_ROWS && live_t ? stage_in[row_of(t)] : 0.0;
 #endif
 #ifdef MV_EMBED
     emb_token = tokens[pc.token_index];
@@ -1082,7 +1083,7 @@ void block()
     qkv_store(t, rows, scale, pos);
 #else
     float val = 0.0;
-    if (t < MV_ROWS && row_of(t) < rows) {
+    if (t < MV_ROWS && live_t) {
 #ifdef MV_SILU
         float gt = total[t * 2u] * scale, up = total[t * 2u + 1u] * scale;
         val = gt / (1.0 + exp(-gt)) * up;
@@ -1107,7 +1108,7 @@ void block()
 #ifdef MV_Y16
     // As MV_T16 below: rows 2k and 2k + 1 as one word.
     uint yw = pair_half(val);
-    if (t < MV_ROWS && (t & 1u) == 0u && row_of(t) < rows)
+    if (t < MV_ROWS && (t & 1u) == 0u && live_t)
         y16[row_of(t) / 2u] = yw;
 #endif
 #ifdef MV_T16
@@ -1115,7 +1116,7 @@ void block()
     // row) as one word, written by the first row's invocation; a row past
     // the end is 0 (val and sv are 0 there).
     uint tw = pair_half(val * sv);
-    if (t < MV_ROWS && (t & 1u) == 0u && row_of(t) < rows)
+    if (t < MV_ROWS && (t & 1u) == 0u && live_t)
         stage_out16[row_of(t) / 2u] = tw;
 #endif
 #ifdef MV_STAGE
@@ -1130,7 +1131,7 @@ void block()
     }
 #endif
 #ifdef MV_ARGMAX
-    if (t < MV_ROWS && row_of(t) < rows)
+    if (t < MV_ROWS && live_t)
         fold_row(row_of(t), val);
 #endif
 #endif

@@ -242,15 +242,6 @@ QRaw q4_k_load(uint m, uint rb, uint u)
     uint o = rb + (u >> 3u) * 144u, ui = u & 7u;
     return QRaw(QVEC4(m, o >> 4u), QVEC4(m, (o + 16u + 32u * (ui >> 1u) + 16u * (ui & 1u)) >> 4u), uvec4(0u), 0u);
 }
-// Sub-block sb's (d * scale, dmin * min): weight = s.x * n - s.y.
-vec2 q4_k_sm(uvec4 hd, uint sb)
-{
-    vec2 dm = unpackHalf2x16(hd.x);
-    uint k = 8u * (sb & 3u), a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
-    uint sc = sb < 4u ? a & 63u : (c & 15u) | ((a >> 6u) & 3u) << 4u;
-    uint mn = sb < 4u ? b & 63u : ((c >> 4u) & 15u) | ((b >> 6u) & 3u) << 4u;
-    return vec2(dm.x * float(sc), dm.y * float(mn));
-}
 // xu: the unit's index in x as the caller places it (a multiple of 8 at
 // the block's start, as u is).
 float q4_k_dot(QRaw r, uint rb, uint u, uint xu)

@@ -26,6 +26,11 @@
  *                dtype, as stored), no device: for other engines to run the
  *                same weights
  *
+ * A run ends with the awaited-edges line: whether the device rule allowed
+ * tagged vectors (loom_rt_info.awaited_edges) and the polled waits that gave
+ * up in the process (loom_rt_counters.poll_timeouts), also printed when the
+ * run fails, since a poll that gives up fails its step's wait.
+ *
  * Exit: 0 success, 1 mismatch, error or validation message, 2 bad usage. */
 #include <math.h>
 #include <stdio.h>
@@ -378,6 +383,18 @@ static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
            f->arena_bytes / 1e6, f->scratch_bytes / 1e6);
 }
 
+/* The awaited-edges verdict and the process's polled waits that gave up:
+ * the figures a run under load is judged by (bench/load_check.sh). */
+static void print_awaits(loom_rt *rt)
+{
+    loom_rt_info info;
+    loom_rt_counters c;
+    loom_rt_get_info(rt, &info);
+    loom_rt_get_counters(rt, &c);
+    printf("awaited edges: %s (%s); %llu poll timeouts\n", info.awaited_edges ? "on" : "off", info.awaited_why,
+           (unsigned long long)c.poll_timeouts);
+}
+
 /* Numbers that may be unknown (no timestamps): JSON null. */
 static void json_num(loom_str *s, const char *key, double v, bool known)
 {
@@ -405,8 +422,9 @@ static void json_string(loom_str *s, const char *v)
     loom_str_append(s, "\"", 1);
 }
 
-static void print_json(const opts *o, const char *device, const loom_llama_figures *f, const loom_llama_result *r,
-                       double copy_gbps, const uint32_t *tokens)
+/* rt: NULL for a dry run (no awaited-edges fields). */
+static void print_json(const opts *o, loom_rt *rt, const char *device, const loom_llama_figures *f,
+                       const loom_llama_result *r, double copy_gbps, const uint32_t *tokens)
 {
     const loom_llama_config *c = &o->shape.cfg;
     loom_str s;
@@ -459,6 +477,14 @@ static void print_json(const opts *o, const char *device, const loom_llama_figur
         json_num(&s, "host_waits_per_token", r->host_waits_per_token, true);
         json_num(&s, "submits_per_token", r->submits_per_token, true);
         json_num(&s, "replay_waits_per_token", r->replay_waits_per_token, true);
+        if (rt) {
+            loom_rt_info info;
+            loom_rt_counters c;
+            loom_rt_get_info(rt, &info);
+            loom_rt_get_counters(rt, &c);
+            loom_str_printf(&s, ",\"awaited_edges\":%s,\"poll_timeouts\":%llu",
+                            info.awaited_edges ? "true" : "false", (unsigned long long)c.poll_timeouts);
+        }
         if (o->check)
             loom_str_printf(&s, ",\"mismatches\":%u,\"max_err\":%.6g", r->mismatches, r->max_err);
         loom_str_append(&s, ",\"prompt\":[", 11);
@@ -594,7 +620,7 @@ static int dry_run(const opts *o)
     print_header(o, "no device (dry run)");
     print_figures(&f, co.max_binding_range);
     if (o->json)
-        print_json(o, "none", &f, NULL, 0, NULL);
+        print_json(o, NULL, "none", &f, NULL, 0, NULL);
     return 0;
 }
 
@@ -671,6 +697,7 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
     if (!rc)
         rc = loom_llama_create(rt, o->w, &(loom_llama_desc){ .chain = true, .compile = &co }, &m);
     loom_llama_prefill_result r;
+    bool shown = false;   /* the awaited-edges line, printed once */
     if (!rc) {
         print_header(o, device);
         rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, o->verify, WARMUP_S, PREFILL_REPS, &r);
@@ -682,19 +709,30 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
         printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
         printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
                r.first_token);
+        print_awaits(rt);
+        shown = true;
         if (o->profile)
             rc = print_group_profile(rt, m);
         if (!rc && o->profile == LOOM_PROFILE_NODES)
             rc = print_node_profile(rt, m);
-        if (o->json)
+        if (o->json) {
+            loom_rt_info info;
+            loom_rt_counters k;
+            loom_rt_get_info(rt, &info);
+            loom_rt_get_counters(rt, &k);
             printf("{\"mode\":\"%s\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
-                   "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f}\n",
+                   "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f,"
+                   "\"awaited_edges\":%s,\"poll_timeouts\":%llu}\n",
                    o->verify ? "bench-verify" : "bench-prefill", device, o->model ? "gguf" : o->shape.config_name, n,
-                   chunk, r.gpu_us, r.wall_us, r.tokens_per_s,
-                   r.ttft_us, r.warmup_s);
+                   chunk, r.gpu_us, r.wall_us, r.tokens_per_s, r.ttft_us, r.warmup_s,
+                   info.awaited_edges ? "true" : "false", (unsigned long long)k.poll_timeouts);
+        }
     }
-    if (rc)
+    if (rc) {
         fprintf(stderr, "llama-decode: %s: %s\n", loom_result_str(rc), loom_last_error());
+        if (!shown)
+            print_awaits(rt);
+    }
     loom_llama_destroy(m);
     free(ids);
     return rc ? 1 : 0;
@@ -711,6 +749,7 @@ static int run(opts *o, loom_rt *rt, const char *device)
     loom_llama_figures f;
     double copy_gbps = 0;
     int status = 1;
+    bool shown = false;   /* the awaited-edges line, printed once */
     o->in_flight = loom_rt_in_flight(rt);
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
     if (!rc && !o->w)
@@ -780,16 +819,21 @@ static int run(opts *o, loom_rt *rt, const char *device)
     if (o->check)
         printf("check: %u mismatches in %u steps, max |err| %.3g (tolerance %.g relative)\n", r.mismatches, r.steps,
                r.max_err, (double)tol);
+    print_awaits(rt);
+    shown = true;
     if (o->profile && (rc = print_group_profile(rt, m)))
         goto out;
     if (o->profile == LOOM_PROFILE_NODES && (rc = print_node_profile(rt, m)))
         goto out;
     if (o->json)
-        print_json(o, device, &f, &r, copy_gbps, tokens + first);
+        print_json(o, rt, device, &f, &r, copy_gbps, tokens + first);
     status = o->check && r.mismatches ? 1 : 0;
 out:
-    if (rc)
+    if (rc) {
         fprintf(stderr, "llama-decode: %s: %s\n", loom_result_str(rc), loom_last_error());
+        if (!shown)
+            print_awaits(rt);
+    }
     loom_llama_destroy(m);
     free(tokens);
     return status;

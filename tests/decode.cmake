@@ -167,7 +167,7 @@ if(TARGET llama-decode)
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_split.cmake)
   # Tagged vectors polled with no barrier, without the validation layer
   # (the script says why), against the CPU reference and the plain kernels.
-  add_test(NAME decode_tags COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+  add_test(NAME decode_tags COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode> -DPROBES=${LOOM_PROBES}
            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_tags.cmake)
   set_tests_properties(decode_tags PROPERTIES RESOURCE_LOCK gpu)
   if(LOOM_SANITIZE)

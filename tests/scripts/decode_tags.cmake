@@ -11,10 +11,14 @@
 #  - LOOM_TAGS=keep runs the same kernels with every barrier, LOOM_TAGS=0
 #    the plain kernels: both poll nothing, and all three give the same
 #    tokens;
-#  - f32 weights have no tagged forms: nothing polled.
+#  - f32 weights have no tagged forms: nothing polled;
+#  - the run reports the device rule's verdict and the polls that gave up
+#    (awaited_edges, poll_timeouts: what bench/load_check.sh judges a run
+#    by), and a poll that gives up (LOOM_PROBE_DROP_TAG, test builds) fails
+#    the run with the count still printed.
 # lavapipe runs one dispatch after another, so this checks the words, the
 # tags and the plan, not the overlap; the GPU's --check does that.
-# Invoked as  cmake -DDECODE=<llama-decode> -P decode_tags.cmake
+# Invoked as  cmake -DDECODE=<llama-decode> -DPROBES=<LOOM_PROBES> -P decode_tags.cmake
 include(${CMAKE_CURRENT_LIST_DIR}/last_json.cmake)
 
 function(expect json key want what)
@@ -41,6 +45,11 @@ function(polled_run out k)
   expect("${json}" polled_per_token 8 "${what}")
   expect("${json}" barriers_per_token ${want} "${what}")
   expect("${json}" mismatches 0 "${what}")
+  expect("${json}" poll_timeouts 0 "${what}")
+  string(JSON awaited GET "${json}" awaited_edges)
+  if(NOT awaited)
+    message(FATAL_ERROR "${what}: awaited_edges ${awaited} on a CPU device")
+  endif()
   set(${out} "${json}" PARENT_SCOPE)
 endfunction()
 polled_run(json 1)
@@ -54,11 +63,22 @@ foreach(mode keep 0)
   last_json(other ${env} LOOM_TAGS=${mode} ${tiny})
   expect("${other}" polled_per_token 0 "LOOM_TAGS=${mode}")
   expect("${other}" barriers_per_token ${bound} "LOOM_TAGS=${mode}")
+  string(JSON awaited GET "${other}" awaited_edges)
+  if((mode STREQUAL "0" AND awaited) OR (mode STREQUAL "keep" AND NOT awaited))
+    message(FATAL_ERROR "LOOM_TAGS=${mode}: awaited_edges ${awaited}")
+  endif()
   string(JSON other_tokens GET "${other}" tokens)
   if(NOT other_tokens STREQUAL tokens)
     message(FATAL_ERROR "LOOM_TAGS=${mode}: tokens ${other_tokens}, polled ${tokens}")
   endif()
 endforeach()
+if(PROBES)
+  execute_process(COMMAND ${env} --unset=LOOM_TAGS LOOM_PROBE_DROP_TAG=1 ${tiny} --in-flight 1
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
+    message(FATAL_ERROR "a poll that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
+  endif()
+endif()
 last_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)
 expect("${f32}" polled_per_token 0 "f32 weights")
 message(STATUS "tiny f16: 8 polled a token, tokens ${tokens} with and without")

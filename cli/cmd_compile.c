@@ -23,6 +23,7 @@ static void print_stats(const loom_plan_stats *s)
     fprintf(stderr, "dispatches          %u\n", s->dispatches);
     fprintf(stderr, "groups              %u\n", s->groups);
     fprintf(stderr, "barriers            %u (lower bound %u)\n", s->barriers, s->barrier_lower_bound);
+    fprintf(stderr, "awaited             %u\n", s->awaited);
     fprintf(stderr, "fused chains        %u\n", s->fused_chains);
     fprintf(stderr, "split nodes         %u\n", s->split_nodes);
     fprintf(stderr, "scratch bytes       %" PRIu64 " unpacked, %" PRIu64 " packed, %" PRIu64 " lower bound\n",

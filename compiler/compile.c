@@ -110,6 +110,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     out->enable = o ? o->enable : 0;
     out->wave_groups = o ? o->wave_groups : 0;
     out->coopmat = o && o->coopmat;
+    out->awaits = o && o->awaits;
     out->cache = !(out->disable & LOOM_DISABLE_CACHE);
     const char *passes = getenv("LOOM_PASSES"), *off = getenv("LOOM_DISABLE");
     if (passes && passes[0]) {
@@ -145,7 +146,7 @@ size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst)
     size_t plen = strlen(o->pipeline);
     uint32_t words[PLAN_OPTS_FIXED / 4] = { (uint32_t)plen, o->window, o->disable, (uint32_t)o->max_binding_range,
                                             (uint32_t)(o->max_binding_range >> 32), o->enable, o->wave_groups,
-                                            (uint32_t)o->coopmat };
+                                            (uint32_t)o->coopmat, (uint32_t)o->awaits };
     memcpy(dst, words, sizeof words);
     memcpy(dst + sizeof words, o->pipeline, plen);
     return sizeof words + plen;
@@ -198,7 +199,8 @@ static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_p
     for (uint32_t i = 0; i < s->nodes; i++) {
         const loom_node *n = loom_graph_node(out, i);
         s->dispatches += n->type == LOOM_NODE_DISPATCH;
-        s->barriers += n->barrier != LOOM_NONE;
+        s->barriers += n->barrier != LOOM_NONE && !n->tag_in;   /* an awaited edge polls instead */
+        s->awaited += n->tag_in != 0;
         if (n->group != last_group)
             s->groups++;
         last_group = n->group;
@@ -238,7 +240,7 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
     loom_graph_clear_schedule(p->graph);
 
     loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range, .enable = po.enable,
-                          .wave_groups = po.wave_groups, .coopmat = po.coopmat };
+                          .wave_groups = po.wave_groups, .coopmat = po.coopmat, .awaits = po.awaits };
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,

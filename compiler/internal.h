@@ -33,6 +33,7 @@ typedef struct plan_opts {
     uint32_t enable;               /* LOOM_ENABLE_* */
     uint32_t wave_groups;          /* loom_compile_options.wave_groups */
     bool coopmat;                  /* loom_compile_options.coopmat */
+    bool awaits;                   /* loom_compile_options.awaits */
 } plan_opts;
 
 /* Fails (LOOM_INVALID_ARGUMENT) on an unknown name in either variable. */
@@ -40,7 +41,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out);
 
 /* The options' part of a key, appended after the graph's encoding:
  * PLAN_OPTS_FIXED bytes, then the pipeline string; returns the length. */
-#define PLAN_OPTS_FIXED 32u
+#define PLAN_OPTS_FIXED 36u
 size_t plan_opts_bytes(const plan_opts *o, uint8_t *dst);
 
 /* Canonical bytes of (graph, options) into *buf — grown with the graph's

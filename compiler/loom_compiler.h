@@ -85,6 +85,14 @@ typedef struct loom_compile_options {
      * LOOM_COOPMAT=0 at device creation runs as on a device without).
      * Part of the plan's key. */
     bool coopmat;
+    /* Awaited edges (the awaits pass, docs/design-notes.md "Awaited edges:
+     * what they assume"): a reader right after its producer polls the
+     * producer's tagged output instead of waiting at a barrier, where the
+     * plan allows. Only for a device that launches a queue's dispatches in
+     * order; loom_rt_compile sets it from its device's rule
+     * (loom_rt_info.awaited_edges; LOOM_TAGS=0 or 1 at device creation
+     * overrides the rule). Off by default elsewhere. Part of the plan's key. */
+    bool awaits;
 } loom_compile_options;
 
 #define LOOM_MAX_PASSES 16
@@ -94,7 +102,8 @@ typedef struct loom_plan_stats {
     uint32_t captured_nodes;      /* nodes in the input graph */
     uint32_t dispatches;
     uint32_t groups;
-    uint32_t barriers;
+    uint32_t barriers;            /* recorded: the dependencies not awaited */
+    uint32_t awaited;             /* dependencies polled in the shader instead (awaited edges) */
     uint32_t barrier_lower_bound; /* sum over windows of (longest chain - 1), plus forced barriers */
     uint32_t fused_chains;
     uint32_t split_nodes;         /* nodes cut into row blocks (the binding limit) */

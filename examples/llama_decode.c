@@ -379,6 +379,7 @@ static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
                f->split_nodes);
     printf("barriers: %u per token (lower bound %u), %.2f levels per layer\n", f->barriers, f->barrier_lower_bound,
            f->levels_per_layer);
+    printf("dependencies per token: %u barriers, %u awaited\n", f->barriers, f->awaited);
     printf("weights read per token: %.1f MB; arena: %.2f MB packed of %.2f MB\n", f->weight_bytes / 1e6,
            f->arena_bytes / 1e6, f->scratch_bytes / 1e6);
 }
@@ -451,8 +452,8 @@ static void print_json(const opts *o, loom_rt *rt, const char *device, const loo
         loom_str_printf(&s, ",\"%s\":%s", FORMS[k].key, o->enable & FORMS[k].bit ? "true" : "false");
     loom_str_printf(&s, ",\"split_nodes\":%u", f->split_nodes);
     loom_str_printf(&s, ",\"captured_nodes\":%u,\"dispatches\":%u,\"barriers\":%u,\"barrier_lower_bound\":%u,"
-                    "\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
-                    f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->levels_per_layer,
+                    "\"awaited\":%u,\"levels_per_layer\":%.3f,\"weight_bytes\":%llu,\"arena_bytes\":%llu,\"scratch_bytes\":%llu",
+                    f->captured_nodes, f->dispatches, f->barriers, f->barrier_lower_bound, f->awaited, f->levels_per_layer,
                     (unsigned long long)f->weight_bytes, (unsigned long long)f->arena_bytes,
                     (unsigned long long)f->scratch_bytes);
     bool ran = r != NULL;
@@ -517,7 +518,7 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
         const loom_node *node = loom_graph_node(g, i);
         by_op[node->op] += us[i];
         count[node->op]++;
-        after_barrier[node->op] += node->barrier != LOOM_NONE;
+        after_barrier[node->op] += node->barrier != LOOM_NONE && !node->tag_in;
     }
     if (!rc) {
         printf("last step by node: %.1f us (a timestamp after every node; a barrier's drain is charged to the "
@@ -609,7 +610,12 @@ static loom_result print_group_profile(loom_rt *rt, loom_llama *m)
 static int dry_run(const opts *o)
 {
     loom_llama_figures f;
-    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = o->enable };
+    /* Awaited edges as a device whose rule allows them gets them (NVIDIA:
+     * docs/design-notes.md), unless LOOM_TAGS=0 says otherwise, as it
+     * would at device creation. */
+    const char *tags = getenv("LOOM_TAGS");
+    loom_compile_options co = { .disable = o->disable & ~(uint32_t)LOOM_DISABLE_CACHE, .enable = o->enable,
+                                .awaits = !(tags && !strcmp(tags, "0")) };
     if (!dry_binding_limit(o, &co.max_binding_range))
         return 2;
     loom_result rc = loom_llama_dry_figures(&o->shape.cfg, o->w, &co, o->early_log, &f);
@@ -619,6 +625,9 @@ static int dry_run(const opts *o)
     }
     print_header(o, "no device (dry run)");
     print_figures(&f, co.max_binding_range);
+    printf(co.awaits ? "(dry run: awaited edges where a device allowing them, such as NVIDIA's, gets them; "
+                       "LOOM_TAGS=0: none)\n"
+                     : "(dry run: no awaited edges, LOOM_TAGS=0)\n");
     if (o->json)
         print_json(o, NULL, "none", &f, NULL, 0, NULL);
     return 0;

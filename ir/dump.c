@@ -106,6 +106,17 @@ static void put_barrier_reason(loom_str *s, const loom_graph *g, const loom_barr
     loom_str_printf(s, ": node %u -> node %u", bi->before, bi->after);
 }
 
+/* " await=v3@1 gate tag=v4@4": the vectors a node polls and writes
+ * (awaited edges), each at its binding slot. */
+static void put_tags(loom_str *s, const loom_node *n)
+{
+    if (n->tag_in)
+        loom_str_printf(s, " await=v%u@%u%s", n->tag_in & ~LOOM_AWAIT_GATE, n->tag_in_slot,
+                        n->tag_in & LOOM_AWAIT_GATE ? " gate" : "");
+    if (n->tag_out)
+        loom_str_printf(s, " tag=v%u@%u", n->tag_out, n->tag_out_slot);
+}
+
 /* ---- text --------------------------------------------------------------- */
 
 static void text_buffer(loom_str *s, const loom_graph *g, uint32_t i)
@@ -201,7 +212,8 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         if (n->barrier != LOOM_NONE) {
-            loom_str_printf(s, "barrier (");
+            /* an awaited edge: the node polls instead of this barrier */
+            loom_str_printf(s, n->tag_in ? "awaited (" : "barrier (");
             put_barrier_reason(s, g, loom_graph_barrier_info(g, n->barrier), true);
             loom_str_printf(s, ")\n");
         }
@@ -216,6 +228,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
             loom_str_printf(s, " type%u", n->type);
         if (n->flags)
             loom_str_printf(s, " flags=0x%04x", n->flags);
+        put_tags(s, n);
         if (n->fused != 1) {
             const uint32_t *m = loom_node_members(g, n);
             loom_str_printf(s, n->fused ? " fused=%u members=" : " fused=%u", n->fused);
@@ -388,11 +401,12 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
     bool open = false;
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
-        bool new_group = !open || n->group != loom_graph_node(g, i - 1)->group || n->barrier != LOOM_NONE;
+        bool barrier = n->barrier != LOOM_NONE && !n->tag_in;   /* an awaited edge records none */
+        bool new_group = !open || n->group != loom_graph_node(g, i - 1)->group || barrier;
         if (new_group) {
             if (open)
                 loom_str_printf(s, "  }\n");
-            if (n->barrier != LOOM_NONE) {
+            if (barrier) {
                 loom_str_printf(s, "  bar%u [shape=box, style=filled, fillcolor=red, fontcolor=white, height=0.1, "
                                    "width=3, label=\"barrier: ", i);
                 loom_str tmp;
@@ -414,6 +428,18 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
             open = true;
         }
         dot_node(s, g, i, "    ");
+        if (n->tag_in && i > 0) {
+            loom_str_printf(s, "    n%u -> n%u [style=bold, color=blue, fontcolor=blue, label=\"awaited v%u", i - 1, i,
+                            n->tag_in & ~LOOM_AWAIT_GATE);
+            loom_str_printf(s, "%s: ", n->tag_in & LOOM_AWAIT_GATE ? " gate" : "");
+            loom_str tmp;
+            loom_str_init(&tmp, s->allocator);
+            put_barrier_reason(&tmp, g, loom_graph_barrier_info(g, n->barrier), false);
+            dot_text(s, tmp.data ? tmp.data : "");
+            s->failed |= tmp.failed;
+            loom_str_free(&tmp);
+            loom_str_printf(s, "\"];\n");
+        }
         last = i;
     }
     if (open)

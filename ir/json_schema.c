@@ -244,10 +244,11 @@ static bool parse_ranges(jp *p, loom_graph *g, uint32_t arr, const char *what, l
 }
 
 enum { NK_TYPE, NK_OP, NK_KERNEL, NK_GROUPS, NK_BINDINGS, NK_PUSH, NK_READS, NK_WRITES, NK_FLAGS, NK_FUSED,
-       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_MEMBERS, NK_WINDOW, NK_COUNT };
+       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_MEMBERS, NK_WINDOW, NK_TAG_IN, NK_TAG_OUT, NK_COUNT };
 static const char *const node_keys[NK_COUNT] = { "type",  "op",    "kernel", "groups",        "bindings",
                                                  "push",  "reads", "writes", "flags",         "fused",
-                                                 "capture_index", "group", "barrier", "members", "window" };
+                                                 "capture_index", "group", "barrier", "members", "window",
+                                                 "tag_in", "tag_out" };
 
 static bool parse_dispatch(jp *p, loom_graph *g, uint32_t obj, const uint32_t *f)
 {
@@ -328,6 +329,28 @@ static bool parse_barrier_info(jp *p, loom_graph *g, uint32_t obj, uint32_t *out
     if (!get_u32(p, f[2], UINT32_MAX, "before", &bi.before) || !get_u32(p, f[3], UINT32_MAX, "after", &bi.after))
         return false;
     return graph_call(p, obj, loom_graph_add_barrier_info(g, &bi, out_index));
+}
+
+/* An awaited edge's end: {"vector", "slot"} and, where it is read,
+ * "gate". The verifier checks the numbers against the graph. */
+static bool parse_tag(jp *p, uint32_t obj, bool in, uint16_t *tag, uint8_t *slot)
+{
+    static const char *const keys[] = { "vector", "slot", "gate" };
+    uint32_t f[3], v, s;
+    const char *what = in ? "tag_in" : "tag_out";
+    if (!fields(p, obj, what, keys, in ? 3 : 2, f) || !need(p, obj, f[0], "vector", what) ||
+        !need(p, obj, f[1], "slot", what) || !get_u32(p, f[0], LOOM_AWAIT_MAX, "vector", &v) ||
+        !get_u32(p, f[1], LOOM_MAX_SLOTS - 1, "slot", &s))
+        return false;
+    bool gate = false;
+    if (in && f[2] != LOOM_NONE) {
+        if (J(p, f[2])->t != J_TRUE && J(p, f[2])->t != J_FALSE)
+            return AT(p, J(p, f[2]), "\"gate\" is not a boolean"), false;
+        gate = J(p, f[2])->t == J_TRUE;
+    }
+    *tag = (uint16_t)(v | (gate ? LOOM_AWAIT_GATE : 0));
+    *slot = (uint8_t)s;
+    return true;
 }
 
 /* "fused" and "members" are checked, never taken on trust: a node standing
@@ -432,7 +455,16 @@ static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
     if (f[NK_WINDOW] != LOOM_NONE && J(p, f[NK_WINDOW])->t != J_NULL &&
         !get_u32(p, f[NK_WINDOW], UINT32_MAX - 1, "window", &window))
         return false;
+    uint16_t tag_in = 0, tag_out = 0;
+    uint8_t in_slot = 0, out_slot = 0;
+    if ((f[NK_TAG_IN] != LOOM_NONE && !parse_tag(p, f[NK_TAG_IN], true, &tag_in, &in_slot)) ||
+        (f[NK_TAG_OUT] != LOOM_NONE && !parse_tag(p, f[NK_TAG_OUT], false, &tag_out, &out_slot)))
+        return false;
     n = loom_graph_node_mut(g, id); /* the barrier list may have grown, the node list did not; re-read anyway */
+    n->tag_in = tag_in;
+    n->tag_out = tag_out;
+    n->tag_in_slot = in_slot;
+    n->tag_out_slot = out_slot;
     n->flags = (uint16_t)flags;
     n->capture_index = capture;
     n->group = group;

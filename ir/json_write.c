@@ -116,6 +116,11 @@ static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
             loom_str_printf(s, ", \"buffer\": %u", bi->buffer);
         loom_str_printf(s, ", \"before\": %u, \"after\": %u}", bi->before, bi->after);
     }
+    if (n->tag_in)
+        loom_str_printf(s, ", \"tag_in\": {\"vector\": %u, \"slot\": %u, \"gate\": %s}", n->tag_in & ~LOOM_AWAIT_GATE,
+                        n->tag_in_slot, n->tag_in & LOOM_AWAIT_GATE ? "true" : "false");
+    if (n->tag_out)
+        loom_str_printf(s, ", \"tag_out\": {\"vector\": %u, \"slot\": %u}", n->tag_out, n->tag_out_slot);
     loom_str_append(s, "}", 1);
 }
 

@@ -259,7 +259,25 @@ typedef struct loom_node {
                                graph's member list; LOOM_NONE otherwise */
     uint32_t window;        /* reorder's lookahead window (segment) number;
                                LOOM_NONE when reorder did not run */
+    /* Awaited edges (the awaits pass): the barrier in front of a node whose
+     * tag_in is set is not recorded; the node polls the tagged vector its
+     * producer (the node before it, whose tag_out is the same number)
+     * writes. Its .barrier still names the hazard the poll stands in for,
+     * so the plan can also be recorded with every barrier. */
+    uint16_t tag_in;        /* tagged vector read at slot tag_in_slot, 1..LOOM_AWAIT_MAX,
+                               | LOOM_AWAIT_GATE: all of it before loading anything; 0: none */
+    uint16_t tag_out;       /* tagged vector written at slot tag_out_slot; 0: none */
+    uint8_t tag_in_slot, tag_out_slot;
 } loom_node;
+
+/* Awaited edges: vectors a plan may tag (the 8-bit tag word's vector
+ * part), tag_in's "wait for all of x first" bit, and the binding the
+ * runtime supplies to a tagged kernel (its step and fault words), which a
+ * graph never binds. shaders/loom_shaders.h spells the same numbers for
+ * the GLSL; the runtime checks that they agree. */
+#define LOOM_AWAIT_MAX 127u
+#define LOOM_AWAIT_GATE 0x100u
+#define LOOM_AWAIT_BINDING 31u
 
 /* ---- graph -------------------------------------------------------------- */
 

@@ -54,7 +54,18 @@ static loom_result check_layout(const loom_graph *g, uint32_t i, const loom_node
             return loom_fail(LOOM_VERIFY, "node %u (%s): binding %u slot %u: kernel '%s' declares slot %u readonly, "
                              "but it is bound writable", i, op, k, s, kname, s);
     }
-    uint32_t missing = l->slots & ~bound;
+    /* The step word of an awaited edge is the runtime's binding, never the
+     * graph's; a kernel that has one polls or tags, so its node must say
+     * which vector (and a node that tags needs a kernel that can). */
+    const uint32_t step_bit = 1u << LOOM_AWAIT_BINDING;
+    bool tags = n->tag_in || n->tag_out;
+    if ((l->slots & step_bit) && !tags)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s' is a tagged form (binding %u) but the node has no "
+                         "tag_in or tag_out", i, op, kname, LOOM_AWAIT_BINDING);
+    if (!(l->slots & step_bit) && tags)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): tag_in %u / tag_out %u, but kernel '%s' is not a tagged form "
+                         "(no binding %u)", i, op, n->tag_in, n->tag_out, kname, LOOM_AWAIT_BINDING);
+    uint32_t missing = l->slots & ~bound & ~step_bit;
     if (missing) {
         uint32_t s = (uint32_t)__builtin_ctz(missing);
         return loom_fail(LOOM_VERIFY, "node %u (%s): slot %u of kernel '%s' is not bound", i, op, s, kname);
@@ -208,6 +219,36 @@ static loom_result check_aliasing(const loom_graph *g, uint32_t i, const loom_no
     return LOOM_OK;
 }
 
+/* An awaited edge: the vector numbers in range, each slot bound (the
+ * producer's writable, the reader's read-only), and the reader right after
+ * its producer, with the barrier reason the poll stands in for. */
+static loom_result check_tags(const loom_graph *g, uint32_t i, const loom_node *n)
+{
+    const char *op = loom_op_name((loom_op)n->op);
+    uint32_t in = n->tag_in & ~LOOM_AWAIT_GATE;
+    if ((n->tag_in && (in == 0 || in > LOOM_AWAIT_MAX)) || n->tag_out > LOOM_AWAIT_MAX)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): tag_in 0x%x / tag_out %u: vectors are 1..%u (tag_in may add "
+                         "the gate bit 0x%x)", i, op, n->tag_in, n->tag_out, LOOM_AWAIT_MAX, LOOM_AWAIT_GATE);
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (int side = 0; side < 2; side++) {
+        uint32_t tag = side ? n->tag_out : in, slot = side ? n->tag_out_slot : n->tag_in_slot, k = 0;
+        if (!tag)
+            continue;
+        while (k < n->n_bindings && b[k].slot != slot)
+            k++;
+        if (k == n->n_bindings || (side ? !(b[k].access & LOOM_ACCESS_WRITE) : b[k].access != LOOM_ACCESS_READ))
+            return loom_fail(LOOM_VERIFY, "node %u (%s): %s %u names slot %u, which it does not bind %s", i, op,
+                             side ? "tag_out" : "tag_in", tag, slot, side ? "writable" : "read-only");
+    }
+    if (!in)
+        return LOOM_OK;
+    const loom_node *p = i ? &g->nodes.v[i - 1] : NULL;
+    if (!p || p->tag_out != in || n->barrier == LOOM_NONE)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): tag_in %u: the node before it must write vector %u (tag_out) "
+                         "and the node keep the barrier reason its poll replaces", i, op, in, in);
+    return LOOM_OK;
+}
+
 static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *op = loom_op_name((loom_op)n->op);
@@ -241,6 +282,11 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
     }
     if (n->n_writes == 0)
         return loom_fail(LOOM_VERIFY, "node %u (%s): writes nothing", i, op);
+    if (n->tag_in || n->tag_out) {
+        loom_result rc = check_tags(g, i, n);
+        if (rc)
+            return rc;
+    }
     loom_result brc = check_blocks(g, i, n);
     if (brc)
         return brc;
@@ -333,6 +379,8 @@ loom_result loom_graph_verify(const loom_graph *g)
         return rc;
     for (uint32_t i = 0; i < g->nodes.n; i++) {
         const loom_node *n = &g->nodes.v[i];
+        if (n->type == LOOM_NODE_BARRIER && (n->tag_in || n->tag_out))
+            return loom_fail(LOOM_VERIFY, "node %u: a barrier node has no tag_in or tag_out", i);
         if (n->type == LOOM_NODE_BARRIER)
             continue;
         if (n->type != LOOM_NODE_DISPATCH)

@@ -53,12 +53,13 @@ enum {
     P(gather, LOOM_DISABLE_GATHER, "the matvec reading an attention's output combines the attention's shares") \
     P(reorder, LOOM_DISABLE_REORDER, "schedule nodes into concurrency groups within a lookahead window") \
     P(barriers, LOOM_DISABLE_BARRIERS, "place the minimal barriers the groups need")                   \
-    P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")
+    P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")           \
+    P(awaits, 0, "where the device allows, a reader polls its producer's tagged output instead of a barrier")
 
 #define LOOM_PASS_NAME_FIRST_(name, bit, summary) #name
 #define LOOM_PASS_NAME_NEXT_(name, bit, summary) "," #name
 /* The pipeline when none is named: every pass of the list, in order
- * ("verify,fuse,split,stage,gather,reorder,barriers,lifetimes"). */
+ * ("verify,fuse,split,stage,gather,reorder,barriers,lifetimes,awaits"). */
 #define LOOM_PASS_PIPELINE_DEFAULT LOOM_PASS_LIST(LOOM_PASS_NAME_FIRST_, LOOM_PASS_NAME_NEXT_)
 
 #endif

@@ -1,5 +1,5 @@
 /* loom passes: the optimizer passes that turn a captured graph into a plan
- * (verify, fuse, split, stage, gather, reorder, barriers, lifetimes), their registry and the pass
+ * (verify, fuse, split, stage, gather, reorder, barriers, lifetimes, awaits), their registry and the pass
  * manager that runs a pipeline string over a graph.
  *
  * Every pass edits the graph in place and writes its annotations into it
@@ -37,6 +37,7 @@ typedef struct loom_pass_ctx {
     uint32_t enable;              /* LOOM_ENABLE_* forms asked for (gather) */
     uint32_t wave_groups;         /* split: the argmax forms' workgroup cap (loom_compile_options); 0: none */
     bool coopmat;                 /* split: the tiled matmul forms take their cooperative-matrix forms */
+    bool awaits;                  /* awaits: the device allows awaited edges (loom_compile_options.awaits) */
     uint32_t fused_chains;        /* fuse: chains replaced by one node */
     uint32_t split_nodes;         /* split: nodes cut into row blocks */
     uint32_t staged_gains;        /* stage: norms now reading a staged copy of their gain */
@@ -47,6 +48,7 @@ typedef struct loom_pass_ctx {
     uint64_t scratch_bytes;       /* lifetimes: SCRATCH bytes, unpacked */
     uint64_t arena_bytes;         /* lifetimes: packed arena */
     uint64_t arena_lower_bound;   /* lifetimes: peak simultaneously live scratch bytes */
+    uint32_t awaited;             /* awaits: dependencies polled in the shader, not recorded as barriers */
 } loom_pass_ctx;
 
 typedef loom_result (*loom_pass_fn)(loom_graph *g, loom_pass_ctx *ctx);
@@ -96,7 +98,11 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  * - barriers: the minimal barriers for the current groups (each node its
  *   own group when reorder did not run); marks the graph scheduled.
  * - lifetimes: buffer classes and the scratch arena, by barrier epochs. A
- *   usage hint the graph contradicts is LOOM_VERIFY naming buffer and node. */
+ *   usage hint the graph contradicts is LOOM_VERIFY naming buffer and node.
+ * - awaits: with ctx->awaits, the barriers a reader may replace by polling
+ *   its producer's tagged output become awaited edges (node tag_in /
+ *   tag_out, tagged kernels); see awaits.c. Needs the schedule and the
+ *   classes, so it runs after lifetimes; without ctx->awaits a no-op. */
 loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx);
@@ -105,6 +111,7 @@ loom_result loom_pass_gather(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx);
 
 /* The unoptimized schedule: each node its own group, a barrier recorded
  * before every node but the first (reason: the hazard with the previous

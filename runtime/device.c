@@ -485,8 +485,9 @@ static void device_extensions(loom_rt *rt, device_features *f, const char **exts
     rt->atomic_float_add = true;
 }
 
-/* Awaited edges (tagged vectors, runtime/tags.c) replace a barrier by a
- * reader that polls its producer's output. Vulkan promises neither launch
+/* Awaited edges (tagged vectors; the awaits pass, passes/awaits.c, places
+ * them where loom_compile_options.awaits, set from this rule, allows)
+ * replace a barrier by a reader that polls its producer's output. Vulkan promises neither launch
  * order across dispatches nor forward progress between workgroups, so the
  * lowering rests on what a device is known to do (docs/design-notes.md,
  * "Awaited edges: what they assume"):

@@ -18,7 +18,7 @@
  *   layer 5: memory.c    memory blocks, rt_mem, loom_rt_buffer, host access
  *            kernel.c    shader modules, pipelines, the pipeline cache
  *   layer 6: profile.c   timestamps read back, per-group GPU time
- *            tags.c      which dependencies a program polls (tagged vectors)
+ *            tags.c      the memory of the plan's awaited edges (tagged vectors)
  *   layer 7: record.c    a program's command buffers: sets, dispatches, barriers
  *   layer 8: program.c   programs: resolve, replay, host access, release
  *   layer 9: plan_replay.c  plans on the runtime: compile for the device,
@@ -157,22 +157,21 @@ typedef struct rt_groups {
     char program[48];        /* the graph's name */
 } rt_groups;
 
-/* A dispatch that reads or writes a tagged vector (tag.glsl): the vector
- * numbers it pushes at byte LOOM_TAG_PUSH_OFFSET for its x and its y (0: a
- * plain binding), the kernel it runs instead of the node's, and whether the
- * barrier in front of it is left out (it polls its x instead). The step
- * number is at binding LOOM_TAG_BINDING, a word the replay writes after the step
- * parameters. */
+/* A dispatch that reads or writes a tagged vector (tag.glsl; the plan's
+ * node tag_in / tag_out): the vector numbers it pushes at byte
+ * LOOM_TAG_PUSH_OFFSET for its x and its y (0: a plain binding). Its
+ * kernel, the plan's, is a tagged form. The step number is at binding
+ * LOOM_TAG_BINDING, a word the replay writes after the step parameters. */
 typedef struct rt_tag {
     uint32_t in, out;
-    const char *kernel;
-    bool no_barrier;
 } rt_tag;
 #define RT_TAG_MAX 127u          /* vectors a plan may tag */
 #define RT_TAG_GATE LOOM_TAG_GATE   /* in rt_tag.in: the reader waits for all of x first */
 
-/* Fills p->tags, p->tag_at and p->tag_mem (tags.c) where LOOM_TAGS and the
- * plan allow; LOOM_OUT_OF_MEMORY or a Vulkan failure of the zero fill. */
+/* Fills p->tags, p->tag_at, p->tag_mem and p->all_barriers (tags.c) for
+ * the plan's awaited edges; LOOM_INVALID_ARGUMENT naming the node for a
+ * plan whose edges this program cannot hold, LOOM_OUT_OF_MEMORY or a
+ * Vulkan failure of the zero fill. */
 loom_result rt_tags_plan(loom_rt_program *p);
 
 /* Records copy c of program p (record.c): its descriptor sets, then every
@@ -186,6 +185,7 @@ struct loom_rt_program {
     loom_rt *rt;
     rt_tag *tags;            /* per node, NULL unless some vector is tagged */
     uint32_t n_polled;       /* barriers left out for them */
+    bool all_barriers;       /* the awaited edges' barriers recorded too (tags.c says when) */
     uint64_t tag_seq_at;     /* the step word's offset in a copy's params */
     rt_mem tag_mem;          /* the tagged vectors, apart from the arena */
     uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
@@ -328,9 +328,11 @@ void rt_groups_unref(loom_rt *rt, rt_groups *gr);
 /* Whether a barrier is recorded before node i: the rule record_nodes
  * follows and the group table mirrors. Unscheduled graphs get one between
  * every pair; the leading barrier already orders the first node. */
+/* A barrier in front of node i, as the plan says: an awaited edge (tag_in)
+ * polls instead of its barrier. */
 static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
 {
-    return n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+    return n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !n->tag_in) || (!scheduled && i > 0);
 }
 
 /* trace.c */

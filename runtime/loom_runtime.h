@@ -187,8 +187,9 @@ loom_result loom_rt_kernel_spirv(loom_rt *rt, const char *name, const uint32_t *
 /* A program is an annotated graph made executable: pipelines, descriptor
  * sets, plan-owned memory (the scratch arena and buffers with external == 0),
  * recorded into one command buffer. Node order is the graph's; a barrier is
- * recorded before each node whose .barrier is set — or before every node
- * when the graph is not scheduled. Buffers with external != 0 must name live
+ * recorded before each node whose .barrier is set, but for an awaited edge
+ * (.tag_in set: the node polls instead; docs/design-notes.md) — or before
+ * every node when the graph is not scheduled. Buffers with external != 0 must name live
  * loom_rt_buffers. The graph is copied; the caller keeps its own. */
 loom_result loom_rt_program_create(loom_rt *rt, const loom_graph *g, loom_rt_program **out);
 /* Deferred like buffers: freed once no submission uses it. */
@@ -271,7 +272,10 @@ typedef struct loom_rt_profile_op {
 typedef struct loom_rt_profile {
     uint64_t steps;                 /* completed replays summed (since creation or reset) */
     /* Per step. groups == barriers + 1, except where the graph opens with
-     * a barrier sentinel: that barrier starts no group. */
+     * a barrier sentinel: that barrier starts no group. An awaited edge's
+     * reader is in its producer's group (as in loom_plan_stats); where the
+     * runtime records that barrier too (validation layer, LOOM_TAGS=keep,
+     * after a poll gave up) barriers counts it, inside the group. */
     uint32_t groups, barriers, dispatches;
     double step_us;                 /* mean GPU time of a step: first to last timestamp */
     loom_rt_profile_op ops[LOOM_OP_COUNT];
@@ -365,8 +369,10 @@ typedef struct loom_rt_counters {
     uint64_t host_writes_waited, host_writes_ready;
     uint64_t timed_steps;       /* replays whose GPU time is in gpu_ns */
     uint64_t gpu_ns;            /* GPU time of those replays, from their timestamp pairs */
-    /* Dependencies recorded without a barrier (per submit): the reader
-     * polls a tagged vector its producer writes (LOOM_TAGS). */
+    /* Dependencies recorded without a barrier (per submit): the plan's
+     * awaited edges, whose reader polls a tagged vector its producer
+     * writes (loom_plan_stats.awaited; 0 where the runtime records their
+     * barriers too: validation layer, LOOM_TAGS=keep, a poll that gave up). */
     uint64_t polled;
     /* Steps in which a polled wait gave up (the fault word of shaders/
      * tag.glsl): loom_rt_wait returned LOOM_TIMEOUT naming the program,

@@ -62,6 +62,8 @@ void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o)
         o->wave_groups = 4u * rt->sm_count;
     /* The matmul kinds' cooperative-matrix forms where the device runs them. */
     o->coopmat = rt->coopmat;
+    /* Awaited edges where the device's rule allows them (device.c). */
+    o->awaits = rt->awaits;
     /* The stage pass's kernels add with float atomics. */
     if (!rt->atomic_float_add)
         o->disable |= LOOM_DISABLE_STAGE;

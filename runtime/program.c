@@ -179,8 +179,8 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
         const loom_range *w = loom_node_writes(g, n);
         for (uint32_t j = 0; j < n->n_writes; j++)
             p->slots[w[j].buffer].written = true;
-        bool tagged = p->tags && p->tags[i].kernel;
-        loom_result rc = rt_pipeline_get(rt, tagged ? p->tags[i].kernel : loom_graph_kernel_name(g, n->kernel),
+        bool tagged = p->tags && (p->tags[i].in || p->tags[i].out);
+        loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel),
                                          tagged ? mask | 1u << LOOM_TAG_BINDING : mask, &p->pipes[i]);
         if (rc)
             return loom_fail_wrap(rc, "node %u (%s)", i, loom_op_name((loom_op)n->op));

@@ -40,7 +40,7 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
                                            .pBufferInfo = &info[j] };
         }
         uint32_t nw = n->n_bindings;
-        if (p->tags && p->tags[i].kernel) {
+        if (p->tags && (p->tags[i].in || p->tags[i].out)) {
             info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 8 };
             w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                             .dstBinding = LOOM_TAG_BINDING, .descriptorCount = 1,
@@ -109,11 +109,9 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         }
         if (group_first && group_at < p->groups->n && i == group_first[group_at])
             vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, group_at++);
-        bool need = rt_node_barrier(n, i, scheduled);
+        bool need = rt_node_barrier(n, i, scheduled) || (p->all_barriers && n->tag_in);
         if (need && probe && n->type == LOOM_NODE_DISPATCH && strstr(loom_graph_kernel_name(g, n->kernel), probe))
             need = false;
-        if (need && p->tags && p->tags[i].no_barrier)
-            need = false;   /* it polls its tagged input */
         if (need) {
             cmd_barrier(cmd);
             barriers++;
@@ -137,7 +135,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         if (n->push_size)
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                loom_node_push(g, n));
-        if (p->tags && p->tags[i].kernel) {
+        if (p->tags && (p->tags[i].in || p->tags[i].out)) {
             uint32_t words[2] = { p->tags[i].in, p->tags[i].out };
             /* LOOM_PROBE_DROP_TAG: the first copy recorded has its first
              * tagged producer write plain words, so its reader's polls give
@@ -239,14 +237,12 @@ loom_result rt_tags_fallback(loom_rt_program *p)
 {
     loom_rt *rt = p->rt;
     loom_result rc = LOOM_OK;
-    uint32_t n_nodes = loom_graph_node_count(p->g);
     for (uint32_t i = 0; i < p->n_copies && !rc; i++)
         if (p->copies[i].recorded && p->copies[i].last_step > rt->completed)
             rc = rt_wait_quiet(rt, p->copies[i].last_step);
     if (rc)
         return rc;
-    for (uint32_t i = 0; i < n_nodes; i++)
-        p->tags[i].no_barrier = false;
+    p->all_barriers = true;
     p->n_polled = 0;
     p->tag_fault = false;
     for (uint32_t i = 0; i < p->n_copies && !rc; i++) {

@@ -264,6 +264,13 @@ START_TEST(test_binding_limit)
     ck_assert(!hit);
     ck_assert(loom_plan_key(whole).lo != loom_plan_key(coop).lo || loom_plan_key(whole).hi != loom_plan_key(coop).hi);
     loom_plan_release(coop);
+    /* And awaited edges, a device rule: a plan polling in the shader is
+     * never handed to a caller compiling for barriers only. */
+    loom_plan *aw;
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .awaits = true }, &aw, &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert(loom_plan_key(whole).lo != loom_plan_key(aw).lo || loom_plan_key(whole).hi != loom_plan_key(aw).hi);
+    loom_plan_release(aw);
     loom_plan_release(whole), loom_plan_release(split), loom_plan_release(again);
     loom_cache_destroy(c);
     loom_graph_destroy(g);

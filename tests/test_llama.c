@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "llama_run.h"
+#include "loom_ops.h"
+#include "loom_ir_edit.h"
 #include "loom_ref.h"
 #include "runner.h"
 
@@ -226,6 +228,155 @@ START_TEST(poll_fault_falls_back)
     loom_llama_destroy(m);
     free(lwant);
     free(got);
+}
+END_TEST
+
+/* The awaits pass on the tiny f16 step: with awaits, each layer's gated
+ * FFN -> down projection and attention -> o-projection become awaited
+ * edges (the reader right after its producer, the vector at the reader's
+ * x, the gate bit behind an attention, both on tagged kernels), each
+ * taking one barrier and one group off the plan; without, nothing is
+ * tagged. The two plans have different keys, and the plan's JSON carries
+ * the edges through a parse (the text dump shows them). */
+START_TEST(awaits_marks_the_edges)
+{
+    loom_llama *m = NULL;
+    loom_graph *g = NULL, *back = NULL;
+    loom_plan *on = NULL, *off = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &on), LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = false }, &off), LOOM_OK);
+    const loom_plan_stats *son = loom_plan_get_stats(on), *soff = loom_plan_get_stats(off);
+    uint32_t layers = weights->cfg.n_layers;
+    ck_assert_uint_eq(son->awaited, 2 * layers);
+    ck_assert_uint_eq(soff->awaited, 0);
+    ck_assert_uint_eq(son->barriers + son->awaited, soff->barriers);
+    ck_assert_uint_eq(son->groups + son->awaited, soff->groups);
+    ck_assert_uint_eq(son->dispatches, soff->dispatches);
+    loom_hash kon = loom_plan_key(on), koff = loom_plan_key(off);
+    ck_assert(kon.lo != koff.lo || kon.hi != koff.hi);
+
+    const loom_graph *pg = loom_plan_graph(on);
+    uint32_t readers = 0, gated = 0;
+    for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+        const loom_node *n = loom_graph_node(pg, i);
+        const char *k = loom_graph_kernel_name(pg, n->kernel);
+        if (n->tag_out)
+            ck_assert_msg(loom_form_has(k, "MV_TAG") || loom_form_has(k, "ATT_TAG"), "node %u: kernel %s", i, k);
+        if (!n->tag_in)
+            continue;
+        readers++;
+        const loom_node *p = loom_graph_node(pg, i - 1);
+        bool gate = n->tag_in & LOOM_AWAIT_GATE;
+        gated += gate;
+        ck_assert_uint_eq(n->tag_in & ~LOOM_AWAIT_GATE, p->tag_out);
+        ck_assert_uint_eq(n->group, p->group);
+        ck_assert_uint_eq(gate, p->op == LOOM_OP_ATTENTION);
+        ck_assert(loom_form_has(k, gate ? "MV_TAG MV_TAG_GATE" : "MV_TAG"));
+        /* the poll stands in for the RAW on the vector the reader reads */
+        const loom_binding *x = loom_node_slot(pg, n, n->tag_in_slot), *y = loom_node_slot(pg, p, p->tag_out_slot);
+        ck_assert(loom_binding_same(x, y));
+        const loom_barrier_info *bi = loom_graph_barrier_info(pg, n->barrier);
+        ck_assert_ptr_nonnull(bi);
+        ck_assert_uint_eq(bi->hazard, LOOM_HAZARD_RAW);
+        ck_assert_uint_eq(bi->buffer, y->buffer);
+    }
+    ck_assert_uint_eq(readers, son->awaited);
+    ck_assert_uint_eq(gated, layers);
+    for (uint32_t i = 0; i < loom_graph_node_count(loom_plan_graph(off)); i++) {
+        const loom_node *n = loom_graph_node(loom_plan_graph(off), i);
+        ck_assert(!n->tag_in && !n->tag_out);
+    }
+
+    loom_str js, js2, txt;
+    loom_str_init(&js, NULL);
+    loom_str_init(&js2, NULL);
+    loom_str_init(&txt, NULL);
+    ck_assert_int_eq(loom_graph_dump(pg, LOOM_FORMAT_JSON, &js), LOOM_OK);
+    ck_assert_ptr_nonnull(strstr(js.data, "\"tag_in\": {\"vector\": 1, \"slot\": 1, "));
+    ck_assert_int_eq(loom_graph_parse_json(js.data, js.len, NULL, &back), LOOM_OK);
+    ck_assert_int_eq(loom_graph_verify(back), LOOM_OK);
+    ck_assert_int_eq(loom_graph_dump(back, LOOM_FORMAT_JSON, &js2), LOOM_OK);
+    ck_assert_str_eq(js.data, js2.data);
+    for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+        const loom_node *a = loom_graph_node(pg, i), *b = loom_graph_node(back, i);
+        ck_assert_uint_eq(a->tag_in, b->tag_in);
+        ck_assert_uint_eq(a->tag_out, b->tag_out);
+        ck_assert_uint_eq(a->tag_in_slot, b->tag_in_slot);
+        ck_assert_uint_eq(a->tag_out_slot, b->tag_out_slot);
+    }
+    ck_assert_int_eq(loom_graph_dump(pg, LOOM_FORMAT_TEXT, &txt), LOOM_OK);
+    ck_assert_ptr_nonnull(strstr(txt.data, "\nawaited (RAW on "));
+    ck_assert_ptr_nonnull(strstr(txt.data, " await=v1@1"));
+    ck_assert_ptr_nonnull(strstr(txt.data, " tag=v1@"));
+    loom_str_free(&js);
+    loom_str_free(&js2);
+    loom_str_free(&txt);
+    loom_graph_destroy(back);
+    loom_plan_release(on);
+    loom_plan_release(off);
+    loom_graph_destroy(g);
+    loom_llama_destroy(m);
+}
+END_TEST
+
+/* Steps of the tiny f16 model, with the runtime's device options (awaited
+ * edges on lavapipe), counting what a step records. */
+static void step_counts(loom_rt *r, float *logits, uint32_t *tok, const loom_plan_stats **stats, uint64_t *barriers,
+                        uint64_t *polled)
+{
+    loom_llama *m = NULL;
+    ck_assert_int_eq(loom_llama_create(r, weights, NULL, &m), LOOM_OK);
+    loom_rt_counters c0, c1;
+    ck_assert_int_eq(loom_llama_step(m, 3, 0, logits, tok), LOOM_OK);   /* the first step records */
+    loom_rt_get_counters(r, &c0);
+    ck_assert_int_eq(loom_llama_step(m, *tok, 1, logits, tok), LOOM_OK);
+    loom_rt_get_counters(r, &c1);
+    *barriers = c1.barriers - c0.barriers;
+    *polled = c1.polled - c0.polled;
+    static loom_plan_stats keep;
+    keep = *loom_plan_get_stats(loom_llama_plan(m));
+    *stats = &keep;
+    loom_llama_destroy(m);
+}
+
+/* The runtime records what the plan says: without the validation layer a
+ * step records the plan's barriers and polls its awaited edges; under it
+ * (which cannot see a poll) every awaited edge's barrier is recorded too,
+ * and nothing counts as polled. Both decode the same. */
+START_TEST(recorded_barriers_follow_the_plan)
+{
+    uint32_t v = weights->cfg.vocab, t_val, t_plain;
+    float *lval = malloc(v * sizeof(float)), *lplain = malloc(v * sizeof(float));
+    ck_assert(lval && lplain);
+    const loom_plan_stats *st;
+    uint64_t barriers, polled;
+    step_counts(rt, lval, &t_val, &st, &barriers, &polled);
+    ck_assert_uint_gt(st->awaited, 0);
+    ck_assert_uint_eq(barriers, st->barriers + st->awaited);
+    ck_assert_uint_eq(polled, 0);
+
+    const char *env = getenv("LOOM_VALIDATE");
+    char *saved = env ? strdup(env) : NULL;
+    unsetenv("LOOM_VALIDATE");
+    loom_rt *plain = NULL;
+    loom_result rc = loom_rt_create(&(loom_rt_desc){ .validate = false }, &plain);
+    if (saved)
+        setenv("LOOM_VALIDATE", saved, 1);
+    free(saved);
+    ck_assert_int_eq(rc, LOOM_OK);
+    step_counts(plain, lplain, &t_plain, &st, &barriers, &polled);
+    loom_rt_wait_idle(plain);
+    loom_rt_destroy(plain);
+    ck_assert_uint_gt(st->awaited, 0);
+    ck_assert_uint_eq(barriers, st->barriers);
+    ck_assert_uint_eq(polled, st->awaited);
+    loom_llama_diff d;
+    ck_assert_msg(loom_llama_compare(lplain, t_plain, lval, t_val, v, TOL, &d), "max err %g", d.max_abs);
+    free(lval);
+    free(lplain);
 }
 END_TEST
 
@@ -855,6 +1006,8 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, gpu_matches_reference_f16_caches);
     tcase_add_test(tc, optimized_matches_unoptimized_f16_caches);
     tcase_add_test(tc, poll_fault_falls_back);
+    tcase_add_test(tc, awaits_marks_the_edges);
+    tcase_add_test(tc, recorded_barriers_follow_the_plan);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimized");
     tcase_add_checked_fixture(tc, setup_f32, teardown);

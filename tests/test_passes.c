@@ -67,7 +67,8 @@ START_TEST(test_pipeline_report_skip)
     loom_pipeline_desc d = { .skip = 1u << loom_pass_index("fuse"), .time_each = true, .verify_each = true,
                              .dump_dir = "" };
     ck_assert_int_eq(loom_pipeline_run(G, &d, &ctx, &rep), LOOM_OK);
-    ck_assert_uint_eq(rep.n_passes, 7);
+    ck_assert_uint_eq(rep.n_passes, 8);
+    ck_assert_str_eq(rep.names[7], "awaits");
     ck_assert_str_eq(rep.names[1], "split");
     ck_assert_str_eq(rep.names[2], "stage");
     ck_assert_str_eq(rep.names[3], "gather");

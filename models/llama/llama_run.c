@@ -192,6 +192,7 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
     out->dispatches = st->dispatches;
     out->groups = st->groups;
     out->barriers = st->barriers;
+    out->awaited = st->awaited;
     out->barrier_lower_bound = st->barrier_lower_bound;
     out->fused_chains = st->fused_chains;
     out->split_nodes = st->split_nodes;
@@ -234,7 +235,7 @@ loom_result loom_llama_figures_of(const loom_plan *plan, uint32_t n_layers, loom
         else if (args && n->op == LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV && n->n_bindings > 1)
             embed_rows += pc.vocab ? b[1].size / pc.vocab : 0;
         /* The same rule the runtime records by. */
-        bool barrier = n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE || (!scheduled && i > 0);
+        bool barrier = n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !n->tag_in) || (!scheduled && i > 0);
         if (barrier && layer >= 0)
             layer_barriers++;
     }

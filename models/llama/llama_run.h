@@ -48,6 +48,7 @@ bool loom_llama_parse_u32(const char *s, uint32_t *out);
 typedef struct loom_llama_figures {
     uint32_t captured_nodes, dispatches, groups, barriers, barrier_lower_bound, fused_chains;
     uint32_t split_nodes;    /* nodes cut into row blocks for the binding limit */
+    uint32_t awaited;        /* dependencies the reader polls instead of a barrier (awaited edges) */
     /* Barriers recorded before nodes that touch a layer's buffers, divided
      * by the number of layers: the dependency levels of one layer. */
     double levels_per_layer;

@@ -1,0 +1,210 @@
+/* awaits: which dependencies of a scheduled plan are awaited in the shader
+ * instead of recorded as barriers (tagged vectors, shaders/tag.glsl), and
+ * the kernel form each node of such an edge takes.
+ *
+ * With ctx->awaits (loom_compile_options.awaits: the device's rule), the
+ * output y of a producer on a form with a tagged variant becomes tagged
+ * vector v, and the reader right after it polls v instead of waiting at a
+ * barrier, where
+ * - the producer and the reader are levels of their own, one after the
+ *   other, and the reader reads y whole as its x: each of its workgroups
+ *   has then seen every producer workgroup finish (a producer workgroup
+ *   writes its part of y after all its reads) before it writes anything,
+ *   so no write of the reader overtakes a read of the producer (nor one
+ *   the lifetimes pass let share the producer's inputs' arena bytes);
+ * - y is all the producer writes, but for buffers no other node touches
+ *   (the attention's own state), so nothing after the reader can find an
+ *   untagged write of the producer not yet landed: the barrier after the
+ *   reader orders what the pair did for everything later;
+ * - y is SCRATCH (plan-owned, never seen by the host: the runtime keeps
+ *   tagged vectors in memory of their own) and the graph has a step-
+ *   parameter buffer (the runtime's step word sits after it).
+ * Both nodes take their tagged kernels (forms.def: MV_TAG, ATT_TAG; a
+ * reader after a gate producer MV_TAG MV_TAG_GATE). The reader keeps its
+ * barrier reason (what the poll stands in for; the runtime records it
+ * after a poll gave up) and joins its producer's group: a group is what
+ * runs between two recorded barriers. Runs after lifetimes (it needs the
+ * classes and the barriers); without either it leaves the plan as is. */
+#include <string.h>
+#include "internal.h"
+#include "loom_ops.h"
+
+/* The forms with a tagged variant, and the slots of their x and y (-1:
+ * not one the form tags). Two producers (docs/perf.md, "Tagged vectors"):
+ * - the gated FFN: its workgroups run in several waves, and the down
+ *   projection's workgroups take the slots its last wave frees, issue
+ *   their weight loads and poll h;
+ * - the attention (gate): its few workgroups leave most SMs idle, and the
+ *   o-projection's workgroups wait there, resident, for its output. Had
+ *   they loaded their weights first, the stream and the polls would slow
+ *   the attention by more than the barrier costs.
+ * Tagging the other vectors of a layer gained nothing: behind a one-wave
+ * producer nothing starts early. */
+static const struct tag_form {
+    const char *form, *tag_flags, *gate_flags;
+    int x, y;
+    bool gate;   /* as a producer: its reader waits for all of y before loading anything */
+} tag_forms[] = {
+    { "attention", "ATT_TAG", NULL, -1, 4, true },
+    { "attention_kh", "ATT_TAG", NULL, -1, 4, true },
+    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false },
+    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false },
+    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
+    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
+};
+
+/* Node n's tagged kernels, where its form has them for its weights. */
+typedef struct tag_kernel {
+    const char *tag_name, *gate_name;
+    int x, y;
+    bool gate;
+} tag_kernel;
+
+static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *out)
+{
+    if (n->type != LOOM_NODE_DISPATCH)
+        return false;
+    const char *name = loom_graph_kernel_name(g, n->kernel), *row = loom_form_row(name);
+    for (size_t k = 0; row && k < sizeof tag_forms / sizeof tag_forms[0]; k++)
+        if (!strcmp(row, tag_forms[k].form)) {
+            const struct tag_form *f = &tag_forms[k];
+            *out = (tag_kernel){ loom_form_variant(name, f->tag_flags, NULL),
+                                 f->gate_flags ? loom_form_variant(name, f->gate_flags, NULL) : NULL, f->x, f->y,
+                                 f->gate };
+            return out->tag_name && (!f->gate_flags || out->gate_name);
+        }
+    return false;
+}
+
+/* Node j + 1, if it is the one other node touching y's bytes, reading all
+ * of them as the x of a tagged form and writing none. */
+static bool sole_reader(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    if (loom_graph_buffer(g, y->buffer)->cls != LOOM_CLASS_SCRATCH)
+        return false;
+    uint32_t reader = LOOM_NONE;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_range *w = loom_node_writes(g, n), *r = loom_node_reads(g, n);
+        bool reads = false, writes = false;
+        for (uint32_t k = 0; k < n->n_writes; k++)
+            writes |= loom_range_meets(&w[k], y);
+        for (uint32_t k = 0; k < n->n_reads; k++)
+            reads |= loom_range_meets(&r[k], y);
+        if (i == j || !(reads || writes))
+            continue;
+        tag_kernel t;
+        if (reader != LOOM_NONE || writes || !tag_kernel_of(g, n, &t) || t.x < 0 ||
+            !loom_binding_same(loom_node_slot(g, n, (uint32_t)t.x), y))
+            return false;
+        reader = i;
+    }
+    return reader == j + 1;
+}
+
+/* Is y all node j writes, but for buffers no other node touches? */
+static bool writes_only(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    const loom_node *n = loom_graph_node(g, j);
+    const loom_range *w = loom_node_writes(g, n);
+    for (uint32_t k = 0; k < n->n_writes; k++) {
+        if (w[k].buffer == y->buffer && w[k].offset == y->offset && w[k].size == y->size)
+            continue;
+        for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+            const loom_node *m = loom_graph_node(g, i);
+            const loom_range *r[2] = { loom_node_reads(g, m), loom_node_writes(g, m) };
+            uint32_t nr[2] = { m->n_reads, m->n_writes };
+            for (int a = 0; i != j && a < 2; a++)
+                for (uint32_t b = 0; b < nr[a]; b++)
+                    if (r[a][b].buffer == w[k].buffer)
+                        return false;
+        }
+    }
+    return true;
+}
+
+/* A barrier (recorded or awaited) in front of node i, or i is first. */
+static bool level_starts(const loom_graph *g, uint32_t i)
+{
+    const loom_node *n = loom_graph_node(g, i);
+    return i == 0 || n->type == LOOM_NODE_BARRIER || n->barrier != LOOM_NONE;
+}
+
+/* Does node i make a level of its own? */
+static bool level_alone(const loom_graph *g, uint32_t i)
+{
+    return level_starts(g, i) && (i + 1 == loom_graph_node_count(g) || level_starts(g, i + 1));
+}
+
+static bool has_params(const loom_graph *g)
+{
+    for (uint32_t b = 0; b < loom_graph_buffer_count(g); b++)
+        if (loom_graph_buffer(g, b)->usage == LOOM_USAGE_PARAMS && !loom_graph_buffer(g, b)->external)
+            return true;
+    return false;
+}
+
+/* Producer j and reader j + 1 with the vector y (at the producer's slot
+ * t->y and the reader's u->x) become awaited edge v. */
+static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, uint32_t v)
+{
+    uint32_t kp, kr;
+    loom_result rc = loom_graph_kernel(g, t->tag_name, &kp);
+    if (!rc)
+        rc = loom_graph_kernel(g, t->gate ? u->gate_name : u->tag_name, &kr);
+    if (rc)
+        return rc;
+    loom_node *p = loom_graph_node_mut(g, j), *r = loom_graph_node_mut(g, j + 1);
+    p->kernel = kp;
+    p->tag_out = (uint16_t)v;
+    p->tag_out_slot = (uint8_t)t->y;
+    r->kernel = kr;
+    r->tag_in = (uint16_t)(v | (t->gate ? LOOM_AWAIT_GATE : 0));
+    r->tag_in_slot = (uint8_t)u->x;
+    return LOOM_OK;
+}
+
+/* Group numbers again, a reader of an awaited edge in its producer's. */
+static void regroup(loom_graph *g)
+{
+    uint32_t gid = 0, prev = LOOM_NONE;
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        loom_node *n = loom_graph_node_mut(g, i);
+        uint32_t old = n->group;
+        if (i > 0 && old != prev && !n->tag_in)
+            gid++;
+        n->group = gid;
+        prev = old;
+    }
+}
+
+loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_awaits: graph is NULL");
+    uint32_t nn = loom_graph_node_count(g), v = 0;
+    for (uint32_t i = 0; i < nn; i++)
+        if (loom_graph_node(g, i)->tag_in || loom_graph_node(g, i)->tag_out)
+            return LOOM_OK;   /* already decided: a second run changes nothing */
+    if (!ctx || !ctx->awaits || !loom_graph_scheduled(g) || nn < 2 || !has_params(g))
+        return LOOM_OK;
+    for (uint32_t j = 0; j + 1 < nn && v < LOOM_AWAIT_MAX; j++) {
+        const loom_node *n = loom_graph_node(g, j);
+        tag_kernel t, u;
+        if (!tag_kernel_of(g, n, &t) || t.y < 0 || !tag_kernel_of(g, loom_graph_node(g, j + 1), &u) || u.x < 0)
+            continue;
+        if (t.gate && !u.gate_name)
+            continue;
+        const loom_binding *y = loom_node_slot(g, n, (uint32_t)t.y);
+        if (!y || n->tag_in || !level_alone(g, j) || !level_alone(g, j + 1) || !writes_only(g, j, y) ||
+            !sole_reader(g, j, y))
+            continue;
+        loom_result rc = mark(g, j, &t, &u, ++v);
+        if (rc)
+            return rc;
+    }
+    if (v)
+        regroup(g);
+    ctx->awaited = v;
+    return LOOM_OK;
+}

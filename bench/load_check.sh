@@ -99,7 +99,7 @@ judge() {   # file case weights n exit util note
   f=$1
   chk=$(sed -n 's/^check: \([0-9]*\) mismatches in \([0-9]*\) steps.*/\1 \2/p' "$f")
   mis=${chk% *}; seen=${chk#* }
-  polled=$(sed -n 's/^per token: .* and \([0-9.]*\) polled,.*/\1/p' "$f")
+  polled=$(sed -n 's/^per token: .* and \([0-9.]*\) polled[ ,].*/\1/p' "$f")
   aw=$(sed -n 's/^awaited edges: \([a-z]*\) .*/\1/p' "$f")
   pt=$(sed -n 's/^awaited edges: .*; \([0-9]*\) poll timeouts$/\1/p' "$f")
   note=$7

@@ -377,8 +377,10 @@ static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
     if (binding_limit)
         printf("binding limit: %llu bytes; %u nodes split into row blocks\n", (unsigned long long)binding_limit,
                f->split_nodes);
-    printf("barriers: %u per token (lower bound %u), %.2f levels per layer\n", f->barriers, f->barrier_lower_bound,
-           f->levels_per_layer);
+    /* The plan's lower bound counts levels: a dependency is one whether it
+     * is a barrier or awaited in the shader. */
+    printf("barriers: %u per token (levels' lower bound %u, barriers and awaited together), %.2f levels per layer\n",
+           f->barriers, f->barrier_lower_bound, f->levels_per_layer);
     printf("dependencies per token: %u barriers, %u awaited\n", f->barriers, f->awaited);
     printf("weights read per token: %.1f MB; arena: %.2f MB packed of %.2f MB\n", f->weight_bytes / 1e6,
            f->arena_bytes / 1e6, f->scratch_bytes / 1e6);
@@ -819,9 +821,9 @@ static int run(opts *o, loom_rt *rt, const char *device)
     else
         printf("GPU time n/a (no timestamps); weight-read floor %.1f us at %.0f GB/s copy\n", floor_us,
                copy_gbps);
-    printf("per token: %.1f dispatches, %.1f barriers (plan lower bound %u) and %.1f polled, %.2f host waits, "
+    printf("per token: %.1f dispatches, %.1f barriers and %.1f polled (plan lower bound %u for both), %.2f host waits, "
            "%.2f submits, %.2f replay waits; cache %llu hits, %llu misses\n",
-           r.dispatches_per_token, r.barriers_per_token, f.barrier_lower_bound, r.polled_per_token,
+           r.dispatches_per_token, r.barriers_per_token, r.polled_per_token, f.barrier_lower_bound,
            r.host_waits_per_token,
            r.submits_per_token, r.replay_waits_per_token, (unsigned long long)r.cache_hits,
            (unsigned long long)r.cache_misses);

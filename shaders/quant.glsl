@@ -261,34 +261,45 @@ float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
     return dm.x * s - dm.y * m;
 }
 
-// Q6_K: unit ui = u % 8 of a block is half h = ui / 4, l = 8 (ui % 4) to
-// l + 8 of each quarter q: weights 128h + 32q + l + i, i < 8 (q6_k_chunk's
-// layout): 8 bytes of ql at 64h + l (quarters 0, 2) and 64h + 32 + l
-// (1, 3), 8 of qh at 128 + 32h + l, the scales 192 + 8h + l / 16 + 2q, d.
+// Q6_K: unit ui = u % 8 of a block is half h = ui / 4, quarters p =
+// (ui / 2) % 2 and p + 2, and l = 16 (ui % 2) to l + 16 of each: weights
+// 128h + 32p + l + i and 128h + 32(p + 2) + l + i, i < 16. Both quarters'
+// low 4 bits are in the same 16 bytes of ql (64h + 32p + l: low nibbles
+// quarter p, high nibbles p + 2), their top 2 in the same 16 of qh (128 +
+// 32h + l: bits 2p, 2p + 1 and 2p + 4, 2p + 5); each quarter's 16 weights
+// meet one 16-element quad of x, whose sum the quantizer kept, so the codes
+// stay unsigned (0..63) and the 32 comes off once a quarter: sum (v - 32) x
+// = sum v x - 32 sum x. Scales: bytes 8h + l / 16 + 2p and + 4 of the
+// block's 16 (at 192), of the 8 at 192 + 8h; d at 208.
+uvec4 q_16bytes(uint m, uint o)
+{
+    uint i = o >> 2u;
+    // The word holding the last byte (word i + 3 again where o is 4-aligned:
+    // no read past the span, and no branch between a subgroup's blocks).
+    uvec4 w = uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u));
+    uint e = QWORD(m, (o + 15u) >> 2u);
+    return (o & 2u) == 0u ? w : (w >> 16u) | (uvec4(w.yzw, e) << 16u);
+}
 QRaw q6_k_load(uint m, uint rb, uint u)
 {
-    uint o = rb + (u >> 3u) * 210u, ui = u & 7u, h = ui >> 2u, l = 8u * (ui & 3u);
-    uvec2 l0 = q_8bytes(m, o + 64u * h + l), l1 = q_8bytes(m, o + 64u * h + 32u + l);
-    uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l), sc = q_8bytes(m, o + 192u + 8u * h);
-    return QRaw(uvec4(l0, l1), uvec4(hb, sc), uvec4(0u), q_u16(m, o + 208u));
+    uint o = rb + (u >> 3u) * 210u, ui = u & 7u, h = ui >> 2u, p = (ui >> 1u) & 1u, l = 16u * (ui & 1u);
+    uvec2 sc = q_8bytes(m, o + 192u + 8u * h);
+    return QRaw(q_16bytes(m, o + 64u * h + 32u * p + l), q_16bytes(m, o + 128u + 32u * h + l),
+                uvec4(sc, 0u, 0u), q_u16(m, o + 208u));
 }
 float q6_k_dot(QRaw r, uint rb, uint u, uint xu)
 {
-    uint ui = u & 7u, h = ui >> 2u, l = 8u * (ui & 3u), s = l >> 4u;
-    float d = q_half(r.e), acc = 0.0;
-    for (uint q = 0u; q < 4u; q++) {
-        uvec2 lo = (q & 1u) == 0u ? r.a.xy : r.a.zw;
-        uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((r.b.xy >> (2u * q)) & 0x03030303u) << 4u);
-        v = ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   // bytes v - 32, as int8
-        uint sw = (q >> 1u) == 0u ? r.b.z : r.b.w;
-        int sc = bitfieldExtract(int(sw), int(8u * (s + 2u * (q & 1u))), 8);
-        // x elements 128h + 32q + l .. + 8 of the block: in quad (that / 16),
-        // its half (l / 8) % 2.
-        uint e = 256u * (xu >> 3u) + 128u * h + 32u * q + l;
-        uvec4 xq = QXV(e >> 4u);
-        uvec2 xv = ((l >> 3u) & 1u) == 0u ? xq.xy : xq.zw;
-        acc += QXS(e >> 4u).x * float(sc * (DOT_SS(v.x, xv.x) + DOT_SS(v.y, xv.y)));   // one conversion
-    }
-    return d * acc;
+    uint ui = u & 7u, h = ui >> 2u, p = (ui >> 1u) & 1u, k = (ui & 1u) + 2u * p;
+    // Quarter p: low nibbles, qh bits 2p, 2p + 1 moved to bits 4, 5;
+    // quarter p + 2: high nibbles, bits 2p + 4, 2p + 5 already there.
+    uvec4 v0 = (r.a & 0x0f0f0f0fu) | ((r.b << (4u - 2u * p)) & 0x30303030u);
+    uvec4 v1 = ((r.a >> 4u) & 0x0f0f0f0fu) | ((r.b >> (2u * p)) & 0x30303030u);
+    float s0 = float(bitfieldExtract(int(r.c.x), int(8u * k), 8));
+    float s1 = float(bitfieldExtract(int(r.c.y), int(8u * k), 8));
+    // x elements 256 (xu / 8) + 128h + 32p + l: quad qi; + 64: quad qi + 4.
+    uint qi = 16u * (xu >> 3u) + 8u * h + 2u * p + (ui & 1u);
+    vec2 x0 = QXS(qi), x1 = QXS(qi + 4u);
+    float d0 = float(dot4_su(QXV(qi), v0)), d1 = float(dot4_su(QXV(qi + 4u), v1));
+    return q_half(r.e) * (s0 * (x0.x * d0 - 32.0 * x0.y) + s1 * (x1.x * d1 - 32.0 * x1.y));
 }
 #endif

@@ -91,7 +91,11 @@ typedef struct loom_compile_options {
      * plan allows. Only for a device that launches a queue's dispatches in
      * order; loom_rt_compile sets it from its device's rule
      * (loom_rt_info.awaited_edges; LOOM_TAGS=0 or 1 at device creation
-     * overrides the rule). Off by default elsewhere. Part of the plan's key. */
+     * overrides the rule). Off by default elsewhere. Part of the plan's key.
+     * Numerics: an awaited edge's vector travels as 24-bit floats (15 bits
+     * of mantissa, ties away from zero: at most 2^-16 of each value off,
+     * NaN kept; design-notes.md "What a tagged vector rounds"), so a plan
+     * with awaits is not bit-equal to one without; switch it off for that. */
     bool awaits;
 } loom_compile_options;
 

@@ -2,7 +2,7 @@
 // runtime/tags.c picks them): a dispatch recorded right behind its
 // producer, with no pipeline barrier between them, reads the producer's
 // output as it arrives. Every element is one 32-bit word: the f32 value
-// rounded to 24 bits (sign, exponent, 15 bits of mantissa) with the step's
+// rounded to 24 bits (sign, exponent, 15 bits of mantissa; tag_word) with the step's
 // tag for that vector in the low byte. A 32-bit store is seen whole or not
 // at all, so a word carrying the expected tag holds this step's value: the
 // reader polls the data itself, and neither side needs a fence or a
@@ -34,7 +34,18 @@ layout(set = 0, binding = TAG_BINDING) buffer TagSeq {
 
 uint tag_of(uint edge) { return (tag_seq * 128u + (edge & 0xffu)) % 255u + 1u; }
 
-uint tag_word(float v, uint tag) { return ((floatBitsToUint(v) + 0x80u) & 0xffffff00u) | tag; }
+// The value rounded to 15 bits of mantissa, ties away from zero (what
+// docs/design-notes.md "What a tagged vector rounds" states and
+// test_runtime's tag_rounding checks): at most 2^-16 of |v| off for a
+// normal v, 2^-142 for a subnormal one; a v within 2^-16 of the largest
+// float becomes infinity, as any narrowing does. A NaN stays a NaN: one
+// whose payload lies in the dropped bits alone would otherwise read as
+// infinity.
+uint tag_word(float v, uint tag)
+{
+    uint b = isnan(v) ? 0x7fc00000u : (floatBitsToUint(v) + 0x80u) & 0xffffff00u;
+    return b | tag;
+}
 
 float tag_value(uint w) { return uintBitsToFloat(w & 0xffffff00u); }
 

@@ -3,6 +3,7 @@
  * kernels compiled at run time, checked against values computed here, and
  * every test ends with no validation message. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -724,6 +725,105 @@ START_TEST(test_waits)
 }
 END_TEST
 
+/* ---- tagged words: what an awaited edge rounds -------------------------- */
+
+/* tag_word, the function of shaders/tag.glsl itself (cut from the file, so
+ * the device runs what the tagged kernels run), over the worst cases of
+ * its stated rounding (docs/design-notes.md "What a tagged vector
+ * rounds"): 15 bits of mantissa, ties away from zero, at most 2^-16 of a
+ * normal value off, 2^-142 of a subnormal one; the overflow edge to
+ * infinity; a NaN stays a NaN whatever its payload; signed zeros and
+ * infinities stay. The low byte is the tag. */
+static char *tag_function(void)
+{
+    const char *dir = getenv("LOOM_TEST_DATA");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/../shaders/tag.glsl", dir ? dir : "tests");
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    static char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *a = strstr(text, "uint tag_word(float v, uint tag)");
+    ck_assert_msg(a != NULL, "tag.glsl: no tag_word");
+    char *b = strstr(a, "\n}\n");
+    ck_assert_msg(b != NULL, "tag.glsl: tag_word has no end");
+    b[3] = 0;
+    return a;
+}
+
+START_TEST(test_tag_rounding)
+{
+    loom_rt *rt = rt_make(0, false, NULL);
+    char src[4096];
+    snprintf(src, sizeof src,
+             "#version 450\nlayout(local_size_x = 64) in;\n"
+             "layout(set = 0, binding = 0) readonly buffer X { uint x[]; };\n"
+             "layout(set = 0, binding = 1) writeonly buffer W { uint w[]; };\n%s\n"
+             "void main() { uint i = gl_GlobalInvocationID.x; w[i] = tag_word(uintBitsToFloat(x[i]), 0x5au); }\n",
+             tag_function());
+    OK(loom_rt_kernel_glsl(rt, "t_tag_word", src));
+    /* Bit patterns: around 1.0 and -3.5 every dropped byte that matters
+     * (0x00, 0x7f the largest rounded down, 0x80 the tie, 0xff), the same
+     * in subnormals, the largest finite values, NaNs with payloads in the
+     * dropped byte only and in the kept bits, infinities, zeros. */
+    static const uint32_t cases[] = {
+        0x3f800000u, 0x3f80007fu, 0x3f800080u, 0x3f8000ffu, 0x3f8fff7fu, 0x3f8fff80u, 0x3fffff80u,
+        0xc0600000u, 0xc060007fu, 0xc0600080u, 0xc06000ffu, 0x00000001u, 0x0000007fu, 0x00000080u,
+        0x807fffffu, 0x00400080u, 0x7f7fff00u, 0x7f7fff7fu, 0x7f7fff80u, 0x7f7fffffu, 0xff7fffffu,
+        0x7f800001u, 0xff8000ffu, 0x7fc00000u, 0x7fc12345u, 0x7f800000u, 0xff800000u, 0x00000000u,
+        0x80000000u, 0x3eaaaaabu, 0x42f6e979u, 0x1e3ce508u,
+    };
+    const uint32_t nc = sizeof cases / sizeof cases[0];
+    uint32_t in[N], out[N];
+    for (uint32_t i = 0; i < N; i++)
+        in[i] = i < nc ? cases[i] : 0x3f800000u + i * 0x1357u;   /* and a spread of ordinary values */
+    loom_rt_buffer *x = rbuf(rt, "x", LOOM_USAGE_INPUT, N * 4), *y = rbuf(rt, "y", LOOM_USAGE_OUTPUT, N * 4);
+    OK(loom_rt_buffer_write(rt, x, 0, in, sizeof in));
+    loom_graph *g = graph_new();
+    loom_binding b[2] = { { .buffer = gext(g, x, "x"), .slot = 0, .size = N * 4, .access = LOOM_ACCESS_READ },
+                          { .buffer = gext(g, y, "y"), .slot = 1, .size = N * 4, .access = LOOM_ACCESS_WRITE } };
+    dispatch(g, "t_tag_word", b, 2, NULL, 0, N / 64);
+    OK(loom_rt_run_graph(rt, g, NULL));
+    read_u32(rt, y, out);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t v = in[i], w = out[i], kept = w & 0xffffff00u;
+        float fv, fw;
+        memcpy(&fv, &v, 4);
+        memcpy(&fw, &kept, 4);
+        ck_assert_msg((w & 0xffu) == 0x5au, "0x%08x: tag 0x%02x", v, w & 0xffu);
+        bool nan = (v & 0x7f800000u) == 0x7f800000u && (v & 0x007fffffu);
+        if (nan) {
+            ck_assert_msg(fw != fw, "NaN 0x%08x read back as 0x%08x", v, kept);
+            continue;
+        }
+        if ((v & 0x7fffffffu) == 0x7f800000u) {
+            ck_assert_msg(kept == v, "infinity 0x%08x read back as 0x%08x", v, kept);
+            continue;
+        }
+        /* The stated rounding, bit for bit: ties away from zero on the
+         * magnitude, a carry into the exponent included. */
+        ck_assert_msg(kept == ((v + 0x80u) & 0xffffff00u), "0x%08x -> 0x%08x", v, kept);
+        if ((v & 0x7fffffffu) >= 0x7f7fff80u && (v & 0x7fffffffu) < 0x7f800000u) {
+            ck_assert_msg((kept & 0x7fffffffu) == 0x7f800000u, "0x%08x should round to infinity", v);
+            continue;
+        }
+        double err = fabs((double)fw - (double)fv);
+        double bound = (v & 0x7f800000u) == 0 ? ldexp(1.0, -142) : ldexp(fabs((double)fv), -16);
+        ck_assert_msg(err <= bound, "0x%08x: off by %g, bound %g", v, err, bound);
+        ck_assert_msg((kept ^ v) >> 31 == 0, "0x%08x: sign lost", v);
+    }
+    /* The worst case is reached, not just bounded: the tie 1 + 2^-16 moves
+     * by exactly the bound. */
+    ck_assert_uint_eq(out[2] & 0xffffff00u, 0x3f800100u);
+    loom_graph_destroy(g);
+    loom_rt_buffer_release(x);
+    loom_rt_buffer_release(y);
+    rt_done(rt);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------- */
 
 START_TEST(test_glsl_error)
@@ -1235,6 +1335,7 @@ static Suite *runtime_suite(void)
         { "step_timestamps", test_step_timestamps },
         { "read_behind", test_read_behind },
         { "waits", test_waits },
+        { "tag_rounding", test_tag_rounding },
         { "glsl_error", test_glsl_error },
         { "missing_buffer", test_missing_buffer },
         { "pipeline_cache", test_pipeline_cache },

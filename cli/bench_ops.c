@@ -9,7 +9,9 @@
  * as lavapipe. --device NAME (repeatable) picks devices; --all takes every
  * device index until one fails to open.
  *
- * Every timed program first runs back to back for 1.5 s (not with --quick):
+ * Every timed program first runs back to back for at least 1.5 s and until
+ * two windows of its replays agree (llama-decode's warm-up rule; not with
+ * --quick):
  * the GPU idles at a low clock and reaches its boost clock only under
  * sustained load, and latency-bound work timed cold reads ~3x slow.
  *
@@ -21,10 +23,12 @@
  * cache holds where it fits: how much faster a level would be with its
  * weights already in the cache. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "llama_run.h"
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
 #include "loom_runtime.h"
@@ -88,17 +92,48 @@ static void schedule_flat(loom_graph *g)
     loom_graph_set_scheduled(g, true);
 }
 
-/* Replays p back to back for `seconds`, then drains: the clock warm-up. */
-static loom_result warm(loom_rt *rt, loom_rt_program *p, double seconds)
+/* The clock warm-up, by llama-decode's rule (models/llama/llama_run.h): p
+ * replayed back to back in windows of LOOM_LLAMA_WARM_WINDOW replays,
+ * each drained, until at least `seconds` have passed and two successive
+ * windows' time per replay agree within LOOM_LLAMA_WARM_AGREE, or
+ * WARM_CAP_S have passed (shorter than llama-decode's cap: a run times
+ * dozens of programs). A fixed time was not always enough: a
+ * freshly started GPU read 15% slow after 1.5 s. What it took is added to
+ * warm_spent_s, and a warm-up that ended at the cap counted in
+ * warm_unstable (both printed under the tables). */
+#define WARM_CAP_S 5.0
+static double warm_spent_s;
+static uint32_t warm_programs, warm_unstable;
+
+static loom_result warm_sp(loom_rt *rt, loom_rt_program *p, const loom_step_params *sp, double seconds)
 {
+    if (seconds <= 0)
+        return LOOM_OK;
     loom_result rc = LOOM_OK;
-    double t0 = loom_cli_now_us();
-    while (!rc && loom_cli_now_us() - t0 < seconds * 1e6) {
-        uint64_t step;
-        rc = loom_rt_replay(rt, p, NULL, &step);
+    double t0 = loom_cli_now_us(), prev = 0, elapsed = 0;
+    bool stable = false;
+    while (!rc) {
+        double w0 = loom_cli_now_us();
+        for (uint32_t i = 0; i < LOOM_LLAMA_WARM_WINDOW && !rc; i++) {
+            uint64_t step;
+            rc = loom_rt_replay(rt, p, sp, &step);
+        }
+        if (!rc)
+            rc = loom_rt_wait_idle(rt);
+        double us = (loom_cli_now_us() - w0) / LOOM_LLAMA_WARM_WINDOW;
+        stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
+        prev = us;
+        elapsed = (loom_cli_now_us() - t0) / 1e6;
+        if ((stable && elapsed >= seconds) || elapsed >= WARM_CAP_S)
+            break;
     }
-    return rc ? rc : loom_rt_wait_idle(rt);
+    warm_spent_s += elapsed;
+    warm_programs++;
+    warm_unstable += !stable;
+    return rc;
 }
+
+static loom_result warm(loom_rt *rt, loom_rt_program *p, double seconds) { return warm_sp(rt, p, NULL, seconds); }
 
 /* Best seconds per replay of g over reps, after the warm-up and two more
  * replays. */
@@ -340,14 +375,12 @@ static loom_result bench_iso(loom_rt *rt, const bench_cfg *cfg, const iso_case *
     }
     /* Attention reads the cache up to kv_len from the step parameters. */
     loom_step_params sp = { .pos = cfg->kv_len - 1, .kv_len = cfg->kv_len, .rows = 1 };
-    double t0 = loom_cli_now_us();
-    while (!rc && loom_cli_now_us() - t0 < cfg->warmup_s * 1e6) {
-        uint64_t step;
-        rc = loom_rt_replay(rt, prog, &sp, &step);
-    }
+    if (!rc)
+        rc = warm_sp(rt, prog, &sp, cfg->warmup_s);
     if (!rc)
         rc = loom_rt_wait_idle(rt);
     loom_rt_counters c0, c1;
+    double t0;
     loom_rt_collect_timestamps(rt);
     loom_rt_get_counters(rt, &c0);
     uint32_t reps = cfg->reps * 4;
@@ -413,6 +446,18 @@ static loom_result bench_isolated(loom_rt *rt, const bench_cfg *cfg, double copy
     return LOOM_OK;
 }
 
+/* What the warm-ups of one device's programs took (warm_sp's rule). */
+static void print_warmup(void)
+{
+    if (warm_programs)
+        printf("warm-up: %.1f s over %u programs (%u stopped at the %.0f s cap before two windows of %u replays "
+               "agreed within %.0f%%)\n",
+               warm_spent_s, warm_programs, warm_unstable, WARM_CAP_S, LOOM_LLAMA_WARM_WINDOW,
+               100.0 * LOOM_LLAMA_WARM_AGREE);
+    warm_spent_s = 0;
+    warm_programs = warm_unstable = 0;
+}
+
 static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
 {
     loom_rt *rt;
@@ -430,6 +475,7 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
     }
     if (isolated) {
         rc = bench_isolated(rt, cfg, copy_gbs, info.subgroup_size);
+        print_warmup();
         int status = rc ? loom_cli_fail("bench ops: isolated", rc) : loom_cli_validation(rt, "bench ops");
         loom_rt_destroy(rt);
         return status;
@@ -451,6 +497,7 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
             printf("%-12s %-5s %6u %6u %10.1f %10.1f %6.1f%%\n", shape, loom_dtype_name(dts[d]), mats, disp, gbs,
                    copy_gbs, 100.0 * gbs / copy_gbs);
         }
+    print_warmup();
     int status = loom_cli_validation(rt, "bench ops");
     loom_rt_destroy(rt);
     return status;

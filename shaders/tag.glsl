@@ -1,5 +1,5 @@
 // Tagged vectors (MV_TAG in matvec.glsl, ATT_TAG in attention.glsl;
-// runtime/tags.c picks them): a dispatch recorded right behind its
+// the awaits pass, passes/awaits.c, picks them): a dispatch recorded right behind its
 // producer, with no pipeline barrier between them, reads the producer's
 // output as it arrives. Every element is one 32-bit word: the f32 value
 // rounded to 24 bits (sign, exponent, 15 bits of mantissa; tag_word) with the step's

@@ -264,6 +264,18 @@ static void dot_text(loom_str *s, const char *p)
     }
 }
 
+/* Node n's barrier reason as DOT label text: a barrier's box and the
+ * awaited edge that stands in for one say the same. */
+static void dot_barrier_reason(loom_str *s, const loom_graph *g, const loom_node *n)
+{
+    loom_str tmp;
+    loom_str_init(&tmp, s->allocator);
+    put_barrier_reason(&tmp, g, loom_graph_barrier_info(g, n->barrier), false);
+    dot_text(s, tmp.data ? tmp.data : "");
+    s->failed |= tmp.failed;
+    loom_str_free(&tmp);
+}
+
 typedef struct access_ix {
     uint32_t node;
     uint32_t range;   /* index into the node's reads then writes */
@@ -409,12 +421,7 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
             if (barrier) {
                 loom_str_printf(s, "  bar%u [shape=box, style=filled, fillcolor=red, fontcolor=white, height=0.1, "
                                    "width=3, label=\"barrier: ", i);
-                loom_str tmp;
-                loom_str_init(&tmp, s->allocator);
-                put_barrier_reason(&tmp, g, loom_graph_barrier_info(g, n->barrier), false);
-                dot_text(s, tmp.data ? tmp.data : "");
-                s->failed |= tmp.failed;
-                loom_str_free(&tmp);
+                dot_barrier_reason(s, g, n);
                 loom_str_printf(s, "\"];\n");
                 if (last != LOOM_NONE)
                     loom_str_printf(s, "  n%u -> bar%u [style=invis];\n", last, i);
@@ -432,12 +439,7 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
             loom_str_printf(s, "    n%u -> n%u [style=bold, color=blue, fontcolor=blue, label=\"awaited v%u", i - 1, i,
                             n->tag_in & ~LOOM_AWAIT_GATE);
             loom_str_printf(s, "%s: ", n->tag_in & LOOM_AWAIT_GATE ? " gate" : "");
-            loom_str tmp;
-            loom_str_init(&tmp, s->allocator);
-            put_barrier_reason(&tmp, g, loom_graph_barrier_info(g, n->barrier), false);
-            dot_text(s, tmp.data ? tmp.data : "");
-            s->failed |= tmp.failed;
-            loom_str_free(&tmp);
+            dot_barrier_reason(s, g, n);
             loom_str_printf(s, "\"];\n");
         }
         last = i;

@@ -23,7 +23,6 @@
  * cache holds where it fits: how much faster a level would be with its
  * weights already in the cache. */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,15 +91,14 @@ static void schedule_flat(loom_graph *g)
     loom_graph_set_scheduled(g, true);
 }
 
-/* The clock warm-up, by llama-decode's rule (models/llama/llama_run.h): p
- * replayed back to back in windows of LOOM_LLAMA_WARM_WINDOW replays,
- * each drained, until at least `seconds` have passed and two successive
- * windows' time per replay agree within LOOM_LLAMA_WARM_AGREE, or
- * WARM_CAP_S have passed (shorter than llama-decode's cap: a run times
- * dozens of programs). A fixed time was not always enough: a
- * freshly started GPU read 15% slow after 1.5 s. What it took is added to
- * warm_spent_s, and a warm-up that ended at the cap counted in
- * warm_unstable (both printed under the tables). */
+/* The clock warm-up, by llama-decode's rule (loom_llama_warm_end): p
+ * replayed back to back in windows of LOOM_LLAMA_WARM_WINDOW replays, each
+ * drained, until at least `seconds` have passed and two successive
+ * windows' time per replay agree, or WARM_CAP_S have passed (shorter than
+ * llama-decode's cap: a run times dozens of programs). A fixed time was
+ * not always enough: a freshly started GPU read 15% slow after 1.5 s. What
+ * it took is added to warm_spent_s, and a warm-up that ended at the cap
+ * counted in warm_unstable (both printed under the tables). */
 #define WARM_CAP_S 5.0
 static double warm_spent_s;
 static uint32_t warm_programs, warm_unstable;
@@ -110,26 +108,20 @@ static loom_result warm_sp(loom_rt *rt, loom_rt_program *p, const loom_step_para
     if (seconds <= 0)
         return LOOM_OK;
     loom_result rc = LOOM_OK;
-    double t0 = loom_cli_now_us(), prev = 0, elapsed = 0;
-    bool stable = false;
-    while (!rc) {
-        double w0 = loom_cli_now_us();
+    loom_llama_warm w = { .t0 = loom_cli_now_us() };
+    for (bool over = false; !rc && !over;) {
+        loom_llama_warm_begin(rt, &w);
         for (uint32_t i = 0; i < LOOM_LLAMA_WARM_WINDOW && !rc; i++) {
             uint64_t step;
             rc = loom_rt_replay(rt, p, sp, &step);
         }
         if (!rc)
             rc = loom_rt_wait_idle(rt);
-        double us = (loom_cli_now_us() - w0) / LOOM_LLAMA_WARM_WINDOW;
-        stable = prev > 0 && fabs(us - prev) <= LOOM_LLAMA_WARM_AGREE * prev;
-        prev = us;
-        elapsed = (loom_cli_now_us() - t0) / 1e6;
-        if ((stable && elapsed >= seconds) || elapsed >= WARM_CAP_S)
-            break;
+        over = loom_llama_warm_end(rt, &w, LOOM_LLAMA_WARM_WINDOW, seconds, WARM_CAP_S);
     }
-    warm_spent_s += elapsed;
+    warm_spent_s += (loom_cli_now_us() - w.t0) / 1e6;
     warm_programs++;
-    warm_unstable += !stable;
+    warm_unstable += !w.stable;
     return rc;
 }
 

@@ -15,28 +15,14 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-/* The warm-up rule of the benchmarks: windows of work, each timed (GPU
- * time where the runtime has timestamps, else wall time) per unit, until
- * at least min_s have passed and the last two windows agree within
- * LOOM_LLAMA_WARM_AGREE, or cap_s have: a clock that has not risen yet
- * reads slow, and a fixed time is not always enough for it. */
-typedef struct warm {
-    double t0, window_t0;   /* wall us: the warm-up's start, the window's */
-    double prev, us;        /* the last two windows' time per unit (0: none yet) */
-    bool stable;
-    loom_rt_counters c0;
-} warm;
-
-static void warm_window_begin(loom_rt *rt, warm *w)
+void loom_llama_warm_begin(loom_rt *rt, loom_llama_warm *w)
 {
     loom_rt_collect_timestamps(rt);
     loom_rt_get_counters(rt, &w->c0);
     w->window_t0 = now_us();
 }
 
-/* Ends a window of units steps or prefills, all complete; true when the
- * warm-up is over. */
-static bool warm_window_end(loom_rt *rt, warm *w, uint32_t units, double min_s, double cap_s)
+bool loom_llama_warm_end(loom_rt *rt, loom_llama_warm *w, uint32_t units, double min_s, double cap_s)
 {
     loom_rt_counters c1;
     loom_rt_collect_timestamps(rt);
@@ -544,12 +530,12 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     }
     /* Warm-up: the same loop, unchecked and unrecorded, in windows of
      * LOOM_LLAMA_WARM_WINDOW steps (passes of at most 64 positions), by the
-     * warm-up rule (warm_window_end). */
-    warm wu = { .t0 = now_us() };
+     * warm-up rule (loom_llama_warm_end). */
+    loom_llama_warm wu = { .t0 = now_us() };
     uint32_t pos = 0;
     double cap_s = opts->warmup_cap_s > 0 ? opts->warmup_cap_s : LOOM_LLAMA_WARM_CAP_S;
     while (!rc && opts->warmup_s > 0) {
-        warm_window_begin(rt, &wu);
+        loom_llama_warm_begin(rt, &wu);
         for (uint32_t done = 0; !rc && done < LOOM_LLAMA_WARM_WINDOW;) {
             loom_llama_run_opts quiet = { .token = opts->token };
             loop W = { .rt = rt, .m = m, .o = &quiet, .vocab = cfg->vocab, .max_seq = cfg->max_seq, .r = out };
@@ -559,7 +545,7 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
             out->warmup_steps += n;
             done += n;
         }
-        bool over = warm_window_end(rt, &wu, LOOM_LLAMA_WARM_WINDOW, opts->warmup_s, cap_s);
+        bool over = loom_llama_warm_end(rt, &wu, LOOM_LLAMA_WARM_WINDOW, opts->warmup_s, cap_s);
         out->warmup_window_us = wu.us;
         out->warmup_stable = wu.stable;
         if (over)
@@ -653,16 +639,16 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     uint32_t last = 0, tok = 0;
     /* Warm-up: the timed work back to back, in windows of
      * LOOM_LLAMA_WARM_PREFILLS prefills, by the warm-up rule. */
-    warm wu = { .t0 = now_us() };
+    loom_llama_warm wu = { .t0 = now_us() };
     while (!rc && warmup_s > 0) {
-        warm_window_begin(rt, &wu);
+        loom_llama_warm_begin(rt, &wu);
         for (uint32_t i = 0; i < LOOM_LLAMA_WARM_PREFILLS && !rc; i++) {
             rc = prefill_once(m, n, chunk, verify, &last);
             out->warmup_reps++;
         }
         if (!rc)
             rc = loom_rt_wait_idle(rt);
-        bool over = warm_window_end(rt, &wu, LOOM_LLAMA_WARM_PREFILLS, warmup_s, LOOM_LLAMA_WARM_CAP_S);
+        bool over = loom_llama_warm_end(rt, &wu, LOOM_LLAMA_WARM_PREFILLS, warmup_s, LOOM_LLAMA_WARM_CAP_S);
         out->warmup_stable = wu.stable;
         if (over)
             break;

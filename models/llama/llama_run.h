@@ -86,6 +86,24 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
 #define LOOM_LLAMA_WARM_CAP_S 20.0
 #define LOOM_LLAMA_WARM_PREFILLS 8u   /* loom_llama_bench_prefill's window */
 
+/* The warm-up rule of the benchmarks (llama-decode's, loom bench's):
+ * windows of work, each timed (GPU time where the runtime has timestamps,
+ * else wall time) per unit, until at least min_s have passed and the last
+ * two windows agree within LOOM_LLAMA_WARM_AGREE, or cap_s have: a clock
+ * that has not risen yet reads slow, and a fixed time is not always
+ * enough for it. Set t0 to the wall clock (us) at the start; then
+ * loom_llama_warm_begin before each window, loom_llama_warm_end after it
+ * (its units of work all complete), which returns true when the warm-up
+ * is over. */
+typedef struct loom_llama_warm {
+    double t0, window_t0;   /* wall us: the warm-up's start, the window's */
+    double prev, us;        /* the last two windows' time per unit (0: none yet) */
+    bool stable;
+    loom_rt_counters c0;
+} loom_llama_warm;
+void loom_llama_warm_begin(loom_rt *rt, loom_llama_warm *w);
+bool loom_llama_warm_end(loom_rt *rt, loom_llama_warm *w, uint32_t units, double min_s, double cap_s);
+
 typedef struct loom_llama_run_opts {
     uint32_t steps;          /* steps decoded, prompt included (timed in bench mode) */
     uint32_t token;          /* first token when there is no prompt */

@@ -200,6 +200,12 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 #define LOOM_MATMUL_TILE_T      64u
 #define LOOM_MATMUL_COOP_ROWS   128u
 #define LOOM_MATMUL_COOP_T      64u
+/* ATTENTION_ROWS's cooperative-matrix form (shaders/attention_rows.glsl,
+ * ATT_COOP; f16 caches, head_dim 64 or 128): a workgroup per
+ * LOOM_ATTN_ROWS_COOP_Q query vectors of one kv head (T x the heads a kv
+ * head serves of them), kv head slowest. The split pass swaps it in where
+ * a kv head has at least that many. */
+#define LOOM_ATTN_ROWS_COOP_Q   64u
 
 /* ---- reading push constants back ---------------------------------------- *
  * What a node's push constants hold, decoded by its op kind's push layout

@@ -4,9 +4,13 @@
  * same form with MM_COOP, where forms.def has one (f16 and block-typed
  * weights; f32 weights stay tiled, whose precision f16 inputs would lose),
  * and the workgroup count of its tiles (ir/loom_ops.h: LOOM_MATMUL_COOP_*).
- * Bindings, ranges and push constants stay as they are; the new node stands
- * for the same captured nodes. Nodes on the multi-column form (small T) keep
- * it: they stream the weights once, which is what bounds them. */
+ * Nodes on the multi-column form (small T) keep it: they stream the weights
+ * once, which is what bounds them. An ATTENTION_ROWS node over f16 caches
+ * whose head_dim has a form (ATT_HD: 64, 128) and whose kv heads each serve
+ * at least LOOM_ATTN_ROWS_COOP_Q query vectors takes ATT_COOP's form (fewer
+ * would leave most of a workgroup's queries empty: a verification step of
+ * a few rows keeps the portable form). Bindings, ranges and push constants
+ * stay as they are; the new node stands for the same captured nodes. */
 #include <string.h>
 #include "internal.h"
 #include "loom_ops.h"
@@ -16,21 +20,41 @@ static bool matmul_kind(uint32_t op)
     return op == LOOM_OP_MATMUL || op == LOOM_OP_MATMUL_ADD || op == LOOM_OP_MATMUL_SILU_MUL;
 }
 
+/* The ATT_COOP form of an ATTENTION_ROWS node on kernel k, and its
+ * workgroups; NULL where it keeps its form. */
+static const char *attn_coop(const char *k, const loom_op_args *pc, uint64_t *groups)
+{
+    if (!loom_form_has(k, "ATT_KH") || loom_form_has(k, "ATT_COOP") || pc->kv_heads == 0)
+        return NULL;
+    const char *hd = pc->head_dim == 64 ? "ATT_COOP ATT_HD=64" : pc->head_dim == 128 ? "ATT_COOP ATT_HD=128" : NULL;
+    uint64_t per_kv = (uint64_t)pc->T * (pc->heads / pc->kv_heads);
+    if (!hd || per_kv < LOOM_ATTN_ROWS_COOP_Q)
+        return NULL;
+    *groups = pc->kv_heads * ((per_kv + LOOM_ATTN_ROWS_COOP_Q - 1) / LOOM_ATTN_ROWS_COOP_Q);
+    return loom_form_variant(k, hd, NULL);
+}
+
 static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
 {
     (void)arg;
     const loom_node *nd = loom_graph_node(g, i);
     loom_op_args pc;
-    if (nd->type != LOOM_NODE_DISPATCH || !matmul_kind(nd->op) || loom_op_args_of(g, i, &pc))
+    if (nd->type != LOOM_NODE_DISPATCH || (!matmul_kind(nd->op) && nd->op != LOOM_OP_ATTENTION_ROWS) ||
+        loom_op_args_of(g, i, &pc))
         return LOOM_OK;
     const char *k = loom_graph_kernel_name(g, nd->kernel);
-    const char *to = loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")
-                         ? loom_form_variant(k, "MM_COOP", NULL) : NULL;
+    const char *to = NULL;
+    uint64_t groups = 0;
+    if (nd->op == LOOM_OP_ATTENTION_ROWS) {
+        to = attn_coop(k, &pc, &groups);
+    } else if (loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
+        to = loom_form_variant(k, "MM_COOP", NULL);
+        groups = (uint64_t)(pc.rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS *
+                 ((pc.T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T);
+    }
     if (!to)
         return LOOM_OK;
-    uint64_t groups = (uint64_t)(pc.rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS *
-                      ((pc.T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T);
-    if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: stay tiled */
+    if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: keep the form */
         return LOOM_OK;
     loom_binding b[LOOM_MAX_BINDINGS];
     loom_range r[2 * LOOM_MAX_RANGES];

@@ -32,9 +32,9 @@
  * docs/perf-log.md). Their partial-result workspace, sized for
  * the builder's count, holds the fewer.
  *
- * Last, with loom_pass_ctx.coopmat, the matmul kinds' tiled forms take
- * their cooperative-matrix forms (coopmat.c): the device's forms, decided
- * where the device's limits are.
+ * Last, with loom_pass_ctx.coopmat, the matmul kinds' tiled forms and the
+ * prefill's ATTENTION_ROWS take their cooperative-matrix forms (coopmat.c):
+ * the device's forms, decided where the device's limits are.
  *
  * Every new node stands for the captured nodes of the node it replaces and
  * carries LOOM_NODE_SPLIT. The pass runs after fuse (fusion is decided on

@@ -25,6 +25,9 @@
 // head_dim + 1 floats apart, so the invocations reading different rows at
 // the same dim hit different banks.
 // ATT_KH: the caches are f16.
+// ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the
+// cooperative-matrix form, below the portable one.
+#ifndef ATT_COOP
 #define WG_SIZE 256u
 #define TILE 2048u
 #define NB_MAX 32u
@@ -196,3 +199,198 @@ void main()
             o[at + d] = lt > 0.0 ? acc[k] / lt : 0.0;
     }
 }
+#else
+// ---- the cooperative-matrix form (GL_NV_cooperative_matrix) -------------
+// A workgroup of four subgroups takes CQ = 64 query vectors of one kv head
+// (the same (row, head) order as above), 16 a subgroup, and walks the cache
+// in tiles of CK = 32 rows up to its last query's causal limit. Scores and
+// the weighted sum of V are 16 x 16 x 16 products of f16 inputs into f32
+// (the queries, scaled, rounded to f16 as the cache rows are). Two walks:
+//   1. each query's largest score: S = q K^T for every tile, its rows
+//      scanned by two invocations a query;
+//   2. p = exp(s - max) (0 past the query's causal limit), its sum kept in
+//      f32, p stored as f16 and out += p V accumulated in f32;
+// so no accumulated output is ever rescaled (a cooperative matrix's rows
+// cannot be addressed one by one): the second walk costs the first's score
+// products again. The out rows are divided by their sums through shared
+// memory, 16 x 16 at a time. A key past the workgroup's last limit is
+// never loaded: its K and V rows are zeros, and its weight 0.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#ifndef ATT_KH
+#error "ATT_COOP reads f16 caches"
+#endif
+#if ATT_HD == 128
+#define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#elif ATT_HD == 64
+#define EACH_D(X) X(0) X(1) X(2) X(3)
+#else
+#error "ATT_COOP: ATT_HD 64 or 128"
+#endif
+#define HD uint(ATT_HD)
+#define CW 128u           // invocations: four subgroups of 32
+#define CQ 64u            // query vectors a workgroup
+#define CK 32u            // cache rows a tile
+#define HC (HD / 8u)      // 16-byte chunks of a row of head_dim halves
+#define RS (HC + 1u)      // a staged row with one chunk of padding
+#define SS 36u            // floats a row of a subgroup's 16 x 32 scores
+#define PS 5u             // chunks a row of its 16 x 32 weights (f16)
+#define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+layout(local_size_x = 128) in;
+#include "params.glsl"
+layout(set = 0, binding = 1) readonly buffer Q { vec4 q4[]; };
+layout(set = 0, binding = 2) readonly buffer KC { uvec4 kc[]; };
+layout(set = 0, binding = 3) readonly buffer VC { uvec4 vc[]; };
+layout(set = 0, binding = 4) writeonly buffer O { vec4 out4[]; };
+layout(push_constant) uniform Pc {
+    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint T;
+} pc;
+
+const float NEG_BIG = -3.402823466e38;
+shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first the CQ queries
+shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
+shared uvec4 ps[4u * 16u * PS];     // each subgroup's weights
+
+uint key_limit(uint f, uint G, uint rows)
+{
+    uint t = min(f / G, rows - 1u);
+    return min(step_params.pos + t + 1u, pc.max_seq);
+}
+
+uvec4 pack8(vec4 a, vec4 b)
+{
+    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
+
+// K (and V) rows k0 .. k0 + CK of kv head kvh into kvs; zeros from kend.
+void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
+{
+    uint kvc = pc.n_kv_heads * HC;   // chunks a cache row
+    for (uint e = gl_LocalInvocationID.x; e < CK * HC; e += CW) {
+        uint j = e / HC, c = e - j * HC, key = k0 + j;
+        uint at = key * kvc + kvh * HC + c;
+        kvs[j * RS + c] = key < kend ? kc[at] : uvec4(0u);
+        if (with_v)
+            kvs[(CK + j) * RS + c] = key < kend ? vc[at] : uvec4(0u);
+    }
+}
+
+#define LOAD_Q(i) FA qa##i; coopMatLoadNV(qa##i, kvs, 16u * sg * RS + 2u * i, RS, false);
+#define SCORE(i)                                                  \
+    coopMatLoadNV(kb, kvs, 2u * i, RS, true);                     \
+    s0 = coopMatMulAddNV(qa##i, kb, s0);                          \
+    coopMatLoadNV(kb, kvs, 16u * RS + 2u * i, RS, true);          \
+    s1 = coopMatMulAddNV(qa##i, kb, s1);
+// This tile's 16 x 32 scores of the subgroup's queries into its rows of ss.
+#define SCORES()                                                  \
+    {                                                             \
+        FA kb;                                                    \
+        FC s0 = FC(0.0), s1 = FC(0.0);                            \
+        EACH_D(SCORE)                                             \
+        coopMatStoreNV(s0, ss, sbase, SS, false);                 \
+        coopMatStoreNV(s1, ss, sbase + 16u, SS, false);           \
+        subgroupMemoryBarrierShared();                            \
+        subgroupBarrier();                                        \
+    }
+#define DECL_O(i) FC o##i = FC(0.0);
+#define ACC_O(i)                                                  \
+    coopMatLoadNV(vb, kvs, CK * RS + 2u * i, RS, false);          \
+    o##i = coopMatMulAddNV(pa0, vb, o##i);                        \
+    coopMatLoadNV(vb, kvs, (CK + 16u) * RS + 2u * i, RS, false);  \
+    o##i = coopMatMulAddNV(pa1, vb, o##i);
+// Output dims 16 i .. 16 i + 16 of the subgroup's queries, divided by the
+// sums: through the subgroup's rows of ss, 8 dims an invocation.
+#define EMIT_O(i)                                                 \
+    coopMatStoreNV(o##i, ss, sbase, SS, false);                   \
+    subgroupMemoryBarrierShared();                                \
+    subgroupBarrier();                                            \
+    if (f < per_kv) {                                             \
+        uint sr = sbase + r * SS + 8u * h;                        \
+        vec4 a = vec4(ss[sr], ss[sr + 1u], ss[sr + 2u], ss[sr + 3u]);             \
+        vec4 b = vec4(ss[sr + 4u], ss[sr + 5u], ss[sr + 6u], ss[sr + 7u]);        \
+        uint oa = (out_at + 16u * i + 8u * h) >> 2u;             \
+        out4[oa] = a * inv_l;                                       \
+        out4[oa + 1u] = b * inv_l;                                  \
+    }                                                             \
+    subgroupBarrier();
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint G = pc.n_heads / pc.n_kv_heads, per_kv = pc.T * G;
+    uint tiles = (per_kv + CQ - 1u) / CQ;
+    uint kvh = gl_WorkGroupID.x / tiles, f0 = (gl_WorkGroupID.x % tiles) * CQ;
+    uint rows = clamp(step_params.rows, 1u, pc.T);
+    uint nq = pc.n_heads * HD;
+    uint kend = key_limit(min(f0 + CQ, per_kv) - 1u, G, rows);
+    // Invocation lane scans keys 16 h .. 16 h + 16 of a tile for query r of
+    // its subgroup.
+    uint r = lane >> 1u, h = lane & 1u, f = f0 + 16u * sg + r;
+    uint lim = key_limit(f, G, rows), sbase = sg * 16u * SS;
+
+    // The queries, scaled, as f16 rows of kvs; zeros past the last.
+    for (uint e = lid; e < CQ * HC; e += CW) {
+        uint qq = e / HC, c = e - qq * HC, fq = f0 + qq;
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        if (fq < per_kv) {
+            uint at = ((fq / G) * nq + (kvh * G + fq % G) * HD + 8u * c) >> 2u;
+            a = q4[at] * pc.scale;
+            b = q4[at + 1u] * pc.scale;
+        }
+        kvs[qq * RS + c] = pack8(a, b);
+    }
+    memoryBarrierShared();
+    barrier();
+    EACH_D(LOAD_Q)
+
+    // 1. The largest score of each query.
+    float m = NEG_BIG;
+    for (uint k0 = 0u; k0 < kend; k0 += CK) {
+        barrier();   // the queries or the tile before are read
+        stage_tile(k0, kend, kvh, false);
+        memoryBarrierShared();
+        barrier();
+        SCORES()
+        for (uint i = 0u; i < 16u; i++)
+            if (k0 + 16u * h + i < lim)
+                m = max(m, ss[sbase + r * SS + 16u * h + i]);
+    }
+    m = max(m, subgroupShuffleXor(m, 1u));
+
+    // 2. The weights and their sum; out += p V.
+    float l = 0.0;
+    EACH_D(DECL_O)
+    for (uint k0 = 0u; k0 < kend; k0 += CK) {
+        barrier();
+        stage_tile(k0, kend, kvh, true);
+        memoryBarrierShared();
+        barrier();
+        SCORES()
+        float p[16];
+        for (uint i = 0u; i < 16u; i++) {
+            float s = ss[sbase + r * SS + 16u * h + i];
+            p[i] = k0 + 16u * h + i < lim ? exp(s - m) : 0.0;
+            l += p[i];
+        }
+        uint pb = sg * 16u * PS + r * PS + 2u * h;
+        ps[pb] = pack8(vec4(p[0], p[1], p[2], p[3]), vec4(p[4], p[5], p[6], p[7]));
+        ps[pb + 1u] = pack8(vec4(p[8], p[9], p[10], p[11]), vec4(p[12], p[13], p[14], p[15]));
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        FA pa0, pa1, vb;
+        coopMatLoadNV(pa0, ps, sg * 16u * PS, PS, false);
+        coopMatLoadNV(pa1, ps, sg * 16u * PS + 2u, PS, false);
+        EACH_D(ACC_O)
+    }
+    l += subgroupShuffleXor(l, 1u);
+
+    float inv_l = l > 0.0 ? 1.0 / l : 0.0;
+    uint out_at = (f / G) * nq + (kvh * G + f % G) * HD;
+    subgroupBarrier();
+    EACH_D(EMIT_O)
+}
+#endif

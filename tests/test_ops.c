@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loom_ops.h"
+#include "loom_passes.h"
 #include "loom_ref.h"
 #include "loom_runtime.h"
 #include "test_rand.h"
@@ -1546,16 +1547,23 @@ END_TEST
 /* _i 1: f16 caches. Heads, kv heads and head_dim: GQA groups of 2 and 4 and
  * one kv head for all, and every tile shape of the kernel (head_dim 16 and
  * 64: 32 queries a tile, several keys an invocation; 128: one key; 256:
- * a key's dims split over invocations; 24 and 80: not powers of two). The
+ * a key's dims split over invocations; 24 and 80: not powers of two). On a
+ * device with cooperative matrices, f16 caches of head_dim 64 and 128 with
+ * at least 64 query vectors a kv head take the cooperative-matrix form (the
+ * split pass's): T 64 of groups of 2, and T 16, 17 and 64 of groups of 4
+ * (17: a last workgroup of 4 queries). The
  * cache rows past the step are NaN, so a query row that looks one key past
  * its causal limit fails on the last real row, and every other row's
  * output changes; the padding rows' output must be finite. */
 START_TEST(attention_rows)
 {
     static const uint32_t cases[][3] = { { 4, 2, 64 }, { 8, 2, 16 }, { 2, 1, 128 }, { 2, 2, 256 },
-                                         { 6, 3, 24 }, { 3, 1, 80 } };
+                                         { 6, 3, 24 }, { 3, 1, 80 }, { 8, 2, 64 } };
     bool kh = _i == 1;
     loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    bool coop = info.coopmat;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t s = 0; s < N_ROWS_T; s++) {
             seed(3400 + c * 8 + s + 128 * _i);
@@ -1577,6 +1585,19 @@ START_TEST(attention_rows)
                                                     loom_mat(bvc, cdt, max_seq, nkv * hd),
                                                     loom_mat(bo, LOOM_F32, T, (uint32_t)nq), nh, nkv, hd, NULL),
                              LOOM_OK);
+            /* On a device with cooperative matrices the split pass's form,
+             * where it takes one (f16 caches, head_dim 64 or 128, enough
+             * queries a kv head); the portable form elsewhere. */
+#ifdef LOOM_OPS_FUSE_TESTS
+            if (coop) {
+                ck_assert_int_eq(loom_pass_split(h.g, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+                bool want_coop = kh && (hd == 64 || hd == 128) && T * (nh / nkv) >= LOOM_ATTN_ROWS_COOP_Q;
+                const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);
+                ck_assert_msg((strstr(k, "_coop") != NULL) == want_coop, "%s with T %u, head_dim %u", k, T, hd);
+            }
+#else
+            (void)coop;
+#endif
             loom_step_params p = rows_params(pos, rows);
             run(&h, &p);
             fetch(&h, bo, got, T * nq * 4);

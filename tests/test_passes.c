@@ -912,6 +912,53 @@ START_TEST(test_split_coopmat)
 }
 END_TEST
 
+/* The prefill's attention with ctx.coopmat: f16 caches of head_dim 64 and
+ * 128 whose kv heads serve at least LOOM_ATTN_ROWS_COOP_Q query vectors
+ * take the cooperative-matrix form of their head_dim, a workgroup per 64 of
+ * them (kv head slowest); fewer queries, f32 caches and other head dims
+ * keep the portable form and its workgroups. */
+START_TEST(test_split_coopmat_attention)
+{
+    static const struct { uint32_t T, nh, nkv, hd; bool kh; const char *coop; } cases[] = {
+        { 512, 32, 8, 64, true, "attention_rows_coop_kh_h64" },
+        { 17, 32, 8, 128, true, "attention_rows_coop_kh_h128" },   /* 68 queries a kv head: two workgroups */
+        { 16, 8, 2, 64, true, "attention_rows_coop_kh_h64" },      /* exactly 64 */
+        { 4, 32, 8, 64, true, NULL },                              /* a verification step: 16 */
+        { 64, 8, 2, 80, true, NULL },
+        { 64, 8, 2, 64, false, NULL },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t T = cases[k].T, nq = cases[k].nh * cases[k].hd, kvd = cases[k].nkv * cases[k].hd, max_seq = 1024;
+        loom_dtype ct = cases[k].kh ? LOOM_F16 : LOOM_F32;
+        uint32_t q = buf((uint64_t)T * nq * 4, LOOM_USAGE_NONE), o = buf((uint64_t)T * nq * 4, LOOM_USAGE_NONE);
+        uint32_t kc = buf(loom_view_bytes(ct, max_seq, kvd), LOOM_USAGE_KV_CACHE);
+        uint32_t vc = buf(loom_view_bytes(ct, max_seq, kvd), LOOM_USAGE_KV_CACHE);
+        ck_assert_int_eq(loom_op_attention_rows(G, loom_mat(q, LOOM_F32, T, nq), loom_mat(kc, ct, max_seq, kvd),
+                                                loom_mat(vc, ct, max_seq, kvd), loom_mat(o, LOOM_F32, T, nq),
+                                                cases[k].nh, cases[k].nkv, cases[k].hd, NULL),
+                         LOOM_OK);
+        const char *built = loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel);
+        char built_name[64];
+        snprintf(built_name, sizeof built_name, "%s", built);
+        uint32_t groups = loom_graph_node(G, 0)->groups[0];
+        ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+        ck_assert_uint_eq(loom_graph_node_count(G), 1);
+        const loom_node *n = loom_graph_node(G, 0);
+        uint32_t per_kv = T * (cases[k].nh / cases[k].nkv);
+        if (cases[k].coop) {
+            ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), cases[k].coop);
+            ck_assert_uint_eq(n->groups[0], cases[k].nkv * ((per_kv + LOOM_ATTN_ROWS_COOP_Q - 1) / LOOM_ATTN_ROWS_COOP_Q));
+        } else {
+            ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), built_name);
+            ck_assert_uint_eq(n->groups[0], groups);
+        }
+        ck_assert_uint_eq(n->n_bindings, 5);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* Every matvec form, both dtypes, a vector and a scalar row length: blocks
  * of whole 64-row multiples tile W (and Wu), y (and r) exactly, read x and g
  * whole, fit the limit, and an argmax form ends with one ARGMAX over all
@@ -1725,7 +1772,8 @@ static Suite *passes_suite(void)
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
-                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat } },
+                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat,
+                     test_split_coopmat_attention } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -193,12 +193,12 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
  * LOOM_MATMUL_TILE_T token rows, or on devices with cooperative matrices
  * (loom_compile_options.coopmat) the cooperative-matrix form, tiles of
  * LOOM_MATMUL_COOP_ROWS by LOOM_MATMUL_COOP_T. Workgroups are numbered row
- * tile fastest. */
+ * tile fastest, but the cooperative-matrix form's token tile fastest. */
 #define LOOM_MATMUL_SMALL_T     16u
 #define LOOM_MATMUL_SMALL_ROWS  4u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
-#define LOOM_MATMUL_COOP_ROWS   128u
+#define LOOM_MATMUL_COOP_ROWS   64u
 #define LOOM_MATMUL_COOP_T      64u
 /* ATTENTION_ROWS's cooperative-matrix form (shaders/attention_rows.glsl,
  * ATT_COOP; f16 caches, head_dim 64 or 128): a workgroup per

@@ -377,10 +377,11 @@ static bool atomic_float_add(loom_rt *rt)
     return af.shaderBufferFloat32AtomicAdd == VK_TRUE;
 }
 
-/* The shape the matmul kinds' coopmat forms multiply (shaders/matmul.glsl):
- * 16x16x16, f16 A and B, f32 C and D, by a subgroup, where subgroups are 32
- * wide (a workgroup of 256 is the eight subgroups the kernel divides its
- * tile between) and f16 arithmetic, which the kernels declare, is on. */
+/* The shape the coopmat forms multiply (shaders/matmul.glsl,
+ * attention_rows.glsl): 16x16x16, f16 A and B, f32 C and D, by a subgroup,
+ * where subgroups are 32 wide (a workgroup of 128 is the four subgroups the
+ * kernels divide their tiles between) and f16 arithmetic, which the kernels
+ * declare, is on. */
 static bool coopmat_shape(loom_rt *rt, bool float16)
 {
     if (!float16 || rt->subgroup_size != 32 ||

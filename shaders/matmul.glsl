@@ -15,10 +15,11 @@
 //   MM_COOP   (with MM_TILED) tiles of CBM rows by CBN token rows multiplied
 //             with GL_NV_cooperative_matrix (16 x 16 x 16, f16 inputs, f32
 //             accumulators): weights (block types dequantized) and x are
-//             staged in shared memory as f16, eight subgroups of 32 taking
+//             staged in shared memory as f16, four subgroups of 32 taking
 //             32 x 32 of the tile each; the next slice's global loads are in
-//             flight while a slice is multiplied. Only where the device has
-//             the extension with that shape (the split pass swaps it in).
+//             flight while a slice is multiplied; workgroups numbered token
+//             tile fastest. Only where the device has the extension with
+//             that shape (the split pass swaps it in).
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side.
@@ -42,8 +43,13 @@
 #endif
 #endif
 
+#if defined(MM_COOP)
+#define WG 128u
+layout(local_size_x = 128) in;
+#else
 #define WG 256u
 layout(local_size_x = 256) in;
+#endif
 layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 
 #ifdef MM_SILU
@@ -325,7 +331,12 @@ void main()
 
 #else
 // ---- the cooperative-matrix form ------------------------------------------
-#define CBM 128u  // rows a tile: LOOM_MATMUL_COOP_ROWS
+// Four subgroups, two down the rows by two across the token rows, each
+// taking 32 rows by 32 token rows of the tile: small tiles, so that a
+// matrix is many workgroups and an SM holds several (the form waits on its
+// loads more than it multiplies; docs/perf-log.md has the tile shapes
+// measured).
+#define CBM 64u   // rows a tile: LOOM_MATMUL_COOP_ROWS
 #define CBN 64u   // token rows a tile: LOOM_MATMUL_COOP_T
 #ifdef MM_SILU
 #define CBK 32u   // columns a slice (two weight tiles: shared memory within 48 KB)
@@ -344,7 +355,7 @@ shared uvec4 as0[CBM * CS];
 shared uvec4 as1[CBM * CS];
 #endif
 shared uvec4 bs[CBN * CS];
-shared float cs[8u * 256u];   // a 16 x 16 result of each subgroup, column-major
+shared float cs[(WG / 32u) * 256u];   // a 16 x 16 result of each subgroup, column-major
 
 uvec4 pack8(vec4 a, vec4 b)
 {
@@ -420,10 +431,11 @@ void emit(FC g16, FC u16, uint row0, uint t0)
 void main()
 {
     uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
-    uint tiles = (pc.rows + CBM - 1u) / CBM;
-    uint row0 = (gl_WorkGroupID.x % tiles) * CBM, t0 = (gl_WorkGroupID.x / tiles) * CBN;
-    // Subgroup sg takes rows 32 (sg % 4), token rows 32 (sg / 4) of the tile.
-    uint wm = 32u * (sg % 4u), wn = 32u * (sg / 4u);
+    // Token tiles fastest: the workgroups running at once share weight rows,
+    // so each weight tile comes from memory about once.
+    uint tiles = (pc.T + CBN - 1u) / CBN;
+    uint row0 = (gl_WorkGroupID.x / tiles) * CBM, t0 = (gl_WorkGroupID.x % tiles) * CBN;
+    uint wm = 32u * (sg % 2u), wn = 32u * (sg / 2u);
     // Staging: chunk lid % CQ of staged rows lid / CQ + RP p.
     uint sr = lid / CQ, sq = lid % CQ;
     FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);

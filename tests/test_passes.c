@@ -909,6 +909,20 @@ START_TEST(test_split_coopmat)
             ck_assert_uint_eq(n->n_bindings, 4);
             ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
         }
+    /* The gated form's tiles too. */
+    loom_graph_reset(G);
+    uint32_t T = 100, wg = buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT);
+    uint32_t wu = buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT);
+    uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+    ck_assert_int_eq(loom_op_matmul_silu_mul(G, loom_mat(wg, LOOM_F16, rows, cols), loom_mat(wu, LOOM_F16, rows, cols),
+                                             loom_mat(x, LOOM_F32, T, cols), loom_mat(y, LOOM_F32, T, rows), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+    const loom_node *n = loom_graph_node(G, 0);
+    ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), "matmul_silu_mul_coop_f16");
+    ck_assert_uint_eq(n->groups[0], ((rows + LOOM_MATMUL_COOP_ROWS - 1) / LOOM_MATMUL_COOP_ROWS) *
+                                        ((T + LOOM_MATMUL_COOP_T - 1) / LOOM_MATMUL_COOP_T));
+    ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
 }
 END_TEST
 

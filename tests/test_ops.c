@@ -177,12 +177,32 @@ static void expect_cache(harness *h, loom_op op, const char *what, uint32_t id, 
     free(got);
 }
 
+/* Under the validation layer, unless LOOM_VALIDATE=0 says the machine has
+ * none (a GPU machine running the device's own forms: coop_forms below). */
 static void setup(void)
 {
     if (!rt) {
-        loom_result rc = loom_rt_create(&(loom_rt_desc){ .validate = true }, &rt);
+        const char *v = getenv("LOOM_VALIDATE");
+        loom_result rc = loom_rt_create(&(loom_rt_desc){ .validate = !(v && !strcmp(v, "0")) }, &rt);
         ck_assert_msg(rc == LOOM_OK, "loom_rt_create: %s: %s", loom_result_str(rc), loom_last_error());
     }
+}
+
+/* On a device with cooperative matrices, the split pass's forms of the
+ * graph (the matmul kinds' and ATTENTION_ROWS's coopmat forms, where they
+ * apply), so that the device's own kernels meet the reference too; true
+ * when the device has them. Elsewhere the graph as built. */
+static bool coop_forms(loom_graph *g)
+{
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+#ifdef LOOM_OPS_FUSE_TESTS
+    if (info.coopmat)
+        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+#else
+    (void)g;
+#endif
+    return info.coopmat;
 }
 
 /* ---- elementwise ----------------------------------------------------------- */
@@ -1149,6 +1169,22 @@ static const loom_dtype MM_TYPES[] = { LOOM_F32, LOOM_F16, LOOM_Q8_0, LOOM_Q4_0,
  * token rows, and the tiled form's 64-row tiles: one partial, one whole). */
 static const uint32_t mm_T[] = { 2, 3, 16, 17, 64 };
 
+/* v rounded to f16 and back, as a kernel staging it as f16 has it. */
+static void round_f16(const float *v, float *out, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = loom_f16_to_f32(loom_f32_to_f16(v[i]));
+}
+
+/* W (rows x cols of dtype t) decoded to f32, each weight rounded to f16. */
+static void weights_f16(loom_dtype t, const void *W, float *out, uint32_t rows, uint32_t cols)
+{
+    uint64_t rb = loom_dtype_row_bytes(t, cols);
+    for (uint32_t i = 0; i < rows; i++)
+        ck_assert_int_eq(loom_dequantize_row(t, (const uint8_t *)W + i * rb, cols, out + (uint64_t)i * cols), LOOM_OK);
+    round_f16(out, out, (uint64_t)rows * cols);
+}
+
 /* One matmul form (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL) against the
  * reference: y poisoned with NaN, so a row or token row the kernel skips
  * fails; MATMUL_ADD in place on r for odd T. */
@@ -1160,10 +1196,6 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
     uint64_t wb = loom_view_bytes(dt, rows, cols), ny = (uint64_t)T * rows;
     void *W = rand_weights(dt, rows, cols), *U = rand_weights(dt, rows, cols);
     float *x = rand_f32((uint64_t)T * cols, 1), *r = rand_f32(ny, 1), *want = alloc_f32(ny);
-    if (form == 2)
-        loom_ref_matmul_silu_mul(dt, W, U, x, want, rows, cols, T);
-    else
-        loom_ref_matmul(dt, W, x, form == 1 ? r : NULL, want, rows, cols, T);
     bool in_place = form == 1 && T % 2;
     harness h = begin();
     uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx = input(&h, "x", x, (uint64_t)T * cols * 4);
@@ -1175,9 +1207,30 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
                      : form == 1 ? loom_op_matmul_add(h.g, tw, tx, tr, ty, NULL)
                                  : loom_op_matmul_silu_mul(h.g, tw, tu, tx, ty, NULL);
     ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    bool coop = coop_forms(h.g) && strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel), "_coop");
+    if (coop) {
+        /* The coopmat form multiplies f16 inputs: x and the (decoded)
+         * weights rounded to f16, products summed in f32. The reference
+         * takes the same inputs. */
+        float *x16 = alloc_f32((uint64_t)T * cols), *w16 = alloc_f32((uint64_t)rows * cols);
+        float *u16 = alloc_f32((uint64_t)rows * cols);
+        round_f16(x, x16, (uint64_t)T * cols);
+        weights_f16(dt, W, w16, rows, cols);
+        weights_f16(dt, U, u16, rows, cols);
+        if (form == 2)
+            loom_ref_matmul_silu_mul(LOOM_F32, w16, u16, x16, want, rows, cols, T);
+        else
+            loom_ref_matmul(LOOM_F32, w16, x16, form == 1 ? r : NULL, want, rows, cols, T);
+        free_all((void *[]){ x16, w16, u16 }, 3);
+    } else if (form == 2) {
+        loom_ref_matmul_silu_mul(dt, W, U, x, want, rows, cols, T);
+    } else {
+        loom_ref_matmul(dt, W, x, form == 1 ? r : NULL, want, rows, cols, T);
+    }
     run(&h, NULL);
-    char what[64];
-    snprintf(what, sizeof what, "%s %ux%u T=%u%s", loom_dtype_name(dt), rows, cols, T, in_place ? " in place" : "");
+    char what[80];
+    snprintf(what, sizeof what, "%s %ux%u T=%u%s%s", loom_dtype_name(dt), rows, cols, T, in_place ? " in place" : "",
+             coop ? " (coopmat)" : "");
     expect_buffer(&h, op, what, in_place ? br : by, want, ny);
     end(&h);
     free_all((void *[]){ W, U, x, r, want }, 5);
@@ -1561,9 +1614,6 @@ START_TEST(attention_rows)
                                          { 6, 3, 24 }, { 3, 1, 80 }, { 8, 2, 64 } };
     bool kh = _i == 1;
     loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
-    loom_rt_info info;
-    loom_rt_get_info(rt, &info);
-    bool coop = info.coopmat;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t s = 0; s < N_ROWS_T; s++) {
             seed(3400 + c * 8 + s + 128 * _i);
@@ -1579,7 +1629,6 @@ START_TEST(attention_rows)
             harness h = begin();
             uint32_t bq = input(&h, "q", q, T * nq * 4), bkc = cache_input(&h, "kc", kc, cn, kh);
             uint32_t bvc = cache_input(&h, "vc", vc, cn, kh), bo = output(&h, "out", T * nq * 4);
-            loom_ref_attention_rows(q, kc, vc, want, nh, nkv, hd, max_seq, pos, rows, T, scale);
             ck_assert_int_eq(loom_op_attention_rows(h.g, loom_mat(bq, LOOM_F32, T, (uint32_t)nq),
                                                     loom_mat(bkc, cdt, max_seq, nkv * hd),
                                                     loom_mat(bvc, cdt, max_seq, nkv * hd),
@@ -1588,23 +1637,37 @@ START_TEST(attention_rows)
             /* On a device with cooperative matrices the split pass's form,
              * where it takes one (f16 caches, head_dim 64 or 128, enough
              * queries a kv head); the portable form elsewhere. */
-#ifdef LOOM_OPS_FUSE_TESTS
-            if (coop) {
-                ck_assert_int_eq(loom_pass_split(h.g, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+            bool coop = false;
+            if (coop_forms(h.g)) {
                 bool want_coop = kh && (hd == 64 || hd == 128) && T * (nh / nkv) >= LOOM_ATTN_ROWS_COOP_Q;
                 const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);
-                ck_assert_msg((strstr(k, "_coop") != NULL) == want_coop, "%s with T %u, head_dim %u", k, T, hd);
+                ck_assert_msg((coop = strstr(k, "_coop") != NULL) == want_coop, "%s with T %u, head_dim %u", k, T,
+                              hd);
             }
-#else
-            (void)coop;
-#endif
+            /* The coopmat form scores f16(q * scale) against the f16 keys
+             * (the reference takes that q), and weighs V by the weights
+             * rounded to f16 (each within 2^-11 of its own), against their
+             * sum in f32: the output moves by at most 2^-11 of the largest
+             * |v|, which the comparison allows on top. */
+            float *qr = alloc_f32(T * nq), slack = 0;
+            for (uint64_t e = 0; e < T * nq; e++)
+                qr[e] = coop ? loom_f16_to_f32(loom_f32_to_f16(q[e] * scale)) / scale : q[e];
+            for (uint64_t e = 0; coop && e < (uint64_t)(pos + rows) * nkv * hd; e++)
+                slack = fmaxf(slack, 0x1p-11f * fabsf(vc[e]));
+            loom_ref_attention_rows(qr, kc, vc, want, nh, nkv, hd, max_seq, pos, rows, T, scale);
             loom_step_params p = rows_params(pos, rows);
             run(&h, &p);
             fetch(&h, bo, got, T * nq * 4);
             char what[64];
-            snprintf(what, sizeof what, "%s %u/%u heads of %u, T %u", kh ? "f16 caches" : "f32 caches", nh, nkv, hd,
-                     T);
-            expect_close(LOOM_OP_ATTENTION_ROWS, what, got, want, rows * nq);
+            snprintf(what, sizeof what, "%s %u/%u heads of %u, T %u%s", kh ? "f16 caches" : "f32 caches", nh, nkv,
+                     hd, T, coop ? " (coopmat)" : "");
+            const loom_op_info *ti = loom_op_info_get(LOOM_OP_ATTENTION_ROWS);
+            for (uint64_t e = 0; e < rows * nq; e++)
+                ck_assert_msg(fabsf(got[e] - want[e]) <= ti->tol_abs + ti->tol_rel * fabsf(want[e]) + slack,
+                              "ATTENTION_ROWS %s: element %llu is %.9g, want %.9g (+- %g)", what,
+                              (unsigned long long)e, got[e], want[e],
+                              ti->tol_abs + ti->tol_rel * fabsf(want[e]) + slack);
+            free(qr);
             for (uint64_t e = rows * nq; e < T * nq; e++)
                 ck_assert_msg(isfinite(got[e]), "%s: padding element %llu is %g", what, (unsigned long long)e,
                               got[e]);

@@ -1792,7 +1792,7 @@ static Suite *passes_suite(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_checked_fixture(tc, setup, teardown);
-        for (int k = 0; k < 10 && cases[i].t[k]; k++)
+        for (size_t k = 0; k < sizeof cases[i].t / sizeof cases[i].t[0] && cases[i].t[k]; k++)
             tcase_add_test(tc, cases[i].t[k]);
         suite_add_tcase(s, tc);
     }

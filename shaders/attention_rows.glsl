@@ -27,6 +27,31 @@
 // ATT_KH: the caches are f16.
 // ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the
 // cooperative-matrix form, below the portable one.
+#ifdef ATT_COOP
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#ifndef ATT_KH
+#error "ATT_COOP reads f16 caches"
+#endif
+#elif defined(ATT_KH)
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+#include "params.glsl"
+layout(push_constant) uniform Pc {
+    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint T;
+} pc;
+const float NEG_BIG = -3.402823466e38;
+
+// Keys query vector f (of its kv head) attends to: the causal limit.
+uint key_limit(uint f, uint G, uint rows)
+{
+    uint t = min(f / G, rows - 1u);
+    return min(step_params.pos + t + 1u, pc.max_seq);
+}
+
 #ifndef ATT_COOP
 #define WG_SIZE 256u
 #define TILE 2048u
@@ -35,21 +60,15 @@
 #define KEYS_MAX 4u  // NB_MAX * NB_MAX / WG_SIZE: keys an invocation scores whole
 layout(local_size_x = 256) in;
 #ifdef ATT_KH
-#extension GL_EXT_shader_16bit_storage : require
 #define CACHE_T float16_t
 #else
 #define CACHE_T float
 #endif
-#include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 2) readonly buffer KC { CACHE_T kcache[]; };
 layout(set = 0, binding = 3) readonly buffer VC { CACHE_T vcache[]; };
 layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
-layout(push_constant) uniform Pc {
-    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint T;
-} pc;
 
-const float NEG_BIG = -3.402823466e38;
 shared float sq[TILE + NB_MAX];        // the queries, scaled; rows head_dim + 1 apart
 shared float sk[TILE + NB_MAX];        // the tile's keys; rows head_dim + 1 apart
 shared float sv[TILE];                 // the tile's values
@@ -57,13 +76,6 @@ shared float sc[NB_MAX * NB_MAX];      // scores, then weights (split: partial d
 shared float sp[WG_SIZE];              // split: scores, then weights
 shared float salpha[NB_MAX];           // each query's rescale factor for the tile
 shared float sl[NB_MAX];               // each query's softmax sum, at the end
-
-// Keys query vector f (of its kv head) attends to: the causal limit.
-uint key_limit(uint f, uint G, uint rows)
-{
-    uint t = min(f / G, rows - 1u);
-    return min(step_params.pos + t + 1u, pc.max_seq);
-}
 
 void main()
 {
@@ -215,14 +227,6 @@ void main()
 // products again. The out rows are divided by their sums through shared
 // memory, 16 x 16 at a time. A key past the workgroup's last limit is
 // never loaded: its K and V rows are zeros, and its weight 0.
-#extension GL_NV_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#ifndef ATT_KH
-#error "ATT_COOP reads f16 caches"
-#endif
 #if ATT_HD == 128
 #define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #elif ATT_HD == 64
@@ -241,25 +245,14 @@ void main()
 #define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 layout(local_size_x = 128) in;
-#include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { vec4 q4[]; };
 layout(set = 0, binding = 2) readonly buffer KC { uvec4 kc[]; };
 layout(set = 0, binding = 3) readonly buffer VC { uvec4 vc[]; };
 layout(set = 0, binding = 4) writeonly buffer O { vec4 out4[]; };
-layout(push_constant) uniform Pc {
-    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint T;
-} pc;
 
-const float NEG_BIG = -3.402823466e38;
 shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first the CQ queries
 shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
 shared uvec4 ps[4u * 16u * PS];     // each subgroup's weights
-
-uint key_limit(uint f, uint G, uint rows)
-{
-    uint t = min(f / G, rows - 1u);
-    return min(step_params.pos + t + 1u, pc.max_seq);
-}
 
 uvec4 pack8(vec4 a, vec4 b)
 {

@@ -7,7 +7,9 @@
 # configuration: the median GPU us of one N-row prefill (after the
 # warm-up) and the time to first token, A and B, and the SM clock read
 # after them. With PROFILE=1 each binary's last run prints its op kinds.
-#   A=.gl/base/llama-decode B=.gl/bin/llama-decode sh bench/ab_prefill.sh "1b:512 7b:512" [WTYPE]
+# A configuration is CONFIG:N, or CONFIG:Nv for a verification step of N
+# rows (--verify: every row's argmax).
+#   A=.gl/base/llama-decode B=.gl/bin/llama-decode sh bench/ab_prefill.sh "1b:512 7b:512 1b:4v" [WTYPE]
 set -e
 A=${A:-.gl/base/llama-decode}
 B=${B:-.gl/bin/llama-decode}
@@ -21,8 +23,10 @@ for bin in "$A" "$B"; do
       --check --steps 4 --quiet --device NVIDIA 2>&1 | grep 'check:')"
   done
 done
-one() {   # binary config rows -> "gpu_us (ttft us)"
-  "$1" --config "$2" --wtype "$W" --max-seq 1024 --bench-prefill "$3" --quiet --device NVIDIA 2>&1 |
+one() {   # binary config rows[v] -> "gpu_us (ttft us)"
+  v=; n=$3
+  case $n in *v) v=--verify; n=${n%v} ;; esac
+  "$1" --config "$2" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v --quiet --device NVIDIA 2>&1 |
     awk '/us GPU/ { g = $1 } /time to first token/ { t = $5 } END { print g " us (first token " t " us)" }'
 }
 for cfg in $1; do
@@ -34,7 +38,9 @@ if [ "${PROFILE:-0}" = 1 ]; then
   for bin in "$A" "$B"; do
     for cfg in $1; do
       echo "profile $bin ${cfg%%:*} ${cfg#*:}:"
-      "$bin" --config "${cfg%%:*}" --wtype "$W" --max-seq 1024 --bench-prefill "${cfg#*:}" --profile --quiet \
+      n=${cfg#*:}; v=
+      case $n in *v) v=--verify; n=${n%v} ;; esac
+      "$bin" --config "${cfg%%:*}" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v --profile --quiet \
         --device NVIDIA 2>&1 | grep -E '^[A-Z_]+ +[0-9]+ +[0-9]+ '
     done
   done

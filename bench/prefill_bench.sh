@@ -1,7 +1,9 @@
 #!/bin/sh
 # On the GPU machine, with .gl carried (tools/gpu-bundle.sh, then
 # bench/peer/setup.sh): loom's prefill against llama.cpp's Vulkan backend
-# on the same f16 GGUF file, one line each, then the SM clock.
+# on the same f16 GGUF file, one line each, the SM clock read right after
+# loom's runs and again after llama.cpp's (a reading taken once the card
+# idles says 345-450 MHz whatever the runs saw).
 #   bench/prefill_bench.sh [CONFIG [N]]      (default 1b 512)
 # loom: llama-decode --bench-prefill N (a prefill of N ids in one step
 # after the warm-up, median of 9, tokens/s of GPU time, and the time to the
@@ -22,5 +24,6 @@ line() { "$B/llama-decode" --model "$f" --device NVIDIA --json "$@" 2>&1 | tail 
 echo "loom prefill $n: $(line --bench-prefill "$n")"
 echo "loom verify 4:   $(line --bench-prefill 4 --verify)"
 echo "loom decode:     $(line --bench --steps 256 --quiet | grep -o '"gpu_us_per_token":[0-9.]*')"
+echo "clock (loom):    $(clock)"
 echo "llama.cpp:       $("$P" bench "$f" --pp "$n" --tokens 64 2>&1 | grep -E '^(pp|decode)' | tr '\n' ' ')"
-echo "clock:           $(clock)"
+echo "clock (peer):    $(clock)"

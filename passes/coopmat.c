@@ -11,7 +11,6 @@
  * would leave most of a workgroup's queries empty: a verification step of
  * a few rows keeps the portable form). Bindings, ranges and push constants
  * stay as they are; the new node stands for the same captured nodes. */
-#include <string.h>
 #include "internal.h"
 #include "loom_ops.h"
 
@@ -56,14 +55,7 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
         return LOOM_OK;
     if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: keep the form */
         return LOOM_OK;
-    loom_binding b[LOOM_MAX_BINDINGS];
-    loom_range r[2 * LOOM_MAX_RANGES];
-    uint8_t push[LOOM_MAX_PUSH];
-    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
-    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
-    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
-    memcpy(push, loom_node_push(g, nd), nd->push_size);
-    loom_result rc = pass_add_like(g, i, to, b, nb, r, nr, nw, push, nd->push_size, &repl[i]);
+    loom_result rc = pass_retarget(g, i, to, &repl[i]);
     if (rc)
         return rc;
     loom_graph_node_mut(g, repl[i])->groups[0] = (uint32_t)groups;

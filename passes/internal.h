@@ -99,6 +99,9 @@ void pass_made_node(loom_graph *g, uint32_t id, uint32_t label);
 loom_result pass_add_like(loom_graph *g, uint32_t pos, const char *kernel, const loom_binding *b, uint32_t nb,
                           const loom_range *r, uint32_t nr, uint32_t nw, const void *push, uint32_t push_size,
                           uint32_t *id);
+/* Appends node id again with another kernel of the same slots (bindings,
+ * ranges, push constants, workgroups); *out: the copy. */
+loom_result pass_retarget(loom_graph *g, uint32_t id, const char *kernel, uint32_t *out);
 /* Passes that put copies of nodes, under other kernels, where the nodes
  * were: fn(g, i, repl, count, arg) is called for every node i not renamed
  * yet and may append copies of nodes, node j's copy going to repl[j]

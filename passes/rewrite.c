@@ -155,3 +155,16 @@ bool pass_reads(const loom_graph *g, const loom_node *nd, const loom_binding *b)
             return true;
     return false;
 }
+
+loom_result pass_retarget(loom_graph *g, uint32_t id, const char *kernel, uint32_t *out)
+{
+    const loom_node *nd = loom_graph_node(g, id);
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_RANGES];
+    uint8_t push[LOOM_MAX_PUSH];
+    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
+    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
+    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
+    memcpy(push, loom_node_push(g, nd), nd->push_size);
+    return pass_add_like(g, id, kernel, b, nb, r, nr, nw, push, nd->push_size, out);
+}

@@ -129,21 +129,6 @@ static loom_tensor acc_of(const stage_state *s, const staged *e)
     return (loom_tensor){ s->acc, LOOM_F32, (uint64_t)e->site * SITE_BYTES, 1, LOOM_STAGE_SUM_WORDS };
 }
 
-/* Appends node id again with another kernel of the same slots; *out: the
- * copy. */
-static loom_result retarget(loom_graph *g, uint32_t id, const char *kernel, uint32_t *out)
-{
-    const loom_node *nd = loom_graph_node(g, id);
-    loom_binding b[LOOM_MAX_BINDINGS];
-    loom_range r[2 * LOOM_MAX_RANGES];
-    uint8_t push[LOOM_MAX_PUSH];
-    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
-    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
-    memcpy(r, loom_node_reads(g, nd), (nr + nw) * sizeof *r);
-    memcpy(push, loom_node_push(g, nd), nd->push_size);
-    return pass_add_like(g, id, kernel, b, nb, r, nr, nw, push, nd->push_size, out);
-}
-
 /* What half_act renames (forms.def): writers of a vector (a gated FFN's
  * forms gaining MV_Y16; the wide attention gaining ATT_O16, since gather,
  * after this pass, takes the narrow one) and readers of it as x (the
@@ -208,7 +193,7 @@ static loom_result long_row(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
         return LOOM_OK;
     if (pc.cols % 8 || pc.cols / 8 < LONG_MIN_CHUNKS)
         return LOOM_OK;
-    loom_result rc = retarget(g, i, to, &repl[i]);
+    loom_result rc = pass_retarget(g, i, to, &repl[i]);
     *count += !rc;
     return rc;
 }
@@ -234,9 +219,9 @@ static loom_result half_act(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
     if (d == LOOM_NONE || repl[d] != d)
         return LOOM_OK;
     const char *dk = act_half(g, loom_graph_node(g, d), false, NULL);
-    loom_result rc = retarget(g, i, fk, &repl[i]);
+    loom_result rc = pass_retarget(g, i, fk, &repl[i]);
     if (!rc)
-        rc = retarget(g, d, dk, &repl[d]);
+        rc = pass_retarget(g, d, dk, &repl[d]);
     *count += !rc;
     return rc;
 }
@@ -273,7 +258,7 @@ static loom_result build_producer(stage_state *s, staged *e)
      * plan by the permutation: only its copy is listed. */
     const char *t16 = e->t16 ? loom_form_variant(loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel), "MV_T16", NULL)
                              : NULL;
-    if (e->t16 && (rc = t16 ? retarget(g, id, t16, &id) : loom_fail(LOOM_UNSUPPORTED, "stage: no t16 form")))
+    if (e->t16 && (rc = t16 ? pass_retarget(g, id, t16, &id) : loom_fail(LOOM_UNSUPPORTED, "stage: no t16 form")))
         return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
     s->repl[e->prod] = id;
     return LOOM_OK;

@@ -36,6 +36,7 @@
 #ifndef ATT_KH
 #error "ATT_COOP reads f16 caches"
 #endif
+#include "half.glsl"
 #elif defined(ATT_KH)
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -253,11 +254,6 @@ layout(set = 0, binding = 4) writeonly buffer O { vec4 out4[]; };
 shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first the CQ queries
 shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
 shared uvec4 ps[4u * 16u * PS];     // each subgroup's weights
-
-uvec4 pack8(vec4 a, vec4 b)
-{
-    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
-}
 
 // K (and V) rows k0 .. k0 + CK of kv head kvh into kvs; zeros from kend.
 void stage_tile(uint k0, uint kend, uint kvh, bool with_v)

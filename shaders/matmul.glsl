@@ -38,6 +38,7 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "half.glsl"
 #if !defined(MV_F16) && !defined(MM_Q)
 #error "MM_COOP: f16 or block-typed weights"
 #endif
@@ -356,11 +357,6 @@ shared uvec4 as1[CBM * CS];
 #endif
 shared uvec4 bs[CBN * CS];
 shared float cs[(WG / 32u) * 256u];   // a 16 x 16 result of each subgroup, column-major
-
-uvec4 pack8(vec4 a, vec4 b)
-{
-    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
-}
 
 // Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
 uvec4 wstage(uint m, uint row, uint c)

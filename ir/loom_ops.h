@@ -195,7 +195,7 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
  * LOOM_MATMUL_COOP_ROWS by LOOM_MATMUL_COOP_T. Workgroups are numbered row
  * tile fastest, but the cooperative-matrix form's token tile fastest. */
 #define LOOM_MATMUL_SMALL_T     16u
-#define LOOM_MATMUL_SMALL_ROWS  4u
+#define LOOM_MATMUL_SMALL_ROWS  8u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 #define LOOM_MATMUL_COOP_ROWS   64u

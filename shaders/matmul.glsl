@@ -3,12 +3,13 @@
 // LOOM_MATMUL_*, whose tile sizes the builder and the split pass count
 // workgroups by):
 //   (none)    the multi-column matvec, for small T: a workgroup of 256 takes
-//             SR rows, each invocation 8-weight chunks c, c + 256, ... of
-//             them, decoded once and dotted with the same chunk of TG token
-//             rows of x at a time; the sums meet through subgroupAdd, then
-//             shared memory. Past TG token rows the workgroup goes round its
-//             rows again (their weights then come from the caches), so the
-//             registers are sized for TG, not for the largest T;
+//             SR rows, a subgroup a row, each lane 8-weight chunks c, c +
+//             subgroup size, ... of it (two a trip), decoded once and dotted
+//             with the same chunk of TG token rows of x at a time; the sums
+//             meet through subgroupAdd alone. Past TG token rows the
+//             subgroup goes round its row again (its weights then come from
+//             the caches), so the registers are sized for TG, not for the
+//             largest T;
 //   MM_TILED  tiles of BM rows by BN token rows: a BK-column slice of the
 //             weights (decoded to f32) and of x staged in shared memory, each
 //             invocation 4 x 4 outputs accumulated in f32. Portable GLSL 450;
@@ -211,53 +212,54 @@ void store(uint t, uint row, float g, float u)
 
 #ifndef MM_TILED
 // ---- the multi-column matvec (small T) ------------------------------------
-#define SR 4u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
+#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
 #define TG 4u    // token rows a pass
-#define NACC (SR * NMAT * TG)
-shared float red[NACC][WG / 4u];
+#define NACC (NMAT * TG)
 
 void main()
 {
-    uint lid = gl_LocalInvocationID.x, row0 = gl_WorkGroupID.x * SR;
+    uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID, row0 = gl_WorkGroupID.x * SR;
     uint chunks = (pc.cols + 7u) / 8u;
-    for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
-        float acc[NACC];
-        for (uint s = 0u; s < NACC; s++)
-            acc[s] = 0.0;
-        for (uint c = lid; c < chunks; c += WG) {
-            vec4 wa[SR * NMAT], wb[SR * NMAT];
-            for (uint k = 0u; k < SR; k++)
-                for (uint m = 0u; m < NMAT; m++)
-                    wchunk(m, min(row0 + k, pc.rows - 1u), c, wa[k * NMAT + m], wb[k * NMAT + m]);
-            for (uint j = 0u; j < TG; j++) {
-                if (t0 + j < pc.T) {
-                    vec4 xa, xb;
-                    xchunk(t0 + j, c, xa, xb);
-                    for (uint i = 0u; i < SR * NMAT; i++)
-                        acc[i * TG + j] += dot(wa[i], xa) + dot(wb[i], xb);
+    // A subgroup a row (rows sg, sg + subgroups, ...): its lanes take chunks
+    // lane, lane + sgs, ..., two a trip, and the sums meet in one
+    // subgroupAdd each, with no shared memory and no barrier.
+    for (uint k = gl_SubgroupID; k < SR; k += gl_NumSubgroups) {
+        uint row = row0 + k;
+        if (row >= pc.rows)
+            break;
+        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+            float acc[NACC];
+            for (uint s = 0u; s < NACC; s++)
+                acc[s] = 0.0;
+            for (uint c = lane; c < chunks; c += 2u * sgs) {
+                uint c2 = c + sgs;
+                bool two = c2 < chunks;
+                vec4 wa[2u * NMAT], wb[2u * NMAT];
+                for (uint m = 0u; m < NMAT; m++) {
+                    wchunk(m, row, c, wa[m], wb[m]);
+                    wa[NMAT + m] = vec4(0.0);
+                    wb[NMAT + m] = vec4(0.0);
+                    if (two)
+                        wchunk(m, row, c2, wa[NMAT + m], wb[NMAT + m]);
+                }
+                for (uint j = 0u; j < TG; j++) {
+                    if (t0 + j < pc.T) {
+                        vec4 xa, xb, xc = vec4(0.0), xd = vec4(0.0);
+                        xchunk(t0 + j, c, xa, xb);
+                        if (two)
+                            xchunk(t0 + j, c2, xc, xd);
+                        for (uint m = 0u; m < NMAT; m++)
+                            acc[m * TG + j] += dot(wa[m], xa) + dot(wb[m], xb) + dot(wa[NMAT + m], xc) +
+                                               dot(wb[NMAT + m], xd);
+                    }
                 }
             }
-        }
-        for (uint s = 0u; s < NACC; s++) {
-            float v = subgroupAdd(acc[s]);
-            if (subgroupElect())
-                red[s][gl_SubgroupID] = v;
-        }
-        memoryBarrierShared();
-        barrier();
-        if (lid < SR * TG) {
-            uint k = lid / TG, j = lid % TG, row = row0 + k, t = t0 + j;
-            float g = 0.0, u = 0.0;
-            for (uint i = 0u; i < gl_NumSubgroups; i++) {
-                g += red[(k * NMAT) * TG + j][i];
-#ifdef MM_SILU
-                u += red[(k * NMAT + 1u) * TG + j][i];
-#endif
+            for (uint j = 0u; j < TG; j++) {
+                float g = subgroupAdd(acc[j]), u = subgroupAdd(acc[(NMAT - 1u) * TG + j]);
+                if (subgroupElect() && t0 + j < pc.T)
+                    store(t0 + j, row, g, u);
             }
-            if (row < pc.rows && t < pc.T)
-                store(t, row, g, u);
         }
-        barrier();
     }
 }
 

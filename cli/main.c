@@ -66,7 +66,9 @@ static const char ENVIRONMENT[] =
     "                            attention's, with no barrier between\n"
     "  LOOM_PASSES=LIST          the passes to run (replaces the pipeline), e.g. verify,fuse,barriers\n"
     "  LOOM_MAX_BINDING_RANGE=N  bytes one binding may cover, below the device's maxStorageBufferRange:\n"
-    "                            larger weights are split into more row blocks (tests)\n";
+    "                            larger weights are split into more row blocks (tests)\n"
+    "  LOOM_WAVE_GROUPS=N        the argmax forms' workgroup cap where the caller leaves it 0\n"
+    "                            (default 4 an SM); for measuring the cap\n";
 
 static const char EXIT_CODES[] = "exit codes: 0 ok, 1 bad input or failure, 2 usage error\n";
 

@@ -357,16 +357,14 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t groups_for(loom_op op, uint64_t units) { return ceil_div(units, loom_op_info_get(op)->per_group); }
 
 /* Matrix rows a workgroup of a matvec form covers for weights of dtype t:
- * ops.def's per_group, but MV_QROWS for the block types outside the argmax
- * forms (matvec.glsl: a row of blocks is a few bytes a chunk, and a
+ * ops.def's per_group, but MV_QROWS for the block types, the argmax forms
+ * included (matvec.glsl: a row of blocks is a few bytes a chunk, and a
  * workgroup needs as many weight bytes in flight as f16's do; 16, not 8,
  * since the integer form quantizes x once a workgroup). */
 #define MV_QROWS 16u
 static uint32_t rows_per_group(loom_op op, uint32_t t)
 {
-    bool argmax = op == LOOM_OP_MATVEC_ARGMAX || op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX ||
-                  op == LOOM_OP_RMS_NORM_MATVEC_ARGMAX_LOG;
-    return loom_dtype_is_block((loom_dtype)t) && !argmax ? MV_QROWS : loom_op_info_get(op)->per_group;
+    return loom_dtype_is_block((loom_dtype)t) ? MV_QROWS : loom_op_info_get(op)->per_group;
 }
 
 static loom_pc_n pc_n(uint32_t n) { return (loom_pc_n){ n }; }

@@ -3,6 +3,7 @@
  * long as the plan; the runtime's plan cache maps a captured graph to its
  * plan. On a cache hit the per-token cost is: encode + hash + compare the
  * graph, write the step parameters, submit — nothing is recorded. */
+#include <stdlib.h>
 #include "internal.h"
 
 static void attachment_destroy(void *obj) { loom_rt_program_release(obj); }
@@ -58,6 +59,9 @@ void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o)
     /* One wave of the argmax forms' workgroups (256 invocations, at most 64
      * registers: four fit an SM's 64K registers), where the SM count is
      * known. */
+    const char *wave = getenv("LOOM_WAVE_GROUPS");
+    if (!o->wave_groups && wave && *wave)
+        o->wave_groups = (uint32_t)strtoul(wave, NULL, 10);
     if (!o->wave_groups && rt->sm_count)
         o->wave_groups = 4u * rt->sm_count;
     /* The matmul kinds' cooperative-matrix forms where the device runs them. */

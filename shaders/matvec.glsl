@@ -119,22 +119,15 @@ layout(local_size_x = 256) in;
 // workgroup's best, and RMS_NORM_MATVEC, whose every workgroup reads x and g
 // (16000 workgroups for a 32000-row LM head read 256 MB of them).
 // Block types (ir/ops.c: rows_per_group): 16 rows a workgroup (the integer
-// form's quantized x serves them all), 4 in the argmax forms, taken QRPT rows an invocation by row groups of invocations
-// (block_sums_q below).
+// form's quantized x serves them all), taken 2 rows an invocation by row
+// groups of 32 invocations (block_sums_q below); the argmax forms too, whose
+// wave of workgroups then loops over a quarter of the row blocks that 4 rows
+// a workgroup gave it (the 1b Q4_K_M step 5% faster on an H100:
+// docs/perf-log.md).
 #ifdef MV_Q
 #undef MV_ROWS
-#ifdef MV_ARGMAX
-#define MV_ROWS 4u
-#else
 #define MV_ROWS 16u
-#endif
-// The argmax forms' 4 rows in the integer form: 1 row an invocation, so
-// that a row of 2048 (64 units of 32) keeps every invocation busy.
-#if defined(MV_ARGMAX) && defined(MV_IDOT)
-#define QRPT 1u
-#else
 #define QRPT 2u
-#endif
 #endif
 #ifndef MV_ROWS
 #define MV_ROWS 2u

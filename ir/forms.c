@@ -178,6 +178,20 @@ bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v)
     return true;
 }
 
+/* The matvec source's block-typed forms sum each row's products over a row
+ * group of 32 invocations (shaders/matvec.glsl, block_sums_q: 256
+ * invocations, 16 rows, 2 an invocation) with one subgroupAdd a subgroup:
+ * a subgroup wider than the group would add two rows together. */
+#define MATVEC_Q_ROW_GROUP 32u
+
+bool loom_form_subgroup_ok(const char *kernel, uint32_t subgroup_size)
+{
+    const form_kernel *k = find_name(kernel);
+    if (!k || k->type == N_TYPES || strcmp(rows[k->row].source, "matvec"))
+        return true;
+    return !loom_dtype_is_block(TYPES[k->type].w) || subgroup_size <= MATVEC_Q_ROW_GROUP;
+}
+
 size_t loom_form_count(void)
 {
     pthread_once(&once, build);

@@ -99,13 +99,16 @@ loom_result loom_dequantize_row(loom_dtype t, const void *src, uint64_t n, float
  * flags are kernel's, plus add, minus drop (space-separated forms.def
  * flags: "MV_PRE MV_X16"). loom_form_has: kernel is a form with all of
  * flags. loom_form_row: the form (row name) of a kernel. loom_form_weights:
- * a form's weight types. loom_form_count and
- * loom_form_name list every kernel of the table. */
+ * a form's weight types. loom_form_subgroup_ok: whether kernel computes
+ * right with subgroups subgroup_size wide (every kernel not in the table
+ * is taken to). loom_form_count and loom_form_name list every kernel of
+ * the table. */
 const char *loom_form_kernel(const char *form, loom_dtype w, loom_dtype v);
 const char *loom_form_variant(const char *kernel, const char *add, const char *drop);
 const char *loom_form_row(const char *kernel);
 bool loom_form_has(const char *kernel, const char *flags);
 bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v);
+bool loom_form_subgroup_ok(const char *kernel, uint32_t subgroup_size);
 size_t loom_form_count(void);
 const char *loom_form_name(size_t i);
 

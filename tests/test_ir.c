@@ -708,6 +708,19 @@ START_TEST(test_forms)
     loom_dtype w, v;
     ck_assert(loom_form_weights("embed_q6_k", &w, &v) && w == LOOM_Q6_K && v == LOOM_Q6_K);
     ck_assert(!loom_form_weights("attention", &w, &v));
+    /* The block-typed matvec forms sum a row over 32 invocations: a
+     * subgroup of 64 would add two rows; the others take any width. */
+    static const char *const by32[] = { "matvec_q4_k", "rms_norm_matvec_silu_mul_pre_q6_k",
+                                        "rms_norm_qkv_rope_kh_q4_k_vq6_k", "rms_norm_matvec_argmax_log_q8_0" };
+    for (size_t i = 0; i < sizeof by32 / sizeof by32[0]; i++) {
+        ck_assert_msg(loom_form_name(0) && loom_form_row(by32[i]), "%s is not a form", by32[i]);
+        ck_assert_msg(loom_form_subgroup_ok(by32[i], 8) && loom_form_subgroup_ok(by32[i], 32) &&
+                      !loom_form_subgroup_ok(by32[i], 64), "%s", by32[i]);
+    }
+    static const char *const any[] = { "matvec_f16", "rms_norm_matvec_argmax_log_f32", "matmul_q4_k",
+                                       "matmul_add_coop_q6_k", "embed_q4_k", "attention", "no_such_kernel" };
+    for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
+        ck_assert_msg(loom_form_subgroup_ok(any[i], 64) && loom_form_subgroup_ok(any[i], 128), "%s", any[i]);
 }
 END_TEST
 

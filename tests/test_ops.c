@@ -220,6 +220,20 @@ static bool coop_forms(loom_graph *g)
     return info.coopmat;
 }
 
+/* The argmax forms' workgroups capped at 2 by the split pass, as a GPU's SM
+ * count caps them (loom_compile_options.wave_groups; lavapipe reports none,
+ * so unsplit its workgroups take one row block each): each workgroup then
+ * loops over its row blocks, the path an LM head takes on a GPU. Without
+ * the pass in this build, the graph stays as built. */
+static void argmax_waves(loom_graph *g)
+{
+#ifdef LOOM_OPS_FUSE_TESTS
+    ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .wave_groups = 2 }), LOOM_OK);
+#else
+    (void)g;
+#endif
+}
+
 /* ---- elementwise ----------------------------------------------------------- */
 
 static const uint32_t shapes2[][2] = { { 1, 1 }, { 1, 7 }, { 3, 300 }, { 1, 1025 } };
@@ -768,6 +782,8 @@ START_TEST(fused_matvec)
                                                                           (loom_tensor){ br, LOOM_U32, 0, 3, 1 }, eps,
                                                                           NULL);
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        if (argmax)
+            argmax_waves(h.g);
         loom_rt_program *p;
         ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
         uint32_t ring_poison[3] = { 0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu };
@@ -1027,6 +1043,8 @@ static void block_matvec_case(loom_dtype t, int form, uint32_t rows, uint32_t co
     default: rc = loom_op_rms_norm_matvec_argmax(h.g, tw, tx, tg, ty, to, eps, NULL); break;
     }
     ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    if (form >= 6)
+        argmax_waves(h.g);
     run(&h, NULL);
     char what[64];
     snprintf(what, sizeof what, "%s %ux%u", loom_dtype_name(t), rows, cols);

@@ -155,6 +155,13 @@ if(TARGET llama-decode)
   # word (dim 96: 3 blocks a row), whose blocks are 128 rows.
   decode_test(decode_check_split_q4_k_m ${check} --wtype q4_k_m --vocab 1024 --in-flight 1)
   set_tests_properties(decode_check_split_q4_k_m PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=131072")
+  # The LM head's workgroups capped as a GPU's SM count caps them
+  # (LOOM_WAVE_GROUPS; lavapipe reports none): each loops over its row
+  # blocks, and the last to finish picks the best of 3.
+  foreach(w f16 q4_k_m)
+    decode_test(decode_check_wave_${w} ${check} --wtype ${w} --in-flight 1)
+    set_tests_properties(decode_check_wave_${w} PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=3")
+  endforeach()
   decode_test(decode_check_split_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32
               --ffn 1024)
   set_tests_properties(decode_check_split_q8_0_odd PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=81920")

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
+#include "loom_ops.h"
 #include "loom_runtime.h"
 
 static const char *type_str(uint32_t t)
@@ -66,7 +67,11 @@ int loom_cmd_info(int argc, char **argv)
     if (info.max_binding_range < info.max_storage_buffer_range)
         printf(" (binding limit in force: %llu)", (unsigned long long)info.max_binding_range);
     printf("\n  maxPushConstantsSize            %u\n", info.max_push_constants);
-    printf("  subgroup size                   %u\n", info.subgroup_size);
+    /* The block-typed matvec forms sum a row over 32 invocations
+     * (loom_form_subgroup_ok): wider subgroups would add rows together. */
+    bool blocks = loom_form_subgroup_ok(loom_form_kernel("matvec", LOOM_Q8_0, LOOM_Q8_0), info.subgroup_size);
+    printf("  subgroup size                   %u (block-typed weights: %s)\n", info.subgroup_size,
+           blocks ? "yes" : "no, their matvec forms need subgroups of at most 32");
     printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
            info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
     if (info.sm_count) {

@@ -56,6 +56,7 @@ typedef struct opts {
     uint32_t prompt[MAX_PROMPT], n_prompt;   /* --prompt-ids; 0: start from --token */
     uint32_t prefill_chunk;   /* --prefill-chunk; 0 with --prefill-by-decode */
     uint32_t bench_prefill;   /* --bench-prefill N; 0: not that benchmark */
+    uint32_t bench_at;        /* --bench-at P: the timed rows' first position */
     bool verify;              /* --verify: its steps put every row through the LM head */
     /* The model run: the synthetic weights of shape.cfg, or --model's file,
      * whose shape then replaces shape.cfg (banner, JSON and figures all
@@ -98,6 +99,9 @@ static void usage(FILE *f)
             "  --bench-prefill N     time a prefill of N ids (1 < N < max-seq; --prompt-ids, else ids\n"
             "                        drawn from the seed) after the warm-up, as tokens/s, and the time to\n"
             "                        the first token (prefill + one decode step)\n"
+            "  --bench-at P          --bench-prefill's timed rows start at position P, after P ids\n"
+            "                        prefilled once, untimed (a verification deep in a context;\n"
+            "                        default 0; with --prompt-ids, P + N ids)\n"
             "  --verify              --bench-prefill's steps verify: every row's argmax (speculative\n"
             "                        decoding's check of N drafted tokens)\n"
             "  --device NAME         Vulkan device index or name substring\n"
@@ -200,9 +204,10 @@ static int check_ids(const opts *o, uint32_t vocab)
 static int check_run(const opts *o)
 {
     const loom_llama_config *c = &o->shape.cfg;
-    if (o->bench_prefill >= c->max_seq) {
-        fprintf(stderr, "llama-decode: --bench-prefill %u needs max-seq above it (%u): the first generated token "
-                "takes the position after the prompt\n", o->bench_prefill, c->max_seq);
+    if (o->bench_prefill && (o->bench_at >= c->max_seq || o->bench_prefill >= c->max_seq - o->bench_at)) {
+        fprintf(stderr, "llama-decode: --bench-at %u --bench-prefill %u needs max-seq above their sum (%u): the "
+                "first generated token takes the position after the prompt\n", o->bench_at, o->bench_prefill,
+                c->max_seq);
         return 2;
     }
     if (o->steps == 0 || (o->check && total_steps(o) > c->max_seq) || prompt_len(o) > c->max_seq) {
@@ -306,6 +311,9 @@ static int parse(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--bench-prefill")) {
             if (!loom_llama_parse_u32(v, &o->bench_prefill) || o->bench_prefill < 2)
                 return bad("--bench-prefill needs a prompt of at least 2 ids, got", v);
+        } else if (!strcmp(a, "--bench-at")) {
+            if (!loom_llama_parse_u32(v, &o->bench_at))
+                return bad("--bench-at needs a position, got", v);
         } else if (!strcmp(a, "--prompt-ids")) {
             if (!parse_ids(v, o))
                 return bad("--prompt-ids needs comma-separated token ids (at most 4096), got", v);
@@ -324,8 +332,10 @@ static int parse(int argc, char **argv, opts *o)
         return bad("--verify needs --bench-prefill N", NULL);
     if (o->bench_prefill && (o->bench || o->check || o->dry_run))
         return bad("--bench-prefill excludes --bench, --check and --dry-run", NULL);
-    if (o->bench_prefill && o->n_prompt && o->n_prompt != o->bench_prefill)
-        return bad("--bench-prefill N with --prompt-ids needs N ids", NULL);
+    if (o->bench_at && !o->bench_prefill)
+        return bad("--bench-at needs --bench-prefill N", NULL);
+    if (o->bench_prefill && o->n_prompt && o->n_prompt != o->bench_at + o->bench_prefill)
+        return bad("--bench-prefill N with --prompt-ids needs N ids (P + N with --bench-at P)", NULL);
     if (o->write_gguf && o->dry_run)
         return bad("--write-gguf and --dry-run exclude each other (a dry run has no weights to write)", NULL);
     if (o->model && (o->shape.wtype_set || o->shape.shape_set))
@@ -692,14 +702,14 @@ static int write_gguf(opts *o)
 static int bench_prefill(opts *o, loom_rt *rt, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
-    uint32_t n = o->bench_prefill, chunk = o->prefill_chunk ? o->prefill_chunk : 1;
-    uint32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint32_t n = o->bench_prefill, at = o->bench_at, chunk = o->prefill_chunk ? o->prefill_chunk : 1;
+    uint32_t *ids = malloc((size_t)(at + n) * sizeof *ids);
     loom_llama *m = NULL;
     loom_compile_options co = { .disable = o->disable, .enable = o->enable };
     loom_result rc = ids ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "prompt ids");
     /* The prompt: --prompt-ids, else ids drawn from the seed. */
     uint64_t x = o->shape.cfg.seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint32_t i = 0; ids && i < n; i++) {
+    for (uint32_t i = 0; ids && i < at + n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = o->n_prompt ? o->prompt[i] : (uint32_t)(x % c->vocab);
     }
@@ -711,12 +721,13 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
     bool shown = false;   /* the awaited-edges line, printed once */
     if (!rc) {
         print_header(o, device);
-        rc = loom_llama_bench_prefill(rt, m, ids, n, chunk, o->verify, WARMUP_S, PREFILL_REPS, &r);
+        rc = loom_llama_bench_prefill(rt, m, ids, at, n, chunk, o->verify, WARMUP_S, PREFILL_REPS, &r);
     }
     if (!rc) {
-        printf("%s of %u ids in steps of at most %u rows (warm-up %.2f s, %llu prefills, %s; median of %u):\n",
-               o->verify ? "verification (every row's argmax)" : "prefill", n, chunk, r.warmup_s,
-               (unsigned long long)r.warmup_reps, r.warmup_stable ? "stable" : "stopped at the cap", r.reps);
+        printf("%s of %u ids from position %u in steps of at most %u rows (warm-up %.2f s, %llu prefills, %s; "
+               "median of %u):\n", o->verify ? "verification (every row's argmax)" : "prefill", n, at, chunk,
+               r.warmup_s, (unsigned long long)r.warmup_reps, r.warmup_stable ? "stable" : "stopped at the cap",
+               r.reps);
         printf("  %.1f us GPU, %.1f us wall: %.0f tokens/s\n", r.gpu_us, r.wall_us, r.tokens_per_s);
         printf("  time to first token: %.1f us (prefill + one decode step, wall); first token %u\n", r.ttft_us,
                r.first_token);
@@ -731,11 +742,12 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
             loom_rt_counters k;
             loom_rt_get_info(rt, &info);
             loom_rt_get_counters(rt, &k);
-            printf("{\"mode\":\"%s\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"chunk\":%u,"
-                   "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"warmup_s\":%.3f,"
+            printf("{\"mode\":\"%s\",\"device\":\"%s\",\"config\":\"%s\",\"rows\":%u,\"at\":%u,\"chunk\":%u,"
+                   "\"gpu_us\":%.3f,\"wall_us\":%.3f,\"tokens_per_s\":%.1f,\"ttft_us\":%.3f,\"first_token\":%u,"
+                   "\"warmup_s\":%.3f,"
                    "\"awaited_edges\":%s,\"poll_timeouts\":%llu}\n",
                    o->verify ? "bench-verify" : "bench-prefill", device, o->model ? "gguf" : o->shape.config_name, n,
-                   chunk, r.gpu_us, r.wall_us, r.tokens_per_s, r.ttft_us, r.warmup_s,
+                   at, chunk, r.gpu_us, r.wall_us, r.tokens_per_s, r.ttft_us, r.first_token, r.warmup_s,
                    info.awaited_edges ? "true" : "false", (unsigned long long)k.poll_timeouts);
         }
     }

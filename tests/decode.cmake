@@ -108,13 +108,21 @@ if(TARGET llama-decode)
   set(small --config tiny --dim 64 --heads 4 --kv-heads 2 --ffn 96 --vocab 128 --layers 2 --json)
   decode_test(decode_bench_prefill $<TARGET_FILE:llama-decode> ${small} --bench-prefill 9 --prefill-chunk 4)
   decode_test(decode_bench_verify $<TARGET_FILE:llama-decode> ${small} --bench-prefill 3 --verify)
+  # ... and deep in a context: 3 rows at position 20 after 20 ids prefilled
+  # once (untimed), whose next token is the plain run's.
+  decode_test(decode_bench_verify_at $<TARGET_FILE:llama-decode> ${small} --bench-prefill 3 --verify --bench-at 20)
+  decode_test(decode_bench_at ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_bench_at.cmake)
   set_tests_properties(decode_bench_prefill PROPERTIES PASS_REGULAR_EXPRESSION
                        "\"mode\":\"bench-prefill\".*\"tokens_per_s\":[1-9]")
   set_tests_properties(decode_bench_verify PROPERTIES PASS_REGULAR_EXPRESSION
                        "\"mode\":\"bench-verify\".*\"tokens_per_s\":[1-9]")
   # A pass pattern overrides the exit status: a failure or a validation
   # message (both "llama-decode: ..." on stderr) fails the test instead.
-  set_tests_properties(decode_bench_prefill decode_bench_verify PROPERTIES FAIL_REGULAR_EXPRESSION "llama-decode: ")
+  set_tests_properties(decode_bench_verify_at PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\"mode\":\"bench-verify\",.*\"rows\":3,\"at\":20,.*\"tokens_per_s\":[1-9]")
+  set_tests_properties(decode_bench_prefill decode_bench_verify decode_bench_verify_at PROPERTIES
+                       FAIL_REGULAR_EXPRESSION "llama-decode: ")
   decode_test(decode_prompt ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_prompt.cmake)
   # Quantized weights: the random weights quantized on the host (--wtype),

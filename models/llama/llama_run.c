@@ -594,13 +594,13 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
 
 /* ---- prefill benchmark ---------------------------------------------------- */
 
-/* The prompt's n positions from 0 in steps of chunk rows; *last is the
+/* The prompt's n positions from at in steps of chunk rows; *last is the
  * last step's index. */
-static loom_result prefill_once(loom_llama *m, uint32_t n, uint32_t chunk, bool verify, uint32_t *last)
+static loom_result prefill_once(loom_llama *m, uint32_t at, uint32_t n, uint32_t chunk, bool verify, uint32_t *last)
 {
     loom_result rc = LOOM_OK;
-    for (uint32_t pos = 0; pos < n && !rc; pos += chunk) {
-        uint32_t rows = n - pos < chunk ? n - pos : chunk;
+    for (uint32_t pos = at; pos < at + n && !rc; pos += chunk) {
+        uint32_t rows = at + n - pos < chunk ? at + n - pos : chunk;
         rc = verify ? loom_llama_submit_verify(m, pos, rows, last) : loom_llama_submit_rows(m, pos, rows, last);
     }
     return rc;
@@ -618,16 +618,17 @@ static double median(double *v, uint32_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
-                                     bool verify, double warmup_s, uint32_t reps, loom_llama_prefill_result *out)
+loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t at, uint32_t n,
+                                     uint32_t chunk, bool verify, double warmup_s, uint32_t reps,
+                                     loom_llama_prefill_result *out)
 {
     if (!rt || !m || !ids || !out || !reps)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: NULL argument or zero reps");
     memset(out, 0, sizeof *out);
     const loom_llama_config *cfg = loom_llama_get_config(m);
-    if (n < 1 || n >= cfg->max_seq)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: a prompt of %u ids needs 1..%u (max_seq - 1: "
-                         "the first generated token needs a position)", n, cfg->max_seq - 1);
+    if (n < 1 || at >= cfg->max_seq || n >= cfg->max_seq - at)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: %u ids from position %u need at + n <= %u "
+                         "(max_seq - 1: the first generated token needs a position)", n, at, cfg->max_seq - 1);
     if (chunk < 1 || chunk > LOOM_LLAMA_MAX_ROWS)
         return loom_fail(LOOM_INVALID_ARGUMENT, "llama bench prefill: chunk %u is not in [1, %u]", chunk,
                          LOOM_LLAMA_MAX_ROWS);
@@ -635,15 +636,20 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     double *ttft = malloc(reps * sizeof *ttft);
     loom_result rc = gpu && wall && ttft ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "llama bench prefill");
     if (!rc)
-        rc = loom_llama_set_prompt(m, ids, n, 0);
+        rc = loom_llama_set_prompt(m, ids, at + n, 0);
     uint32_t last = 0, tok = 0;
+    /* The context before the timed rows: its cache rows written once. */
+    if (!rc && at > 0)
+        rc = prefill_once(m, 0, at, LOOM_LLAMA_MAX_ROWS, false, &last);
+    if (!rc && at > 0)
+        rc = loom_rt_wait(rt, loom_llama_step_id(m, last));
     /* Warm-up: the timed work back to back, in windows of
      * LOOM_LLAMA_WARM_PREFILLS prefills, by the warm-up rule. */
     loom_llama_warm wu = { .t0 = now_us() };
     while (!rc && warmup_s > 0) {
         loom_llama_warm_begin(rt, &wu);
         for (uint32_t i = 0; i < LOOM_LLAMA_WARM_PREFILLS && !rc; i++) {
-            rc = prefill_once(m, n, chunk, verify, &last);
+            rc = prefill_once(m, at, n, chunk, verify, &last);
             out->warmup_reps++;
         }
         if (!rc)
@@ -661,9 +667,9 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
     for (uint32_t r = 0; r < reps && !rc; r++) {
         double w0 = now_us();
         uint32_t index = 0;
-        rc = prefill_once(m, n, chunk, verify, &last);
+        rc = prefill_once(m, at, n, chunk, verify, &last);
         if (!rc)
-            rc = loom_llama_submit(m, 0, n, &index);
+            rc = loom_llama_submit(m, 0, at + n, &index);
         if (!rc)
             rc = loom_llama_collect(m, index, &tok, NULL);
         ttft[r] = now_us() - w0;
@@ -676,7 +682,7 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
         loom_rt_collect_timestamps(rt);
         loom_rt_get_counters(rt, &c0);
         double w0 = now_us();
-        rc = prefill_once(m, n, chunk, verify, &last);
+        rc = prefill_once(m, at, n, chunk, verify, &last);
         if (!rc)
             rc = loom_rt_wait(rt, loom_llama_step_id(m, last));
         wall[r] = now_us() - w0;

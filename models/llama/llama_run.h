@@ -164,8 +164,11 @@ typedef struct loom_llama_prefill_result {
     uint32_t first_token;    /* the token of the last such decode step */
 } loom_llama_prefill_result;
 
-/* Times a prefill of the n ids (positions 0..n-1, n < max_seq) in steps of
- * at most chunk rows: after warming up with the same prefill back to back
+/* Times a prefill of ids at .. at + n - 1 (positions at .. at + n - 1, at +
+ * n < max_seq; ids holds at + n ids) in steps of at most chunk rows, after
+ * ids 0 .. at - 1 were prefilled once (untimed), so that the timed rows
+ * attend to a context of at rows, as a verification deep in a context
+ * does: after warming up with the same prefill back to back
  * (in windows of LOOM_LLAMA_WARM_PREFILLS, by loom_llama_run's rule: at
  * least warmup_s, until two windows agree within LOOM_LLAMA_WARM_AGREE, at
  * most LOOM_LLAMA_WARM_CAP_S; 0: none), reps prefills one at a time from an idle
@@ -173,8 +176,9 @@ typedef struct loom_llama_prefill_result {
  * token: the prefill, then a decode step from its token (m must be made
  * with chain), until that token is read. verify: the steps are verifying
  * ones (loom_llama_submit_verify: every row through the LM head). */
-loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t n, uint32_t chunk,
-                                     bool verify, double warmup_s, uint32_t reps, loom_llama_prefill_result *out);
+loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t *ids, uint32_t at, uint32_t n,
+                                     uint32_t chunk, bool verify, double warmup_s, uint32_t reps,
+                                     loom_llama_prefill_result *out);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "gguf.h"
 #include "llama_run.h"
 
@@ -57,6 +58,7 @@ typedef struct opts {
     uint32_t prefill_chunk;   /* --prefill-chunk; 0 with --prefill-by-decode */
     uint32_t bench_prefill;   /* --bench-prefill N; 0: not that benchmark */
     uint32_t bench_at;        /* --bench-at P: the timed rows' first position */
+    double setup_s[3];        /* wall seconds: the runtime, the weights (made or read), the model on the device */
     bool verify;              /* --verify: its steps put every row through the LM head */
     /* The model run: the synthetic weights of shape.cfg, or --model's file,
      * whose shape then replaces shape.cfg (banner, JSON and figures all
@@ -359,6 +361,13 @@ static const char *wtype_label(const opts *o)
     return strchr(types, ',') ? "mixed" : loom_dtype_name(c->wtype);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -378,6 +387,10 @@ static void print_header(const opts *o, const char *device)
         if (o->enable & FORMS[k].bit)
             printf(", %s", FORMS[k].label);
     printf("\n");
+    /* Where a benchmark's start goes, before its warm-up. */
+    if (o->bench || o->bench_prefill)
+        printf("setup: runtime %.2f s, weights %.2f s (%s), model on the device %.2f s\n", o->setup_s[0],
+               o->setup_s[1], o->model ? "read" : "made on the host", o->setup_s[2]);
 }
 
 static void print_figures(const loom_llama_figures *f, uint64_t binding_limit)
@@ -713,10 +726,14 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = o->n_prompt ? o->prompt[i] : (uint32_t)(x % c->vocab);
     }
+    double t0 = now_s();
     if (!rc && !o->w)
         rc = loom_llama_weights_create(c, &o->w);
+    o->setup_s[1] += now_s() - t0;
+    t0 = now_s();
     if (!rc)
         rc = loom_llama_create(rt, o->w, &(loom_llama_desc){ .chain = true, .compile = &co }, &m);
+    o->setup_s[2] = now_s() - t0;
     loom_llama_prefill_result r;
     bool shown = false;   /* the awaited-edges line, printed once */
     if (!rc) {
@@ -775,13 +792,17 @@ static int run(opts *o, loom_rt *rt, const char *device)
     bool shown = false;   /* the awaited-edges line, printed once */
     o->in_flight = loom_rt_in_flight(rt);
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
+    double t0 = now_s();
     if (!rc && !o->w)
         rc = loom_llama_weights_create(c, &o->w);
     const loom_llama_weights *w = o->w;
+    o->setup_s[1] += now_s() - t0;
+    t0 = now_s();
     if (!rc)
         rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check,
                                                          .early_log = o->early_log },
                                &m);
+    o->setup_s[2] = now_s() - t0;
     if (rc)
         goto out;
     print_header(o, device);
@@ -866,8 +887,10 @@ int main(int argc, char **argv)
 {
     opts o;
     int code = parse(argc, argv, &o);
+    double t0 = now_s();
     if (code < 0 && o.model)
         code = load_model(&o);
+    o.setup_s[1] = now_s() - t0;
     if (code >= 0 || o.dry_run || o.write_gguf) {
         code = code >= 0 ? code : o.dry_run ? dry_run(&o) : write_gguf(&o);
         loom_llama_weights_destroy(o.w);
@@ -876,7 +899,9 @@ int main(int argc, char **argv)
     loom_rt *rt = NULL;
     loom_rt_desc d = { .device = o.device, .in_flight = o.in_flight, .timestamps = true, .profile = o.profile,
                        .max_binding_range = o.max_binding_range, .trace_path = o.trace };
+    t0 = now_s();
     loom_result rc = loom_rt_create(&d, &rt);
+    o.setup_s[0] = now_s() - t0;
     if (rc) {
         fprintf(stderr, "llama-decode: no Vulkan device: %s: %s\n", loom_result_str(rc), loom_last_error());
         return 1;

@@ -8,12 +8,15 @@
 # warm-up) and the time to first token, A and B, and the SM clock read
 # after them. With PROFILE=1 each binary's last run prints its op kinds.
 # A configuration is CONFIG:N, or CONFIG:Nv for a verification step of N
-# rows (--verify: every row's argmax).
+# rows (--verify: every row's argmax). AT=P times the rows at position P,
+# after P ids prefilled once (--bench-at; both binaries must have it).
 #   A=.gl/base/llama-decode B=.gl/bin/llama-decode sh bench/ab_prefill.sh "1b:512 7b:512 1b:4v" [WTYPE]
 set -e
 A=${A:-.gl/base/llama-decode}
 B=${B:-.gl/bin/llama-decode}
 W=${2:-f16}
+AT=${AT:-0}
+at=; [ "$AT" = 0 ] || at="--bench-at $AT"
 clock() { nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader 2>/dev/null | tr -d '\n'; }
 ids=$(seq -s, 3 7 700)
 for bin in "$A" "$B"; do
@@ -26,13 +29,13 @@ done
 one() {   # binary config rows[v] -> "gpu_us (ttft us)"
   v=; n=$3
   case $n in *v) v=--verify; n=${n%v} ;; esac
-  "$1" --config "$2" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v --quiet --device NVIDIA 2>&1 |
+  "$1" --config "$2" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v $at --quiet --device NVIDIA 2>&1 |
     awk '/us GPU/ { g = $1 } /time to first token/ { t = $5 } END { print g " us (first token " t " us)" }'
 }
 for cfg in $1; do
   c=${cfg%%:*}; n=${cfg#*:}
   a1=$(one "$A" "$c" "$n"); b1=$(one "$B" "$c" "$n"); b2=$(one "$B" "$c" "$n"); a2=$(one "$A" "$c" "$n")
-  echo "$c $W prefill $n | A: $a1 / $a2 | B: $b1 / $b2 | $(clock)"
+  echo "$c $W prefill $n at $AT | A: $a1 / $a2 | B: $b1 / $b2 | $(clock)"
 done
 if [ "${PROFILE:-0}" = 1 ]; then
   for bin in "$A" "$B"; do
@@ -40,7 +43,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
       echo "profile $bin ${cfg%%:*} ${cfg#*:}:"
       n=${cfg#*:}; v=
       case $n in *v) v=--verify; n=${n%v} ;; esac
-      "$bin" --config "${cfg%%:*}" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v --profile --quiet \
+      "$bin" --config "${cfg%%:*}" --wtype "$W" --max-seq 1024 --bench-prefill "$n" $v $at --profile --quiet \
         --device NVIDIA 2>&1 | grep -E '^[A-Z_]+ +[0-9]+ +[0-9]+ '
     done
   done

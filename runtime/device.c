@@ -309,6 +309,11 @@ static void device_fetch(loom_rt *rt)
     rt->props = p2.properties;
     rt->subgroup_size = sg.subgroupSize;
     rt->sm_count = has_sm ? sm.shaderSMCount : 0;
+    /* One wave of the argmax forms' workgroups (256 invocations, at most 64
+     * registers: four fit an SM's 64K registers), where the SM count is
+     * known; LOOM_WAVE_GROUPS, read once here, sets it for measuring. */
+    const char *wave = getenv("LOOM_WAVE_GROUPS");
+    rt->wave_groups = wave && *wave ? (uint32_t)strtoul(wave, NULL, 10) : 4u * rt->sm_count;
     vkGetPhysicalDeviceMemoryProperties(rt->phys, &rt->mem_props);
     compute_queue(rt->phys, &rt->queue_family, &rt->queue_flags);
     if (getenv("LOOM_QUEUE"))

@@ -251,6 +251,7 @@ struct loom_rt {
     uint32_t queue_family;
     uint32_t queue_flags;   /* VkQueueFlags of queue_family */
     uint32_t sm_count;      /* streaming multiprocessors (VK_NV_shader_sm_builtins); 0: not told */
+    uint32_t wave_groups;   /* the argmax forms' workgroup cap: LOOM_WAVE_GROUPS, else 4 an SM; 0: none */
     VkQueue queue;
     VkCommandPool cmd_pool;
     VkSemaphore timeline;

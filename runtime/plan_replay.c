@@ -3,7 +3,6 @@
  * long as the plan; the runtime's plan cache maps a captured graph to its
  * plan. On a cache hit the per-token cost is: encode + hash + compare the
  * graph, write the step parameters, submit — nothing is recorded. */
-#include <stdlib.h>
 #include "internal.h"
 #include "loom_ops.h"
 
@@ -40,9 +39,9 @@ static loom_result check_kernels(loom_rt *rt, const loom_graph *g)
 {
     for (uint32_t k = 0; k < loom_graph_kernel_count(g); k++) {
         const char *name = loom_graph_kernel_name(g, k);
-        if (rt_kernel_known(rt, name) && loom_form_subgroup_ok(name, rt->subgroup_size))
-            continue;
         bool known = rt_kernel_known(rt, name);
+        if (known && loom_form_subgroup_ok(name, rt->subgroup_size))
+            continue;
         for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
             const loom_node *n = loom_graph_node(g, i);
             if (n->type != LOOM_NODE_DISPATCH || n->kernel != k)
@@ -65,14 +64,9 @@ void loom_rt_device_options(const loom_rt *rt, loom_compile_options *o)
     /* Compiled for this device's bindings: what exceeds one is split. */
     if (!o->max_binding_range || o->max_binding_range > rt->max_binding_range)
         o->max_binding_range = rt->max_binding_range;
-    /* One wave of the argmax forms' workgroups (256 invocations, at most 64
-     * registers: four fit an SM's 64K registers), where the SM count is
-     * known. */
-    const char *wave = getenv("LOOM_WAVE_GROUPS");
-    if (!o->wave_groups && wave && *wave)
-        o->wave_groups = (uint32_t)strtoul(wave, NULL, 10);
-    if (!o->wave_groups && rt->sm_count)
-        o->wave_groups = 4u * rt->sm_count;
+    /* The argmax forms' workgroup cap of this device (device.c). */
+    if (!o->wave_groups)
+        o->wave_groups = rt->wave_groups;
     /* The matmul kinds' cooperative-matrix forms where the device runs them. */
     o->coopmat = rt->coopmat;
     /* Awaited edges where the device's rule allows them (device.c). */

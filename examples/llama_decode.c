@@ -368,6 +368,20 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* The weights (unless --model read them) and the model on the device,
+ * each timed for the setup line. */
+static loom_result make_model(opts *o, loom_rt *rt, const loom_llama_desc *d, loom_llama **m)
+{
+    double t0 = now_s();
+    loom_result rc = o->w ? LOOM_OK : loom_llama_weights_create(&o->shape.cfg, &o->w);
+    o->setup_s[1] += now_s() - t0;
+    t0 = now_s();
+    if (!rc)
+        rc = loom_llama_create(rt, o->w, d, m);
+    o->setup_s[2] = now_s() - t0;
+    return rc;
+}
+
 static void print_header(const opts *o, const char *device)
 {
     const loom_llama_config *c = &o->shape.cfg;
@@ -726,14 +740,8 @@ static int bench_prefill(opts *o, loom_rt *rt, const char *device)
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = o->n_prompt ? o->prompt[i] : (uint32_t)(x % c->vocab);
     }
-    double t0 = now_s();
-    if (!rc && !o->w)
-        rc = loom_llama_weights_create(c, &o->w);
-    o->setup_s[1] += now_s() - t0;
-    t0 = now_s();
     if (!rc)
-        rc = loom_llama_create(rt, o->w, &(loom_llama_desc){ .chain = true, .compile = &co }, &m);
-    o->setup_s[2] = now_s() - t0;
+        rc = make_model(o, rt, &(loom_llama_desc){ .chain = true, .compile = &co }, &m);
     loom_llama_prefill_result r;
     bool shown = false;   /* the awaited-edges line, printed once */
     if (!rc) {
@@ -792,17 +800,11 @@ static int run(opts *o, loom_rt *rt, const char *device)
     bool shown = false;   /* the awaited-edges line, printed once */
     o->in_flight = loom_rt_in_flight(rt);
     loom_result rc = tokens ? LOOM_OK : loom_fail(LOOM_OUT_OF_MEMORY, "token ids");
-    double t0 = now_s();
-    if (!rc && !o->w)
-        rc = loom_llama_weights_create(c, &o->w);
-    const loom_llama_weights *w = o->w;
-    o->setup_s[1] += now_s() - t0;
-    t0 = now_s();
     if (!rc)
-        rc = loom_llama_create(rt, w, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check,
-                                                         .early_log = o->early_log },
-                               &m);
-    o->setup_s[2] = now_s() - t0;
+        rc = make_model(o, rt, &(loom_llama_desc){ .chain = true, .compile = &co, .keep_logits = o->check,
+                                                   .early_log = o->early_log },
+                        &m);
+    const loom_llama_weights *w = o->w;
     if (rc)
         goto out;
     print_header(o, device);

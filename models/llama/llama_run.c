@@ -639,9 +639,7 @@ loom_result loom_llama_bench_prefill(loom_rt *rt, loom_llama *m, const uint32_t 
         rc = loom_llama_set_prompt(m, ids, at + n, 0);
     uint32_t last = 0, tok = 0;
     /* The context before the timed rows: its cache rows written once. */
-    if (!rc && at > 0)
-        rc = prefill_once(m, 0, at, LOOM_LLAMA_MAX_ROWS, false, &last);
-    if (!rc && at > 0)
+    if (!rc && at > 0 && !(rc = prefill_once(m, 0, at, LOOM_LLAMA_MAX_ROWS, false, &last)))
         rc = loom_rt_wait(rt, loom_llama_step_id(m, last));
     /* Warm-up: the timed work back to back, in windows of
      * LOOM_LLAMA_WARM_PREFILLS prefills, by the warm-up rule. */

@@ -203,6 +203,10 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 #define LOOM_MATMUL_TILE_T      64u
 #define LOOM_MATMUL_COOP_ROWS   64u
 #define LOOM_MATMUL_COOP_T      64u
+/* A matrix of one weight (MATMUL, MATMUL_ADD) of fewer cooperative-matrix
+ * tiles than this takes the form that splits each tile's K walk between two
+ * halves of a workgroup (passes/coopmat.c; matmul.glsl: MM_KS). */
+#define LOOM_MATMUL_COOP_KS_BELOW 256u
 /* ATTENTION_ROWS's cooperative-matrix form (shaders/attention_rows.glsl,
  * ATT_COOP; f16 caches, head_dim 64 or 128): a workgroup per
  * LOOM_ATTN_ROWS_COOP_Q query vectors of one kv head (T x the heads a kv

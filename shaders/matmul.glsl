@@ -20,7 +20,8 @@
 //             32 x 32 of the tile each; the next slice's global loads are in
 //             flight while a slice is multiplied; workgroups numbered token
 //             tile fastest. Only where the device has the extension with
-//             that shape (the split pass swaps it in).
+//             that shape (the split pass swaps it in). MM_KS (with MM_COOP,
+//             one matrix): two such groups a workgroup, splitting the K walk;
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side.
@@ -45,7 +46,10 @@
 #endif
 #endif
 
-#if defined(MM_COOP)
+#if defined(MM_COOP) && defined(MM_KS)
+#define WG 256u   // two K halves of four subgroups each (the cooperative-matrix form below)
+layout(local_size_x = 256) in;
+#elif defined(MM_COOP)
 #define WG 128u
 layout(local_size_x = 128) in;
 #else
@@ -338,26 +342,43 @@ void main()
 // taking 32 rows by 32 token rows of the tile: small tiles, so that a
 // matrix is many workgroups and an SM holds several (the form waits on its
 // loads more than it multiplies; docs/perf-log.md has the tile shapes
-// measured).
+// measured). With MM_KS (the forms of one matrix: MATMUL, MATMUL_ADD) a
+// workgroup is KS = 2 such groups of four: group h takes the K slices h,
+// h + 2, ..., each staged in its own shared memory, and at the end group
+// 1's results are added to group 0's in a fixed order, so a workgroup has
+// twice the loads in flight with as many workgroups. The split pass takes
+// it where a matrix is few tiles (passes/coopmat.c): the residual
+// projections of `1b` at T = 128 are 64 workgroups, and there it took 27%
+// less time; at T = 512 (256 workgroups) 2% more (docs/perf-log.md).
 #define CBM 64u   // rows a tile: LOOM_MATMUL_COOP_ROWS
 #define CBN 64u   // token rows a tile: LOOM_MATMUL_COOP_T
+#if defined(MM_KS)
+#ifdef MM_SILU
+#error "MM_KS: the forms of one matrix"
+#endif
+#define KS 2u
+#define CBK 32u   // columns a slice of each group (KS groups: shared memory within 48 KB)
+#else
+#define KS 1u
 #ifdef MM_SILU
 #define CBK 32u   // columns a slice (two weight tiles: shared memory within 48 KB)
 #else
 #define CBK 64u
 #endif
+#endif
+#define GW (WG / KS)         // invocations a group
 #define CQ (CBK / 8u)        // chunks (uvec4 of 8 halves) a staged row
 #define CS (CQ + 1u)         // a staged row with one chunk of padding: ldmatrix rows in distinct banks
-#define RP (WG / CQ)         // staged rows a pass of the workgroup
+#define RP (GW / CQ)         // staged rows a pass of the group
 #define APASS (CBM / RP)
 #define BPASS (CBN / RP)
 #define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-shared uvec4 as0[CBM * CS];
+shared uvec4 as0[KS * CBM * CS];
 #ifdef MM_SILU
 shared uvec4 as1[CBM * CS];
 #endif
-shared uvec4 bs[CBN * CS];
+shared uvec4 bs[KS * CBN * CS];
 shared float cs[(WG / 32u) * 256u];   // a 16 x 16 result of each subgroup, column-major
 
 // Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
@@ -384,9 +405,21 @@ void xstage(uint t, uint c, out vec4 a, out vec4 b)
         xchunk(t, c, a, b);
 }
 
+#ifdef MM_KS
+// Element idx (column-major) of the other half's result at rb of as0 (q
+// 0) or bs (q 1): f32 words, 4 a uvec4.
+float other_half(uint q, uint rb, uint idx)
+{
+    uint f = 4u * rb + idx;
+    uvec4 v = q == 0u ? as0[f >> 2u] : bs[f >> 2u];
+    return uintBitsToFloat(v[f & 3u]);
+}
+#endif
+
 // Each 16 x 16 result through the subgroup's staging, column-major (a
-// column is a token row: lanes write 16 consecutive rows of y).
-void emit(FC g16, FC u16, uint row0, uint t0)
+// column is a token row: lanes write 16 consecutive rows of y); with KS 2,
+// plus the other half's result at (q, rb).
+void emit(FC g16, FC u16, uint row0, uint t0, uint q, uint rb)
 {
     uint base = gl_SubgroupID * 256u, lane = gl_SubgroupInvocationID;
     float g[8], u[8];
@@ -395,6 +428,10 @@ void emit(FC g16, FC u16, uint row0, uint t0)
     subgroupBarrier();
     for (uint e = 0u; e < 8u; e++)
         g[e] = cs[base + lane + 32u * e];
+#ifdef MM_KS
+    for (uint e = 0u; e < 8u; e++)
+        g[e] += other_half(q, rb, lane + 32u * e);
+#endif
 #ifdef MM_SILU
     subgroupBarrier();
     coopMatStoreNV(u16, cs, base, 16u, true);
@@ -428,14 +465,20 @@ void emit(FC g16, FC u16, uint row0, uint t0)
 
 void main()
 {
-    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
+    // grp: the K half a subgroup multiplies; stg: the one an invocation
+    // stages (its index's half), so each (stg, lid) is one invocation
+    // whatever the mapping of invocations to subgroups.
+    uint sg = gl_SubgroupID % 4u, grp = gl_SubgroupID / 4u;
+    uint stg = gl_LocalInvocationID.x / GW, lid = gl_LocalInvocationID.x % GW;
     // Token tiles fastest: the workgroups running at once share weight rows,
     // so each weight tile comes from memory about once.
     uint tiles = (pc.T + CBN - 1u) / CBN;
     uint row0 = (gl_WorkGroupID.x / tiles) * CBM, t0 = (gl_WorkGroupID.x % tiles) * CBN;
     uint wm = 32u * (sg % 2u), wn = 32u * (sg / 2u);
-    // Staging: chunk lid % CQ of staged rows lid / CQ + RP p.
-    uint sr = lid / CQ, sq = lid % CQ;
+    // Staging: chunk lid % CQ of staged rows lid / CQ + RP p, into half
+    // stg's tiles (at so, to); the multiplication reads half grp's (ao, bo).
+    uint sr = lid / CQ, sq = lid % CQ, so = stg * CBM * CS, to = stg * CBN * CS;
+    uint ao = grp * CBM * CS, bo = grp * CBN * CS;
     FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
 #ifdef MM_SILU
     FC u00 = FC(0.0), u01 = FC(0.0), u10 = FC(0.0), u11 = FC(0.0);
@@ -443,28 +486,31 @@ void main()
 #endif
     uvec4 pa[APASS];
     vec4 pxa[BPASS], pxb[BPASS];
+    // Half h's slices: columns k0 + h CBK for k0 = 0, KS CBK, ...; a slice
+    // past the end stages zeros, so both halves meet every barrier.
+    uint c0 = stg * CQ + sq;
     for (uint p = 0u; p < APASS; p++) {
-        pa[p] = wstage(0u, row0 + sr + RP * p, sq);
+        pa[p] = wstage(0u, row0 + sr + RP * p, c0);
 #ifdef MM_SILU
-        pu[p] = wstage(1u, row0 + sr + RP * p, sq);
+        pu[p] = wstage(1u, row0 + sr + RP * p, c0);
 #endif
     }
     for (uint p = 0u; p < BPASS; p++)
-        xstage(t0 + sr + RP * p, sq, pxa[p], pxb[p]);
-    for (uint k0 = 0u; k0 < pc.cols; k0 += CBK) {
+        xstage(t0 + sr + RP * p, c0, pxa[p], pxb[p]);
+    for (uint k0 = 0u; k0 < pc.cols; k0 += KS * CBK) {
         barrier();   // the slice before is multiplied
         for (uint p = 0u; p < APASS; p++) {
-            as0[(sr + RP * p) * CS + sq] = pa[p];
+            as0[so + (sr + RP * p) * CS + sq] = pa[p];
 #ifdef MM_SILU
             as1[(sr + RP * p) * CS + sq] = pu[p];
 #endif
         }
         for (uint p = 0u; p < BPASS; p++)
-            bs[(sr + RP * p) * CS + sq] = pack8(pxa[p], pxb[p]);
+            bs[to + (sr + RP * p) * CS + sq] = pack8(pxa[p], pxb[p]);
         memoryBarrierShared();
         barrier();
-        if (k0 + CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
-            uint c = (k0 + CBK) / 8u + sq;
+        if (k0 + KS * CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
+            uint c = (k0 + KS * CBK) / 8u + c0;
             for (uint p = 0u; p < APASS; p++) {
                 pa[p] = wstage(0u, row0 + sr + RP * p, c);
 #ifdef MM_SILU
@@ -476,29 +522,48 @@ void main()
         }
         for (uint kk = 0u; kk < CQ; kk += 2u) {
             FA fb0, fb1, fw0, fw1;
-            coopMatLoadNV(fb0, bs, wn * CS + kk, CS, true);
-            coopMatLoadNV(fb1, bs, (wn + 16u) * CS + kk, CS, true);
-            coopMatLoadNV(fw0, as0, wm * CS + kk, CS, false);
+            coopMatLoadNV(fb0, bs, bo + wn * CS + kk, CS, true);
+            coopMatLoadNV(fb1, bs, bo + (wn + 16u) * CS + kk, CS, true);
+            coopMatLoadNV(fw0, as0, ao + wm * CS + kk, CS, false);
 #ifdef MM_SILU
             coopMatLoadNV(fw1, as1, wm * CS + kk, CS, false);
 #endif
             MMA2(0, fw1, fw0)
-            coopMatLoadNV(fw0, as0, (wm + 16u) * CS + kk, CS, false);
+            coopMatLoadNV(fw0, as0, ao + (wm + 16u) * CS + kk, CS, false);
 #ifdef MM_SILU
             coopMatLoadNV(fw1, as1, (wm + 16u) * CS + kk, CS, false);
 #endif
             MMA2(1, fw1, fw0)
         }
     }
+#ifdef MM_KS
+    // Half 1's results to half 0 through the staging (f32, column-major as
+    // emit reads its own: a subgroup's first two in as0, its last two in bs,
+    // 64 uvec4 each), added by emit, always in this order.
+    barrier();   // every slice is multiplied: the staging is free
+    uint rb = sg * 128u;
+    if (grp == 1u) {
+        coopMatStoreNV(a00, as0, rb, 4u, true);
+        coopMatStoreNV(a01, as0, rb + 64u, 4u, true);
+        coopMatStoreNV(a10, bs, rb, 4u, true);
+        coopMatStoreNV(a11, bs, rb + 64u, 4u, true);
+    }
+    memoryBarrierShared();
+    barrier();
+    if (grp == 1u)
+        return;
+#else
+    uint rb = 0u;
+#endif
 #ifndef MM_SILU
 #define u00 a00
 #define u01 a01
 #define u10 a10
 #define u11 a11
 #endif
-    emit(a00, u00, row0 + wm, t0 + wn);
-    emit(a01, u01, row0 + wm, t0 + wn + 16u);
-    emit(a10, u10, row0 + wm + 16u, t0 + wn);
-    emit(a11, u11, row0 + wm + 16u, t0 + wn + 16u);
+    emit(a00, u00, row0 + wm, t0 + wn, 0u, rb);
+    emit(a01, u01, row0 + wm, t0 + wn + 16u, 0u, rb + 64u);
+    emit(a10, u10, row0 + wm + 16u, t0 + wn, 1u, rb);
+    emit(a11, u11, row0 + wm + 16u, t0 + wn + 16u, 1u, rb + 64u);
 }
 #endif

@@ -872,23 +872,27 @@ START_TEST(test_split_wave_cap)
 END_TEST
 
 /* The device's matmul forms: with ctx.coopmat the tiled forms over f16
- * and block-typed weights take their cooperative-matrix forms and tiles;
- * f32 weights stay tiled, small T stays on the multi-column form, and
- * without coopmat nothing changes. */
+ * and block-typed weights take their cooperative-matrix forms and tiles,
+ * with the K split (_ks) below LOOM_MATMUL_COOP_KS_BELOW tiles; f32
+ * weights stay tiled, small T stays on the multi-column form, and without
+ * coopmat nothing changes. */
 START_TEST(test_split_coopmat)
 {
-    static const struct { loom_dtype t; uint32_t T; const char *built, *coop; } cases[] = {
-        { LOOM_F16, 100, "matmul_add_tiled_f16", "matmul_add_coop_f16" },
-        { LOOM_Q4_K, 17, "matmul_add_tiled_q4_k", "matmul_add_coop_q4_k" },
-        { LOOM_Q8_0, 64, "matmul_add_tiled_q8_0", "matmul_add_coop_q8_0" },
-        { LOOM_F32, 100, "matmul_add_tiled_f32", NULL },
-        { LOOM_F16, 16, "matmul_add_f16", NULL },
+    static const struct { loom_dtype t; uint32_t rows, T; const char *built, *coop; } cases[] = {
+        { LOOM_F16, 300, 100, "matmul_add_tiled_f16", "matmul_add_coop_ks_f16" },
+        { LOOM_Q4_K, 300, 17, "matmul_add_tiled_q4_k", "matmul_add_coop_ks_q4_k" },
+        { LOOM_Q8_0, 300, 64, "matmul_add_tiled_q8_0", "matmul_add_coop_ks_q8_0" },
+        { LOOM_F16, 2048, 448, "matmul_add_tiled_f16", "matmul_add_coop_ks_f16" },   /* 32 x 7 = 224 tiles */
+        { LOOM_F16, 2048, 449, "matmul_add_tiled_f16", "matmul_add_coop_f16" },      /* 32 x 8 = 256 */
+        { LOOM_Q4_K, 2048, 512, "matmul_add_tiled_q4_k", "matmul_add_coop_q4_k" },
+        { LOOM_F32, 300, 100, "matmul_add_tiled_f32", NULL },
+        { LOOM_F16, 300, 16, "matmul_add_f16", NULL },
     };
-    const uint32_t rows = 300, cols = 256;
+    const uint32_t cols = 256;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int on = 0; on < 2; on++) {
             loom_graph_reset(G);
-            uint32_t T = cases[k].T;
+            uint32_t T = cases[k].T, rows = cases[k].rows;
             uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
             uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
             ck_assert_int_eq(loom_op_matmul_add(G, loom_mat(w, cases[k].t, rows, cols), loom_mat(x, LOOM_F32, T, cols),
@@ -909,9 +913,10 @@ START_TEST(test_split_coopmat)
             ck_assert_uint_eq(n->n_bindings, 4);
             ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
         }
-    /* The gated form's tiles too. */
+    /* The gated form's tiles too, with no K split at any count: its two
+     * weight tiles fill the shared memory. */
     loom_graph_reset(G);
-    uint32_t T = 100, wg = buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT);
+    uint32_t rows = 300, T = 100, wg = buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT);
     uint32_t wu = buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT);
     uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
     ck_assert_int_eq(loom_op_matmul_silu_mul(G, loom_mat(wg, LOOM_F16, rows, cols), loom_mat(wu, LOOM_F16, rows, cols),

@@ -180,11 +180,13 @@ typedef struct loom_pc_embed_rows { uint32_t cols, T; } loom_pc_embed_rows;     
 typedef struct loom_pc_norm_rows  { uint32_t n; float eps; uint32_t T; } loom_pc_norm_rows; /* RMS_NORM_MUL_ROWS */
 typedef struct loom_pc_rope_rows  { uint32_t n_heads, head_dim; float theta; uint32_t T; } loom_pc_rope_rows;
 typedef struct loom_pc_kv_rows    { uint32_t kvd, max_seq, T; } loom_pc_kv_rows;      /* KV_APPEND_ROWS */
+/* ATTENTION_ROWS: splits shares of the cache rows a query tile's
+ * workgroups take, combined in the same dispatch (attention_rows.glsl). */
 typedef struct loom_pc_attn_rows {
     uint32_t n_heads, n_kv_heads, head_dim, max_seq;
     float scale;
-    uint32_t T;
-} loom_pc_attn_rows;                                                                  /* ATTENTION_ROWS */
+    uint32_t splits, T;
+} loom_pc_attn_rows;
 typedef struct loom_pc_rows_n     { uint32_t n, T; } loom_pc_rows_n;                  /* ROW_PICK, ARGMAX_ROWS */
 /* MATMUL, MATMUL_ADD, MATMUL_SILU_MUL: W rows x cols; x T x cols; y (and r)
  * T x rows. */

@@ -29,7 +29,7 @@ static const uint8_t L_embed_rows[] = { F(cols), F(T) };
 static const uint8_t L_norm_rows[] = { F(n), F(eps), F(T) };
 static const uint8_t L_rope_rows[] = { F(heads), F(head_dim), F(theta), F(T) };
 static const uint8_t L_kv_rows[] = { F(n), F(max_seq), F(T) };
-static const uint8_t L_attn_rows[] = { F(heads), F(kv_heads), F(head_dim), F(max_seq), F(scale), F(T) };
+static const uint8_t L_attn_rows[] = { F(heads), F(kv_heads), F(head_dim), F(max_seq), F(scale), F(splits), F(T) };
 static const uint8_t L_rows_n[] = { F(n), F(T) };
 static const uint8_t L_matmul[] = { F(rows), F(cols), F(T) };
 #undef F

@@ -1271,6 +1271,22 @@ static uint32_t attn_rows_tile(uint32_t head_dim)
     return nb;
 }
 
+/* Shares of the cache a query tile's walk is split into: enough that the
+ * dispatch has about ATTN_ROWS_SPLIT_GROUPS workgroups where its query
+ * tiles are few (a verification step of 4 rows on `1b` is 8 tiles, one a kv
+ * head, each walking the whole cache alone), at most ATTN_ROWS_MAX_SPLITS
+ * (attention_rows.glsl's MAX_SPLITS), and no more than the full cache has
+ * tiles. */
+#define ATTN_ROWS_SPLIT_GROUPS 128u
+#define ATTN_ROWS_MAX_SPLITS 16u
+static uint32_t attn_rows_splits(uint64_t tiles, uint32_t max_seq, uint32_t nb)
+{
+    uint64_t s = (ATTN_ROWS_SPLIT_GROUPS + tiles - 1) / tiles, most = ((uint64_t)max_seq + nb - 1) / nb;
+    s = s < most ? s : most;
+    s = s < ATTN_ROWS_MAX_SPLITS ? s : ATTN_ROWS_MAX_SPLITS;
+    return s < 1 ? 1u : (uint32_t)s;
+}
+
 loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
                                    loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
                                    uint32_t *out_node)
@@ -1289,12 +1305,23 @@ loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kca
         rc = need_rows(g, op, "out", &out, q.rows, (uint32_t)nq);
     if (rc)
         return rc;
-    loom_pc_attn_rows pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), q.rows };
     uint64_t per_kv = (uint64_t)q.rows * (n_heads / n_kv_heads);
-    op_call c = { .op = op, .variant = cache_form(&kcache), .n = 4, .push = &pc,
-                  .groups = (uint64_t)n_kv_heads * ceil_div(per_kv, attn_rows_tile(head_dim)),
-                  .v = { { q, false }, { kcache, false }, { vcache, false }, { out, false } } };
-    return emit(g, &c, out_node);
+    uint64_t tiles = (uint64_t)n_kv_heads * ceil_div(per_kv, attn_rows_tile(head_dim));
+    uint32_t splits = attn_rows_splits(tiles, kcache.rows, attn_rows_tile(head_dim));
+    loom_pc_attn_rows pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits, q.rows };
+    /* Split, each share's (max, sum, output) of every query vector, and a
+     * completion counter a query tile; one split needs neither (a word
+     * each, so that every form binds the same slots). */
+    loom_tensor part, count;
+    uint64_t part_words = splits > 1 ? (uint64_t)n_heads * q.rows * splits * (head_dim + 2u) : 1;
+    uint32_t declared = loom_graph_buffer_count(g);
+    if ((rc = workspace(g, op, "part", part_words * 4, &part)) ||
+        (rc = workspace(g, op, "count", (splits > 1 ? tiles : 1) * 4, &count)))
+        return loom_graph_drop_unused_buffers(g, declared, NULL), rc;
+    op_call c = { .op = op, .variant = cache_form(&kcache), .n = 6, .push = &pc, .groups = tiles * splits,
+                  .v = { { q, false }, { kcache, false }, { vcache, false }, { out, false }, { part, false },
+                         { count, false } } };
+    return emit_owning(g, &c, declared, out_node);
 }
 
 loom_result loom_op_row_pick(loom_graph *g, loom_tensor x, loom_tensor y, uint32_t *out_node)

@@ -24,6 +24,16 @@
 // each, with the score tile 30 KiB of shared memory in all. q and K rows are
 // head_dim + 1 floats apart, so the invocations reading different rows at
 // the same dim hit different banks.
+// Where the query tiles are few (a verification step of a few rows: one
+// tile a kv head) the builder splits each tile's walk into pc.splits equal
+// shares of its keys, whole tiles each (ir/ops.c: attn_rows_splits), a
+// workgroup a share, split fastest. A share stores each query's (max, sum,
+// output) in part, and the last workgroup of the tile to finish, found
+// through an atomic counter per tile, combines the shares as the decode
+// ATTENTION does (attention.glsl) and resets the counter. With one split the
+// workgroup writes its queries' outputs itself and part and count are not
+// touched. The cooperative-matrix form walks whole caches: it binds the two
+// workspaces, as every form of the op does, and never uses them.
 // ATT_KH: the caches are f16.
 // ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the
 // cooperative-matrix form, below the portable one.
@@ -42,8 +52,13 @@
 #endif
 #include "params.glsl"
 layout(push_constant) uniform Pc {
-    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint T;
+    uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits; uint T;
 } pc;
+// Per split and query vector f of a kv head: (max, sum, head_dim output
+// sums), at ((kvh * splits + split) * T * G + f) * (head_dim + 2).
+layout(set = 0, binding = 5) coherent buffer Part { float part[]; };
+layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; };   // per query tile
+#define MAX_SPLITS 16u   // ir/ops.c: ATTN_ROWS_MAX_SPLITS
 const float NEG_BIG = -3.402823466e38;
 
 // Keys query vector f (of its kv head) attends to: the causal limit.
@@ -73,10 +88,11 @@ layout(set = 0, binding = 4) writeonly buffer O { float o[]; };
 shared float sq[TILE + NB_MAX];        // the queries, scaled; rows head_dim + 1 apart
 shared float sk[TILE + NB_MAX];        // the tile's keys; rows head_dim + 1 apart
 shared float sv[TILE];                 // the tile's values
-shared float sc[NB_MAX * NB_MAX];      // scores, then weights (split: partial dots)
-shared float sp[WG_SIZE];              // split: scores, then weights
+shared float sc[NB_MAX * NB_MAX];      // scores, then weights (by_dims: partial dots)
+shared float sp[WG_SIZE];              // by_dims: scores, then weights
 shared float salpha[NB_MAX];           // each query's rescale factor for the tile
 shared float sl[NB_MAX];               // each query's softmax sum, at the end
+shared bool is_last;                   // split: this workgroup combines the shares
 
 void main()
 {
@@ -85,13 +101,17 @@ void main()
     while (nb > 1u && nb * hd > TILE)
         nb >>= 1u;
     uint lpq = WG_SIZE / nb, qi = inv / lpq, lane = inv % lpq;
-    bool split = nb * nb < WG_SIZE;
+    bool by_dims = nb * nb < WG_SIZE;   // a key's dims split between invocations
     uint G = pc.n_heads / pc.n_kv_heads, per_kv = pc.T * G;
     uint tiles = (per_kv + nb - 1u) / nb;
-    uint kvh = gl_WorkGroupID.x / tiles, f0 = (gl_WorkGroupID.x % tiles) * nb;
+    uint si = gl_WorkGroupID.x % pc.splits, tile = gl_WorkGroupID.x / pc.splits;
+    uint kvh = tile / tiles, f0 = (tile % tiles) * nb;
     uint rows = clamp(step_params.rows, 1u, pc.T);
     uint nq = pc.n_heads * hd, kvd = pc.n_kv_heads * hd, hs = hd + 1u;
     uint kend = key_limit(min(f0 + nb, per_kv) - 1u, G, rows);   // the workgroup's last row's limit
+    // Share si of the tile's keys: [kbeg, kstop), whole tiles of nb.
+    uint share = ((kend + pc.splits - 1u) / pc.splits + nb - 1u) / nb * nb;
+    uint kbeg = min(kend, si * share), kstop = min(kend, kbeg + share);
 
     // The queries, scaled; past the last query vector zeros.
     for (uint e = inv; e < nb * hd; e += WG_SIZE) {
@@ -106,15 +126,17 @@ void main()
         acc[k] = 0.0;
     // Invocation i < nb keeps query i's running maximum and sum.
     float m = NEG_BIG, l = 0.0;
+    // (A share is whole tiles, or ends at kend: no tile walked holds a key
+    // of the next share, so the causal limit is the only mask.)
     uint lim = inv < nb ? key_limit(f0 + inv, G, rows) : 0u;
 
-    for (uint k0 = 0u; k0 < kend; k0 += nb) {
+    for (uint k0 = kbeg; k0 < kstop; k0 += nb) {
         // The previous tile's readers are done (and the queries stored).
         barrier();
         for (uint e = inv; e < nb * hd; e += WG_SIZE) {
             uint j = e / hd, d = e - j * hd, key = k0 + j;
             float kv = 0.0, vv = 0.0;
-            if (key < kend) {
+            if (key < kstop) {
                 uint at = key * kvd + kvh * hd + d;
                 kv = float(kcache[at]);
                 vv = float(vcache[at]);
@@ -125,7 +147,7 @@ void main()
         memoryBarrierShared();
         barrier();
 
-        if (!split) {
+        if (!by_dims) {
             // Keys lane, lane + lpq, ...: NB / lpq of them, each dot whole.
             uint nk = nb / lpq;
             float s[KEYS_MAX];
@@ -155,7 +177,7 @@ void main()
             float mx = m;
             for (uint j = 0u; j < nb; j++) {
                 float s;
-                if (split) {
+                if (by_dims) {
                     s = 0.0;
                     for (uint p = 0u; p < lpq / nb; p++)
                         s += sc[inv * lpq + p * nb + j];
@@ -168,10 +190,10 @@ void main()
             }
             float sum = 0.0;
             for (uint j = 0u; j < nb; j++) {
-                float s = split ? sp[inv * nb + j] : sc[inv * nb + j];
+                float s = by_dims ? sp[inv * nb + j] : sc[inv * nb + j];
                 float p = k0 + j < lim ? exp(s - mx) : 0.0;
                 sum += p;
-                if (split)
+                if (by_dims)
                     sp[inv * nb + j] = p;
                 else
                     sc[inv * nb + j] = p;
@@ -188,7 +210,7 @@ void main()
         for (uint k = 0u; k < ACC_MAX; k++)
             acc[k] *= alpha;
         for (uint j = 0u; j < nb; j++) {
-            float p = split ? sp[qi * nb + j] : sc[qi * nb + j];
+            float p = by_dims ? sp[qi * nb + j] : sc[qi * nb + j];
             for (uint k = 0u; k < ACC_MAX; k++) {
                 uint d = lane + k * lpq;
                 if (d < hd)
@@ -197,20 +219,74 @@ void main()
         }
     }
 
-    if (inv < nb)
-        sl[inv] = l;
+    uint f = f0 + qi, at = (f / G) * nq + (kvh * G + f % G) * hd;
+    if (pc.splits == 1u) {
+        if (inv < nb)
+            sl[inv] = l;
+        memoryBarrierShared();
+        barrier();
+        if (f >= per_kv)
+            return;
+        float lt = sl[qi];
+        for (uint k = 0u; k < ACC_MAX; k++) {
+            uint d = lane + k * lpq;
+            if (d < hd)
+                o[at + d] = lt > 0.0 ? acc[k] / lt : 0.0;
+        }
+        return;
+    }
+
+    // The share's results, then the last of the tile's workgroups combines.
+    uint ps = hd + 2u, kv0 = kvh * pc.splits;
+    if (inv < nb && f0 + inv < per_kv) {
+        uint p = ((kv0 + si) * per_kv + f0 + inv) * ps;
+        part[p] = m;
+        part[p + 1u] = l;
+    }
+    if (f < per_kv)
+        for (uint k = 0u; k < ACC_MAX; k++) {
+            uint d = lane + k * lpq;
+            if (d < hd)
+                part[((kv0 + si) * per_kv + f) * ps + 2u + d] = acc[k];
+        }
+    memoryBarrierBuffer();
+    barrier();
+    if (inv == 0u)
+        is_last = atomicAdd(counter[tile], 1u) == pc.splits - 1u;
     memoryBarrierShared();
     barrier();
-    uint f = f0 + qi;
-    if (f >= per_kv)
+    if (!is_last)
         return;
-    float lt = sl[qi];
-    uint at = (f / G) * nq + (kvh * G + f % G) * hd;
-    for (uint k = 0u; k < ACC_MAX; k++) {
-        uint d = lane + k * lpq;
-        if (d < hd)
-            o[at + d] = lt > 0.0 ? acc[k] / lt : 0.0;
+    memoryBarrierBuffer();
+    if (f < per_kv) {
+        // A share that ends before a query's first key left (NEG_BIG, 0,
+        // zeros): its weight is 0.
+        float ms[MAX_SPLITS], mx = NEG_BIG;
+        for (uint s = 0u; s < MAX_SPLITS; s++) {
+            ms[s] = s < pc.splits ? part[((kv0 + s) * per_kv + f) * ps] : NEG_BIG;
+            mx = max(mx, ms[s]);
+        }
+        float lt = 0.0, ot[ACC_MAX];
+        for (uint k = 0u; k < ACC_MAX; k++)
+            ot[k] = 0.0;
+        for (uint s = 0u; s < pc.splits; s++) {
+            uint p = ((kv0 + s) * per_kv + f) * ps;
+            float w = exp(ms[s] - mx);
+            lt += part[p + 1u] * w;
+            for (uint k = 0u; k < ACC_MAX; k++) {
+                uint d = lane + k * lpq;
+                if (d < hd)
+                    ot[k] += part[p + 2u + d] * w;
+            }
+        }
+        for (uint k = 0u; k < ACC_MAX; k++) {
+            uint d = lane + k * lpq;
+            if (d < hd)
+                o[at + d] = lt > 0.0 ? ot[k] / lt : 0.0;
+        }
     }
+    if (inv == 0u)
+        counter[tile] = 0u;
 }
 #else
 // ---- the cooperative-matrix form (GL_NV_cooperative_matrix) -------------
@@ -381,5 +457,12 @@ void main()
     uint out_at = (f / G) * nq + (kvh * G + f % G) * HD;
     subgroupBarrier();
     EACH_D(EMIT_O)
+    // The split's workspaces are the op's slots, bound to every form; this
+    // one never splits (the builder sets splits >= 1, so this never runs):
+    // the reference keeps the bindings in the compiled kernel.
+    if (pc.splits == 0u && lid == 0u) {
+        part[0] = 0.0;
+        counter[0] = 0u;
+    }
 }
 #endif

@@ -1722,8 +1722,19 @@ START_TEST(attention_rows)
             for (uint64_t e = 0; coop && e < (uint64_t)(pos + rows) * nkv * hd; e++)
                 slack = fmaxf(slack, 0x1p-11f * fabsf(vc[e]));
             loom_ref_attention_rows(qr, kc, vc, want, nh, nkv, hd, max_seq, pos, rows, T, scale);
-            loom_step_params p = rows_params(pos, rows);
-            run(&h, &p);
+            /* One program, a step one position earlier first: where a tile's
+             * walk is split into shares, the second replay's output is
+             * combined only if the first left the tile's counter at zero. */
+            loom_rt_program *prog;
+            ck_assert_int_eq(loom_rt_program_create(rt, h.g, &prog), LOOM_OK);
+            for (uint32_t r = 0; r < 2; r++) {
+                loom_step_params p = rows_params(pos - 1 + r, rows);
+                uint64_t step;
+                ck_assert_int_eq(loom_rt_replay(rt, prog, &p, &step), LOOM_OK);
+                ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
+            }
+            ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+            loom_rt_program_release(prog);
             fetch(&h, bo, got, T * nq * 4);
             char what[64];
             snprintf(what, sizeof what, "%s %u/%u heads of %u, T %u%s", kh ? "f16 caches" : "f32 caches", nh, nkv,

@@ -463,8 +463,8 @@ static void expect_args(loom_graph *g, loom_op op, loom_op_args want, uint64_t *
     ck_assert_msg(loom_graph_node(g, id)->op == (uint32_t)op, "%s: not the node appended", name);
     loom_op_args got;
     ck_assert_int_eq(loom_op_args_of(g, id, &got), LOOM_OK);
-    if (op == LOOM_OP_ATTENTION) {   /* the builder picks the shares */
-        ck_assert_msg(got.splits >= 1, "ATTENTION: splits %u", got.splits);
+    if (op == LOOM_OP_ATTENTION || op == LOOM_OP_ATTENTION_ROWS) {   /* the builder picks the shares */
+        ck_assert_msg(got.splits >= 1 && got.splits <= 16, "%s: splits %u", name, got.splits);
         want.splits = got.splits;
     }
 #define SAME(f) ck_assert_msg(got.f == want.f, "%s: " #f " %g, the builder's %g", name, (double)got.f, (double)want.f)

@@ -935,16 +935,19 @@ END_TEST
  * 128 whose kv heads serve at least LOOM_ATTN_ROWS_COOP_Q query vectors
  * take the cooperative-matrix form of their head_dim, a workgroup per 64 of
  * them (kv head slowest); fewer queries, f32 caches and other head dims
- * keep the portable form and its workgroups. */
+ * keep the portable form and its workgroups: query tiles (32 query vectors
+ * of head_dim 64, 16 of 80) times the shares each tile's walk is split
+ * into, about 128 workgroups in all where the tiles are few. */
 START_TEST(test_split_coopmat_attention)
 {
-    static const struct { uint32_t T, nh, nkv, hd; bool kh; const char *coop; } cases[] = {
-        { 512, 32, 8, 64, true, "attention_rows_coop_kh_h64" },
-        { 17, 32, 8, 128, true, "attention_rows_coop_kh_h128" },   /* 68 queries a kv head: two workgroups */
-        { 16, 8, 2, 64, true, "attention_rows_coop_kh_h64" },      /* exactly 64 */
-        { 4, 32, 8, 64, true, NULL },                              /* a verification step: 16 */
-        { 64, 8, 2, 80, true, NULL },
-        { 64, 8, 2, 64, false, NULL },
+    static const struct { uint32_t T, nh, nkv, hd; bool kh; const char *coop; uint32_t portable; } cases[] = {
+        { 512, 32, 8, 64, true, "attention_rows_coop_kh_h64", 8 * 64 },   /* 64 tiles a kv head: no split */
+        { 17, 32, 8, 128, true, "attention_rows_coop_kh_h128", 8 * 5 * 4 },   /* 68 queries a kv head: two coop workgroups */
+        { 16, 8, 2, 64, true, "attention_rows_coop_kh_h64", 2 * 2 * 16 },     /* exactly 64 */
+        { 4, 32, 8, 64, true, NULL, 8 * 16 },                     /* a verification step: 16 queries, 16 shares */
+        { 64, 8, 2, 80, true, NULL, 2 * 16 * 4 },
+        { 64, 8, 2, 64, false, NULL, 2 * 8 * 8 },
+        { 2, 4, 4, 64, true, NULL, 4 * 16 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);
@@ -961,6 +964,7 @@ START_TEST(test_split_coopmat_attention)
         char built_name[64];
         snprintf(built_name, sizeof built_name, "%s", built);
         uint32_t groups = loom_graph_node(G, 0)->groups[0];
+        ck_assert_uint_eq(groups, cases[k].portable);
         ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
         ck_assert_uint_eq(loom_graph_node_count(G), 1);
         const loom_node *n = loom_graph_node(G, 0);
@@ -972,7 +976,7 @@ START_TEST(test_split_coopmat_attention)
             ck_assert_str_eq(loom_graph_kernel_name(G, n->kernel), built_name);
             ck_assert_uint_eq(n->groups[0], groups);
         }
-        ck_assert_uint_eq(n->n_bindings, 5);
+        ck_assert_uint_eq(n->n_bindings, 7);   /* params, q, K, V, out, the shares' part and counters */
         ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
     }
 }

@@ -650,11 +650,12 @@ static void run_node(const machine *m, const loom_node *nd)
         cache_done(m, nd, 4, vc, n, true);
         break;
     }
-    case LOOM_OP_ATTENTION_ROWS: {   /* params, q, kcache, vcache, out; push: heads, kv heads, head_dim, max_seq, scale, T */
+    case LOOM_OP_ATTENTION_ROWS: {   /* params, q, kcache, vcache, out, part, count; push: heads, kv heads, head_dim,
+                                        max_seq, scale, splits, T */
         uint64_t n = (uint64_t)P(m, nd, 1) * P(m, nd, 2) * P(m, nd, 3);
         float *kc = cache_in(m, nd, 2, n), *vc = cache_in(m, nd, 3, n);
         loom_ref_attention_rows(S(m, nd, 1), kc, vc, S(m, nd, 4), P(m, nd, 0), P(m, nd, 1), P(m, nd, 2), P(m, nd, 3),
-                                params(m, nd)->pos, params(m, nd)->rows, P(m, nd, 5), PF(m, nd, 4));
+                                params(m, nd)->pos, params(m, nd)->rows, P(m, nd, 6), PF(m, nd, 4));
         cache_done(m, nd, 2, kc, n, false);
         cache_done(m, nd, 3, vc, n, false);
         break;

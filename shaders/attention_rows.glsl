@@ -30,9 +30,11 @@
 // workgroup a share, split fastest. A share stores each query's (max, sum,
 // output) in part, and the last workgroup of the tile to finish, found
 // through an atomic counter per tile, combines the shares as the decode
-// ATTENTION does (attention.glsl) and resets the counter. With one split the
-// workgroup writes its queries' outputs itself and part and count are not
-// touched. The cooperative-matrix form walks whole caches: it binds the two
+// ATTENTION does (attention.glsl) and resets the counter. The shares are
+// sized by the step's keys: where they all fit one share (early in a
+// context) the other workgroups end at once and the one left writes its
+// queries' outputs itself, part and count untouched (on an H100 the
+// combine cost a 4-row step at position 0 22% before it was skipped so). The cooperative-matrix form walks whole caches: it binds the two
 // workspaces, as every form of the op does, and never uses them.
 // ATT_KH: the caches are f16.
 // ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the
@@ -109,9 +111,16 @@ void main()
     uint rows = clamp(step_params.rows, 1u, pc.T);
     uint nq = pc.n_heads * hd, kvd = pc.n_kv_heads * hd, hs = hd + 1u;
     uint kend = key_limit(min(f0 + nb, per_kv) - 1u, G, rows);   // the workgroup's last row's limit
-    // Share si of the tile's keys: [kbeg, kstop), whole tiles of nb.
+    // Share si of the tile's keys: [kbeg, kstop), whole tiles of nb. Only
+    // the first `used` shares hold a key (all of them at a full cache, one
+    // while the step's keys fit a share); the workgroups of the others end
+    // here, and where one share holds every key its workgroup writes the
+    // outputs itself, as an unsplit walk does.
     uint share = ((kend + pc.splits - 1u) / pc.splits + nb - 1u) / nb * nb;
-    uint kbeg = min(kend, si * share), kstop = min(kend, kbeg + share);
+    uint used = (kend + share - 1u) / share;
+    if (si >= used)
+        return;
+    uint kbeg = si * share, kstop = min(kend, kbeg + share);
 
     // The queries, scaled; past the last query vector zeros.
     for (uint e = inv; e < nb * hd; e += WG_SIZE) {
@@ -220,7 +229,7 @@ void main()
     }
 
     uint f = f0 + qi, at = (f / G) * nq + (kvh * G + f % G) * hd;
-    if (pc.splits == 1u) {
+    if (used == 1u) {
         if (inv < nb)
             sl[inv] = l;
         memoryBarrierShared();
@@ -252,24 +261,24 @@ void main()
     memoryBarrierBuffer();
     barrier();
     if (inv == 0u)
-        is_last = atomicAdd(counter[tile], 1u) == pc.splits - 1u;
+        is_last = atomicAdd(counter[tile], 1u) == used - 1u;
     memoryBarrierShared();
     barrier();
     if (!is_last)
         return;
     memoryBarrierBuffer();
     if (f < per_kv) {
-        // A share that ends before a query's first key left (NEG_BIG, 0,
-        // zeros): its weight is 0.
+        // A share past a query's causal limit left (NEG_BIG, 0, zeros): its
+        // weight is 0.
         float ms[MAX_SPLITS], mx = NEG_BIG;
         for (uint s = 0u; s < MAX_SPLITS; s++) {
-            ms[s] = s < pc.splits ? part[((kv0 + s) * per_kv + f) * ps] : NEG_BIG;
+            ms[s] = s < used ? part[((kv0 + s) * per_kv + f) * ps] : NEG_BIG;
             mx = max(mx, ms[s]);
         }
         float lt = 0.0, ot[ACC_MAX];
         for (uint k = 0u; k < ACC_MAX; k++)
             ot[k] = 0.0;
-        for (uint s = 0u; s < pc.splits; s++) {
+        for (uint s = 0u; s < used; s++) {
             uint p = ((kv0 + s) * per_kv + f) * ps;
             float w = exp(ms[s] - mx);
             lt += part[p + 1u] * w;

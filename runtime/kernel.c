@@ -6,6 +6,7 @@
 #include <string.h>
 #include <shaderc/shaderc.h>
 #include "internal.h"
+#include "loom_ops.h"
 #include "loom_shaders.h"
 
 /* ---- kernel table ------------------------------------------------------- */
@@ -242,6 +243,10 @@ loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask,
         const loom_builtin_kernel *bk = loom_builtin_kernel_find(kernel);
         if (!bk)
             return loom_fail(LOOM_NOT_FOUND, "kernel '%s' is neither registered nor built in", kernel);
+        if (!loom_form_subgroup_ok(kernel, rt->subgroup_size))
+            return loom_fail(LOOM_UNSUPPORTED, "kernel '%s' sums each row over 32 invocations, and device '%s' has "
+                             "subgroups %u wide (block-typed weights need at most 32)", kernel, rt->props.deviceName,
+                             rt->subgroup_size);
         /* The integer form where the device has integer dot products. */
         bool idot = rt->int_dot && bk->code_idot;
         loom_result rc = add_module(rt, kernel, idot ? bk->code_idot : bk->code, idot ? bk->size_idot : bk->size,

@@ -4,7 +4,6 @@
  * plan. On a cache hit the per-token cost is: encode + hash + compare the
  * graph, write the step parameters, submit — nothing is recorded. */
 #include "internal.h"
-#include "loom_ops.h"
 
 static void attachment_destroy(void *obj) { loom_rt_program_release(obj); }
 
@@ -31,27 +30,21 @@ static bool attachment_busy(void *obj)
 }
 
 /* Every kernel the graph names must be one this runtime can run, so that an
- * unknown one, or one that this device's subgroups would make compute
- * wrong (loom_form_subgroup_ok), fails here rather than at the first
- * replay. A graph names few distinct kernels, so this costs little even on
- * a cache hit. */
+ * unknown one fails here rather than at the first replay. A graph names
+ * few distinct kernels, so this costs little even on a cache hit. (What a
+ * device's features allow, the subgroup width included, is checked once
+ * a kernel, where its pipeline is made: kernel.c.) */
 static loom_result check_kernels(loom_rt *rt, const loom_graph *g)
 {
     for (uint32_t k = 0; k < loom_graph_kernel_count(g); k++) {
         const char *name = loom_graph_kernel_name(g, k);
-        bool known = rt_kernel_known(rt, name);
-        if (known && loom_form_subgroup_ok(name, rt->subgroup_size))
+        if (rt_kernel_known(rt, name))
             continue;
         for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
             const loom_node *n = loom_graph_node(g, i);
-            if (n->type != LOOM_NODE_DISPATCH || n->kernel != k)
-                continue;
-            if (known)
-                return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): kernel '%s' sums each row over 32 invocations, "
-                                 "and this device's subgroups are %u wide (block-typed weights need at most 32)",
-                                 i, loom_op_name((loom_op)n->op), name, rt->subgroup_size);
-            return loom_fail(LOOM_NOT_FOUND, "node %u (%s): kernel '%s' is neither built in nor registered "
-                             "with this runtime", i, loom_op_name((loom_op)n->op), name);
+            if (n->type == LOOM_NODE_DISPATCH && n->kernel == k)
+                return loom_fail(LOOM_NOT_FOUND, "node %u (%s): kernel '%s' is neither built in nor registered "
+                                 "with this runtime", i, loom_op_name((loom_op)n->op), name);
         }
     }
     return LOOM_OK;

@@ -1306,8 +1306,9 @@ loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kca
     if (rc)
         return rc;
     uint64_t per_kv = (uint64_t)q.rows * (n_heads / n_kv_heads);
-    uint64_t tiles = (uint64_t)n_kv_heads * ceil_div(per_kv, attn_rows_tile(head_dim));
-    uint32_t splits = attn_rows_splits(tiles, kcache.rows, attn_rows_tile(head_dim));
+    uint32_t nb = attn_rows_tile(head_dim);
+    uint64_t tiles = (uint64_t)n_kv_heads * ceil_div(per_kv, nb);
+    uint32_t splits = attn_rows_splits(tiles, kcache.rows, nb);
     loom_pc_attn_rows pc = { n_heads, n_kv_heads, head_dim, kcache.rows, inv_sqrt(head_dim), splits, q.rows };
     /* Split, each share's (max, sum, output) of every query vector, and a
      * completion counter a query tile; one split needs neither (a word

@@ -34,7 +34,8 @@
 // sized by the step's keys: where they all fit one share (early in a
 // context) the other workgroups end at once and the one left writes its
 // queries' outputs itself, part and count untouched (on an H100 the
-// combine cost a 4-row step at position 0 22% before it was skipped so). The cooperative-matrix form walks whole caches: it binds the two
+// combine cost a 4-row step at position 0 22% before it was skipped so).
+// The cooperative-matrix form walks whole caches: it binds the two
 // workspaces, as every form of the op does, and never uses them.
 // ATT_KH: the caches are f16.
 // ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the

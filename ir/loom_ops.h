@@ -209,6 +209,18 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
  * tiles than this takes the form that splits each tile's K walk between two
  * halves of a workgroup (passes/coopmat.c; matmul.glsl: MM_KS). */
 #define LOOM_MATMUL_COOP_KS_BELOW 256u
+/* The large-tile cooperative-matrix forms of a matrix of one weight
+ * (MATMUL, MATMUL_ADD; matmul.glsl: MM_L): tiles of LOOM_MATMUL_COOP_L_ROWS
+ * rows by LOOM_MATMUL_COOP_L_T token rows (MM_L=64: _T64), token tile
+ * fastest. A node whose K is at least LOOM_MATMUL_COOP_L_COLS takes
+ * MM_L=128 where those tiles number at least LOOM_MATMUL_COOP_L_FROM, else
+ * MM_L=64 where its tiles do (passes/coopmat.c; docs/perf-log.md has the
+ * measurements). */
+#define LOOM_MATMUL_COOP_L_ROWS 128u
+#define LOOM_MATMUL_COOP_L_T    128u
+#define LOOM_MATMUL_COOP_L_T64  64u
+#define LOOM_MATMUL_COOP_L_FROM 128u
+#define LOOM_MATMUL_COOP_L_COLS 4096u
 /* ATTENTION_ROWS's cooperative-matrix form (shaders/attention_rows.glsl,
  * ATT_COOP; f16 caches, head_dim 64 or 128): a workgroup per
  * LOOM_ATTN_ROWS_COOP_Q query vectors of one kv head (T x the heads a kv

@@ -22,6 +22,8 @@
 //             tile fastest. Only where the device has the extension with
 //             that shape (the split pass swaps it in). MM_KS (with MM_COOP,
 //             one matrix): two such groups a workgroup, splitting the K walk;
+//             MM_L (with MM_COOP, one matrix): tiles of 128 rows by MM_L
+//             token rows, eight subgroups, two slices in shared memory;
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side.
@@ -46,8 +48,8 @@
 #endif
 #endif
 
-#if defined(MM_COOP) && defined(MM_KS)
-#define WG 256u   // two K halves of four subgroups each (the cooperative-matrix form below)
+#if defined(MM_COOP) && (defined(MM_KS) || defined(MM_L))
+#define WG 256u   // MM_KS: two K halves of four subgroups each; MM_L: eight subgroups
 layout(local_size_x = 256) in;
 #elif defined(MM_COOP)
 #define WG 128u
@@ -336,7 +338,7 @@ void main()
         }
 }
 
-#else
+#elif !defined(MM_L)
 // ---- the cooperative-matrix form ------------------------------------------
 // Four subgroups, two down the rows by two across the token rows, each
 // taking 32 rows by 32 token rows of the tile: small tiles, so that a
@@ -565,5 +567,162 @@ void main()
     emit(a01, u01, row0 + wm, t0 + wn + 16u, 0u, rb + 64u);
     emit(a10, u10, row0 + wm + 16u, t0 + wn, 1u, rb);
     emit(a11, u11, row0 + wm + 16u, t0 + wn + 16u, 1u, rb + 64u);
+}
+#else
+// ---- the large-tile cooperative-matrix form (MM_L) -------------------------
+// For a matrix of one weight with many tiles and a long K: eight subgroups
+// take a tile of LBM rows by LBN token rows, each subgroup SGM weight
+// fragments by two token fragments (16 x 16 each). Shared memory holds two
+// slices: the next slice is stored while no one reads it, one barrier a
+// slice, and its global loads are in flight while this one is multiplied.
+// MM_L=64: 64 token rows a tile, twice the workgroups. On an H100 at 512
+// token rows the residual projections of `7b` took 43% less time than in
+// the small tiles, `1b`'s down projection (MM_L=64) about 25% less; at K
+// 2048 (`1b`'s q, o) a little more, and the gated FFN in such tiles (64
+// rows of each matrix) more at both shapes, so it keeps the small ones
+// (docs/perf-log.md).
+#ifdef MM_SILU
+#error "MM_L: the forms of one matrix"
+#endif
+#define LBM 128u   // rows a tile: LOOM_MATMUL_COOP_L_ROWS
+#if MM_L == 64
+#define LBN 64u    // token rows a tile: LOOM_MATMUL_COOP_L_T64
+#define SGM 2u
+#define RGS 4u     // subgroups down the rows (RGS x 8 / RGS)
+#else
+#define LBN 128u   // LOOM_MATMUL_COOP_L_T
+#define SGM 4u
+#define RGS 2u
+#endif
+#define LBK 32u             // columns a slice
+#define LCQ (LBK / 8u)      // chunks (uvec4 of 8 halves) a staged row
+#define LCS (LCQ + 1u)      // one chunk of padding: ldmatrix rows in distinct banks
+#define LRP (WG / LCQ)      // staged rows a pass: 64
+#define LAP (LBM / LRP)     // weight passes
+#define LBP (LBN / LRP)     // x passes
+#define LSTAGE ((LBM + LBN) * LCS)
+#define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+shared uvec4 st[2u * LSTAGE];   // two slices, each LBM weight rows then LBN token rows
+
+uvec4 wstage(uint row, uint c)
+{
+    if (row >= pc.rows || 8u * c >= pc.cols)
+        return uvec4(0u);
+#ifdef MV_F16
+    return wchunk16(0u, row, c);
+#else
+    vec4 a, b;
+    wchunk(0u, row, c, a, b);
+    return pack8(a, b);
+#endif
+}
+
+void xstage(uint t, uint c, out vec4 a, out vec4 b)
+{
+    a = vec4(0.0);
+    b = vec4(0.0);
+    if (t < pc.T && 8u * c < pc.cols)
+        xchunk(t, c, a, b);
+}
+
+// A 16 x 16 result through the subgroup's 64 uvec4 of the staging,
+// column-major: a column is a token row, so lanes write 16 consecutive
+// rows of y.
+void emit(FC g16, uint row0, uint t0)
+{
+    uint base = gl_SubgroupID * 64u, lane = gl_SubgroupInvocationID;
+    float g[8];
+    coopMatStoreNV(g16, st, base, 4u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint f = lane + 32u * e;
+        g[e] = uintBitsToFloat(st[base + (f >> 2u)][f & 3u]);
+    }
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint idx = lane + 32u * e, row = row0 + idx % 16u, t = t0 + idx / 16u;
+        if (row < pc.rows && t < pc.T)
+            store(t, row, g[e], g[e]);
+    }
+}
+
+#define LMMA(i, w)                                 \
+    a##i##0 = coopMatMulAddNV(w, fb0, a##i##0);    \
+    a##i##1 = coopMatMulAddNV(w, fb1, a##i##1);
+
+void main()
+{
+    // Subgroup (rg, tg): rows 16 SGM rg .. of the tile, token rows 32 tg ..
+    uint sg = gl_SubgroupID, rg = sg % RGS, tg = sg / RGS, lid = gl_LocalInvocationID.x;
+    uint tiles = (pc.T + LBN - 1u) / LBN;   // token tiles fastest: workgroups at once share weight rows
+    uint row0 = (gl_WorkGroupID.x / tiles) * LBM, t0 = (gl_WorkGroupID.x % tiles) * LBN;
+    // Staging: chunk sq of staged rows sr + LRP p.
+    uint sr = lid / LCQ, sq = lid % LCQ, bt = LBM * LCS + (32u * tg) * LCS, ar = rg * 16u * SGM * LCS;
+    FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
+#if MM_L != 64
+    FC a20 = FC(0.0), a21 = FC(0.0), a30 = FC(0.0), a31 = FC(0.0);
+#endif
+    uvec4 pa[LAP];
+    vec4 pxa[LBP], pxb[LBP];
+    for (uint p = 0u; p < LAP; p++)
+        pa[p] = wstage(row0 + sr + LRP * p, sq);
+    for (uint p = 0u; p < LBP; p++)
+        xstage(t0 + sr + LRP * p, sq, pxa[p], pxb[p]);
+    for (uint p = 0u; p < LAP; p++)
+        st[(sr + LRP * p) * LCS + sq] = pa[p];
+    for (uint p = 0u; p < LBP; p++)
+        st[LBM * LCS + (sr + LRP * p) * LCS + sq] = pack8(pxa[p], pxb[p]);
+    memoryBarrierShared();
+    barrier();
+    uint nk = (pc.cols + LBK - 1u) / LBK;
+    for (uint k = 0u; k < nk; k++) {
+        uint cur = (k & 1u) * LSTAGE, nxt = LSTAGE - cur;
+        bool more = k + 1u < nk;
+        if (more) {   // the next slice's loads in flight while this one is multiplied
+            uint c = (k + 1u) * LCQ + sq;
+            for (uint p = 0u; p < LAP; p++)
+                pa[p] = wstage(row0 + sr + LRP * p, c);
+            for (uint p = 0u; p < LBP; p++)
+                xstage(t0 + sr + LRP * p, c, pxa[p], pxb[p]);
+        }
+        for (uint kk = 0u; kk < LCQ; kk += 2u) {
+            FA fb0, fb1, w0, w1;
+            coopMatLoadNV(fb0, st, cur + bt + kk, LCS, true);
+            coopMatLoadNV(fb1, st, cur + bt + 16u * LCS + kk, LCS, true);
+            coopMatLoadNV(w0, st, cur + ar + kk, LCS, false);
+            coopMatLoadNV(w1, st, cur + ar + 16u * LCS + kk, LCS, false);
+            LMMA(0, w0)
+            LMMA(1, w1)
+#if MM_L != 64
+            FA w2, w3;
+            coopMatLoadNV(w2, st, cur + ar + 32u * LCS + kk, LCS, false);
+            coopMatLoadNV(w3, st, cur + ar + 48u * LCS + kk, LCS, false);
+            LMMA(2, w2)
+            LMMA(3, w3)
+#endif
+        }
+        if (more) {   // the other slice: everyone has passed the last barrier, so no one reads it
+            for (uint p = 0u; p < LAP; p++)
+                st[nxt + (sr + LRP * p) * LCS + sq] = pa[p];
+            for (uint p = 0u; p < LBP; p++)
+                st[nxt + LBM * LCS + (sr + LRP * p) * LCS + sq] = pack8(pxa[p], pxb[p]);
+        }
+        memoryBarrierShared();
+        barrier();
+    }
+    // Every slice is multiplied (the loop's last barrier): the staging is free.
+    uint r0 = row0 + rg * 16u * SGM, tr = t0 + 32u * tg;
+    emit(a00, r0, tr);
+    emit(a01, r0, tr + 16u);
+    emit(a10, r0 + 16u, tr);
+    emit(a11, r0 + 16u, tr + 16u);
+#if MM_L != 64
+    emit(a20, r0 + 32u, tr);
+    emit(a21, r0 + 32u, tr + 16u);
+    emit(a30, r0 + 48u, tr);
+    emit(a31, r0 + 48u, tr + 16u);
+#endif
 }
 #endif

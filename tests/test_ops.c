@@ -212,8 +212,10 @@ static bool coop_forms(loom_graph *g)
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
 #ifdef LOOM_OPS_FUSE_TESTS
+    /* The large tiles from K 64 (not LOOM_MATMUL_COOP_L_COLS), so that
+     * shapes the reference can afford reach them. */
     if (info.coopmat)
-        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true, .coop_large_cols = 64 }), LOOM_OK);
 #else
     (void)g;
 #endif
@@ -1252,7 +1254,8 @@ static float *coop_slack(bool silu, const float *w, const float *u, const float 
 /* One matmul form (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL) against the
  * reference: y poisoned with NaN, so a row or token row the kernel skips
  * fails; MATMUL_ADD in place on r for odd T. */
-static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd)
+static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd,
+                        const char *want_form)
 {
     static const loom_op ops[] = { LOOM_OP_MATMUL, LOOM_OP_MATMUL_ADD, LOOM_OP_MATMUL_SILU_MUL };
     const loom_op op = ops[form];
@@ -1273,6 +1276,10 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
     ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
     float *slack = NULL;
     bool coop = coop_forms(h.g) && strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel), "_coop");
+    if (want_form) {
+        const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);
+        ck_assert_msg(strstr(k, want_form), "%ux%u T=%u: kernel %s, want its %s form", rows, cols, T, k, want_form);
+    }
     if (coop) {
         /* The coopmat form multiplies f16 inputs: x and the (decoded)
          * weights rounded to f16, products summed in f32. The reference
@@ -1314,7 +1321,30 @@ START_TEST(matmul)
     uint32_t shapes[2][2] = { { 67, blk > 1 ? 3 * blk : 100 }, { 130, 160 } };
     for (size_t s = 0; s < (blk > 1 ? 1u : 2u); s++)
         for (size_t k = 0; k < sizeof mm_T / sizeof mm_T[0]; k++)
-            matmul_case(dt, form, shapes[s][0], shapes[s][1], mm_T[k], 1700 + 64 * (uint64_t)_i + 8 * s + k);
+            matmul_case(dt, form, shapes[s][0], shapes[s][1], mm_T[k], 1700 + 64 * (uint64_t)_i + 8 * s + k, NULL);
+}
+END_TEST
+
+/* The large-tile cooperative-matrix forms (MM_L), on a device that has
+ * them: shapes of enough tiles that the split pass takes each, with a
+ * partial tile of rows and of token rows; K of several slices (32 columns
+ * each). _i: type * 2 + form (MATMUL, MATMUL_ADD; not f32, which keeps the
+ * tiled form). */
+START_TEST(matmul_large)
+{
+    loom_dtype dt = MM_TYPES[1 + _i / 2];
+    int form = _i % 2;
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    if (!info.coopmat)
+        return;   /* the forms need cooperative matrices: test_ops' matmul cases cover the rest */
+    uint32_t blk = loom_dtype_block(dt), cols = blk == 1 ? 160 : blk == 32 ? 96 : 256;
+    uint32_t lrows = LOOM_MATMUL_COOP_L_ROWS;
+    /* At least LOOM_MATMUL_COOP_L_FROM tiles of 128 token rows at T 300
+     * (3 tiles), of 64 at T 100 (2 tiles, and too few of 128). */
+    uint32_t tiles128 = (LOOM_MATMUL_COOP_L_FROM + 2) / 3, tiles64 = (LOOM_MATMUL_COOP_L_FROM + 1) / 2;
+    matmul_case(dt, form, lrows * tiles128 - 5, cols, 300, 1900 + 4 * (uint64_t)_i, "_coop_l_");
+    matmul_case(dt, form, lrows * tiles64 - 3, cols, 100, 1901 + 4 * (uint64_t)_i, "_coop_l64_");
 }
 END_TEST
 
@@ -1823,7 +1853,8 @@ static Suite *ops_suite(void)
         { "embed_rows", embed_rows, 4 }, { "rms_norm_mul_rows", rms_norm_mul_rows, 2 },
         { "rope_rows", rope_rows, 2 },   { "kv_append_rows", kv_append_rows, 2 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
-        { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_nan", matmul_nan, N_BLOCK_TYPES },
+        { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 2 },
+        { "matmul_nan", matmul_nan, N_BLOCK_TYPES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -931,6 +931,56 @@ START_TEST(test_split_coopmat)
 }
 END_TEST
 
+/* The large tiles (MM_L) of a matrix of one weight where K reaches
+ * LOOM_MATMUL_COOP_L_COLS (or ctx.coop_large_cols): 128 token rows where
+ * those tiles are at least LOOM_MATMUL_COOP_L_FROM, else 64 where those
+ * are; fewer, or a shorter K, keep the small tiles, and so does the gated
+ * FFN. The shapes of `1b` and `7b` at T = 512. */
+START_TEST(test_split_coopmat_large)
+{
+    static const struct {
+        loom_op op;
+        loom_dtype t;
+        uint32_t rows, cols, T, large_cols;
+        const char *coop;
+        uint32_t groups;
+    } cases[] = {
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 4096, 4096, 512, 0, "matmul_add_coop_l_f16", 32 * 4 },       /* 7b o */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 512, 0, "matmul_add_coop_l64_f16", 16 * 8 },     /* 1b down */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 449, 0, "matmul_add_coop_l64_f16", 16 * 8 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 448, 0, "matmul_add_coop_ks_f16", 32 * 7 },      /* 112 large */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 0, "matmul_add_coop_f16", 32 * 8 },         /* 1b o */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 2048, "matmul_add_coop_l64_f16", 16 * 8 },
+        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 3840, 512, 0, "matmul_coop_q4_k", 64 * 8 },              /* K 15 blocks */
+        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 4096, 512, 0, "matmul_coop_l_q4_k", 32 * 4 },
+        { LOOM_OP_MATMUL, LOOM_Q8_0, 8192, 2048, 100, 64, "matmul_coop_l64_q8_0", 64 * 2 },
+        /* The gated FFN keeps the small tiles (7b, 1b). */
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 14336, 4096, 512, 0, "matmul_silu_mul_coop_f16", 224 * 8 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 8192, 2048, 512, 64, "matmul_silu_mul_coop_f16", 128 * 8 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t T = cases[k].T, rows = cases[k].rows, cols = cases[k].cols;
+        uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+        uint32_t u = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+        uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+        loom_tensor tw = loom_mat(w, cases[k].t, rows, cols), tx = loom_mat(x, LOOM_F32, T, cols);
+        loom_tensor ty = loom_mat(y, LOOM_F32, T, rows);
+        loom_result rc = cases[k].op == LOOM_OP_MATMUL       ? loom_op_matmul(G, tw, tx, ty, NULL)
+                         : cases[k].op == LOOM_OP_MATMUL_ADD ? loom_op_matmul_add(G, tw, tx, ty, ty, NULL)
+                                                             : loom_op_matmul_silu_mul(G, tw, loom_mat(u, cases[k].t, rows, cols), tx, ty, NULL);
+        ck_assert_int_eq(rc, LOOM_OK);
+        loom_pass_ctx ctx = { .coopmat = true, .coop_large_cols = cases[k].large_cols };
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        const loom_node *n = loom_graph_node(G, 0);
+        ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].coop), "case %zu: %s, want %s", k,
+                      loom_graph_kernel_name(G, n->kernel), cases[k].coop);
+        ck_assert_uint_eq(n->groups[0], cases[k].groups);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* The prefill's attention with ctx.coopmat: f16 caches of head_dim 64 and
  * 128 whose kv heads serve at least LOOM_ATTN_ROWS_COOP_Q query vectors
  * take the cooperative-matrix form of their head_dim, a workgroup per 64 of
@@ -1779,7 +1829,7 @@ END_TEST
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
-    struct { const char *name; const TTest *t[10]; } cases[] = {
+    struct { const char *name; const TTest *t[11]; } cases[] = {
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
                        test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
@@ -1795,7 +1845,7 @@ static Suite *passes_suite(void)
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
-                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat,
+                     test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
                      test_split_coopmat_attention } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

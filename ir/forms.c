@@ -189,7 +189,12 @@ bool loom_form_subgroup_ok(const char *kernel, uint32_t subgroup_size)
     const form_kernel *k = find_name(kernel);
     if (!k || k->type == N_TYPES || strcmp(rows[k->row].source, "matvec"))
         return true;
-    return !loom_dtype_is_block(TYPES[k->type].w) || subgroup_size <= MATVEC_Q_ROW_GROUP;
+    if (!loom_dtype_is_block(TYPES[k->type].w))
+        return true;
+    /* Q4_K's integer form shares a block's header among its 8 units'
+     * invocations by subgroup shuffles (quant.glsl: q4_k_load). */
+    bool q4k = TYPES[k->type].w == LOOM_Q4_K || TYPES[k->type].v == LOOM_Q4_K;
+    return subgroup_size <= MATVEC_Q_ROW_GROUP && (!q4k || subgroup_size >= 8u);
 }
 
 size_t loom_form_count(void)

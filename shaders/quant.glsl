@@ -237,10 +237,15 @@ float q4_0_dot(QRaw r, uint rb, uint u, uint xu)
 // of group g = ui / 2: weights 64g + 16h + l (low nibbles, sub-block 2g) and
 // 64g + 32 + 16h + l (high, sub-block 2g + 1), l < 16 (q4_k_unit_dot's).
 // a: the block's header, b: the codes.
+// The 8 units of a block are 8 neighbouring invocations of one subgroup
+// (units u = lane, lane + 32, ... of a row): each loads one word of the
+// block's 16-byte header (word lane % 4) and q4_k_dot gathers the four by
+// shuffles, so a trip's registers hold 4 header bytes a unit, not 16.
 QRaw q4_k_load(uint m, uint rb, uint u)
 {
     uint o = rb + (u >> 3u) * 144u, ui = u & 7u;
-    return QRaw(QVEC4(m, o >> 4u), QVEC4(m, (o + 16u + 32u * (ui >> 1u) + 16u * (ui & 1u)) >> 4u), uvec4(0u), 0u);
+    return QRaw(uvec4(QWORD(m, (o >> 2u) + (gl_SubgroupInvocationID & 3u)), 0u, 0u, 0u),
+                QVEC4(m, (o + 16u + 32u * (ui >> 1u) + 16u * (ui & 1u)) >> 4u), uvec4(0u), 0u);
 }
 // xu: the unit's index in x as the caller places it (a multiple of 8 at
 // the block's start, as u is).
@@ -250,12 +255,15 @@ float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
     // (bytes 2g, 2g + 1 of each field), then integer products with the
     // codes' dot products: four conversions a unit, not eight.
     uint ui = u & 7u, g = ui >> 1u, k = 16u * (g & 1u), q = 16u * (xu >> 3u) + 4u * g + (ui & 1u);
-    uint a = r.a.y >> k, b = r.a.z >> k, c = r.a.w >> k;
+    uint lb = gl_SubgroupInvocationID & ~7u;
+    uvec4 hd = uvec4(subgroupShuffle(r.a.x, lb), subgroupShuffle(r.a.x, lb | 1u), subgroupShuffle(r.a.x, lb | 2u),
+                     subgroupShuffle(r.a.x, lb | 3u));
+    uint a = hd.y >> k, b = hd.z >> k, c = hd.w >> k;
     uint sc = g < 2u ? a & 0x3f3fu : (c & 0x0f0fu) | ((a >> 2u) & 0x3030u);
     uint mn = g < 2u ? b & 0x3f3fu : ((c >> 4u) & 0x0f0fu) | ((b >> 2u) & 0x3030u);
     vec2 x0 = QXS(q), x1 = QXS(q + 2u);
     int d0 = dot4_su(QXV(q), r.b & 0x0f0f0f0fu), d1 = dot4_su(QXV(q + 2u), (r.b >> 4u) & 0x0f0f0f0fu);
-    vec2 dm = unpackHalf2x16(r.a.x);
+    vec2 dm = unpackHalf2x16(hd.x);
     float s = x0.x * float(int(sc & 0xffu) * d0) + x1.x * float(int((sc >> 8u) & 0xffu) * d1);
     float m = x0.y * float(mn & 0xffu) + x1.y * float((mn >> 8u) & 0xffu);
     return dm.x * s - dm.y * m;

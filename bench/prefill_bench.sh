@@ -4,7 +4,10 @@
 # on the same f16 GGUF file, one line each, the SM clock read right after
 # loom's runs and again after llama.cpp's (a reading taken once the card
 # idles says 345-450 MHz whatever the runs saw).
-#   bench/prefill_bench.sh [CONFIG [N]]      (default 1b 512)
+#   bench/prefill_bench.sh [CONFIG [N [TYPE]]]      (default 1b 512 f16)
+# TYPE other than f16 (q4_k_m, q8_0, ...): llama.cpp's own quantizer makes
+# the file from loom's f16 one (llama-peer quantize), as
+# bench/quant_bench.sh does, and both time that file.
 # loom: llama-decode --bench-prefill N (a prefill of N ids in one step
 # after the warm-up, median of 9, tokens/s of GPU time, and the time to the
 # first token); the verification step of 4 rows (--verify: every row's
@@ -13,12 +16,18 @@
 set -e
 cfg=${1:-1b}
 n=${2:-512}
+type=${3:-f16}
 dir=${TMPDIR:-/tmp}/loom-prefill
 mkdir -p "$dir"
 B=${LOOM_BIN:-.gl/bin}
 P=${PEER:-.gl/peer/llama-peer}
 f=$dir/$cfg-f16-ctx1024.gguf
 [ -f "$f" ] || "$B/llama-decode" --config "$cfg" --max-seq 1024 --write-gguf "$f" > /dev/null
+if [ "$type" != f16 ]; then
+  q=$dir/$cfg-$type-ctx1024.gguf
+  [ -f "$q" ] || "$P" quantize "$f" "$q" "$type" > /dev/null
+  f=$q
+fi
 clock() { nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"; }
 line() { "$B/llama-decode" --model "$f" --device NVIDIA --json "$@" 2>&1 | tail -1; }
 echo "loom prefill $n: $(line --bench-prefill "$n")"

@@ -216,6 +216,33 @@ void store(uint t, uint row, float g, float u)
 #endif
 }
 
+#ifdef MM_COOP
+// ---- staging of the cooperative-matrix forms -------------------------------
+// Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
+uvec4 wstage(uint m, uint row, uint c)
+{
+    if (row >= pc.rows || 8u * c >= pc.cols)
+        return uvec4(0u);
+#ifdef MV_F16
+    return wchunk16(m, row, c);
+#else
+    vec4 a, b;
+    wchunk(m, row, c, a, b);
+    return pack8(a, b);
+#endif
+}
+
+// x as loaded: packed to f16 only where it is staged, so that the loads stay
+// in flight while the slice before is multiplied.
+void xstage(uint t, uint c, out vec4 a, out vec4 b)
+{
+    a = vec4(0.0);
+    b = vec4(0.0);
+    if (t < pc.T && 8u * c < pc.cols)
+        xchunk(t, c, a, b);
+}
+#endif
+
 #ifndef MM_TILED
 // ---- the multi-column matvec (small T) ------------------------------------
 #define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
@@ -382,30 +409,6 @@ shared uvec4 as1[CBM * CS];
 #endif
 shared uvec4 bs[KS * CBN * CS];
 shared float cs[(WG / 32u) * 256u];   // a 16 x 16 result of each subgroup, column-major
-
-// Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
-uvec4 wstage(uint m, uint row, uint c)
-{
-    if (row >= pc.rows || 8u * c >= pc.cols)
-        return uvec4(0u);
-#ifdef MV_F16
-    return wchunk16(m, row, c);
-#else
-    vec4 a, b;
-    wchunk(m, row, c, a, b);
-    return pack8(a, b);
-#endif
-}
-
-// x as loaded: packed to f16 only where it is staged, so that the loads stay
-// in flight while the slice before is multiplied.
-void xstage(uint t, uint c, out vec4 a, out vec4 b)
-{
-    a = vec4(0.0);
-    b = vec4(0.0);
-    if (t < pc.T && 8u * c < pc.cols)
-        xchunk(t, c, a, b);
-}
 
 #ifdef MM_KS
 // Element idx (column-major) of the other half's result at rb of as0 (q
@@ -605,27 +608,6 @@ void main()
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 shared uvec4 st[2u * LSTAGE];   // two slices, each LBM weight rows then LBN token rows
 
-uvec4 wstage(uint row, uint c)
-{
-    if (row >= pc.rows || 8u * c >= pc.cols)
-        return uvec4(0u);
-#ifdef MV_F16
-    return wchunk16(0u, row, c);
-#else
-    vec4 a, b;
-    wchunk(0u, row, c, a, b);
-    return pack8(a, b);
-#endif
-}
-
-void xstage(uint t, uint c, out vec4 a, out vec4 b)
-{
-    a = vec4(0.0);
-    b = vec4(0.0);
-    if (t < pc.T && 8u * c < pc.cols)
-        xchunk(t, c, a, b);
-}
-
 // A 16 x 16 result through the subgroup's 64 uvec4 of the staging,
 // column-major: a column is a token row, so lanes write 16 consecutive
 // rows of y.
@@ -667,7 +649,7 @@ void main()
     uvec4 pa[LAP];
     vec4 pxa[LBP], pxb[LBP];
     for (uint p = 0u; p < LAP; p++)
-        pa[p] = wstage(row0 + sr + LRP * p, sq);
+        pa[p] = wstage(0u, row0 + sr + LRP * p, sq);
     for (uint p = 0u; p < LBP; p++)
         xstage(t0 + sr + LRP * p, sq, pxa[p], pxb[p]);
     for (uint p = 0u; p < LAP; p++)
@@ -683,7 +665,7 @@ void main()
         if (more) {   // the next slice's loads in flight while this one is multiplied
             uint c = (k + 1u) * LCQ + sq;
             for (uint p = 0u; p < LAP; p++)
-                pa[p] = wstage(row0 + sr + LRP * p, c);
+                pa[p] = wstage(0u, row0 + sr + LRP * p, c);
             for (uint p = 0u; p < LBP; p++)
                 xstage(t0 + sr + LRP * p, c, pxa[p], pxb[p]);
         }

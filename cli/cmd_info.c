@@ -67,6 +67,7 @@ int loom_cmd_info(int argc, char **argv)
     if (info.max_binding_range < info.max_storage_buffer_range)
         printf(" (binding limit in force: %llu)", (unsigned long long)info.max_binding_range);
     printf("\n  maxPushConstantsSize            %u\n", info.max_push_constants);
+    printf("  maxComputeSharedMemorySize      %u\n", info.max_shared_memory);
     /* The block-typed matvec forms sum a row over 32 invocations
      * (loom_form_subgroup_ok): wider subgroups would add rows together. */
     bool blocks = loom_form_subgroup_ok(loom_form_kernel("matvec", LOOM_Q8_0, LOOM_Q8_0), info.subgroup_size);

@@ -125,6 +125,7 @@ typedef struct loom_spirv_info {
     loom_kernel_layout layout;
     uint32_t push_size;
     uint32_t local_size[3];
+    uint64_t shared_bytes;   /* the workgroup variables' bytes, unpadded */
 } loom_spirv_info;
 loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out);
 /* loom_kernel_find without touching the error slot: the verifier asks for

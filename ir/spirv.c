@@ -18,10 +18,13 @@ enum {
     OP_TYPE_INT = 21,
     OP_TYPE_FLOAT = 22,
     OP_TYPE_VECTOR = 23,
+    OP_TYPE_MATRIX = 24,
     OP_TYPE_ARRAY = 28,
     OP_TYPE_RUNTIME_ARRAY = 29,
     OP_TYPE_STRUCT = 30,
     OP_TYPE_POINTER = 32,
+    OP_CONSTANT = 43,
+    OP_SPEC_CONSTANT = 50,
     OP_VARIABLE = 59,
     OP_DECORATE = 71,
     OP_MEMBER_DECORATE = 72,
@@ -34,6 +37,7 @@ enum {
     MODE_LOCAL_SIZE = 17,
     SC_UNIFORM_CONSTANT = 0,
     SC_UNIFORM = 2,
+    SC_WORKGROUP = 4,
     SC_PUSH_CONSTANT = 9,
     SC_STORAGE_BUFFER = 12,
     CAP_STORAGE_BUFFER_16BIT = 4433,
@@ -49,7 +53,9 @@ typedef struct spv_id {
     uint32_t members;           /* struct: member count */
     uint32_t ro_members;        /* struct: members decorated NonWritable */
     uint32_t def;               /* struct: word index of its OpTypeStruct */
-    uint32_t bytes;             /* scalar or vector type: its size */
+    uint32_t bytes;             /* scalar, vector or matrix type: its size */
+    uint32_t length;            /* array type: the id of its length constant */
+    uint32_t value;             /* 32-bit integer constant: its value (a spec constant's default) */
     uint8_t op;                 /* the instruction that defined the id */
     bool non_writable, block, buffer_block;
 } spv_id;
@@ -119,9 +125,15 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
             ids[id].bytes = a[1] / 8;
             break;
         case OP_TYPE_VECTOR:
+        case OP_TYPE_MATRIX:
             if (na < 3 || (id = a[0]) >= bound || a[1] >= bound)
-                return bad(LOOM_PARSE, "bad OpTypeVector", (uint32_t)i);
+                return bad(LOOM_PARSE, "bad vector or matrix type", (uint32_t)i);
             ids[id].bytes = ids[a[1]].bytes * a[2];
+            break;
+        case OP_CONSTANT:
+        case OP_SPEC_CONSTANT:
+            if (na >= 3 && (id = a[1]) < bound)
+                ids[id].value = a[2];
             break;
         case OP_EXECUTION_MODE:
             if (na >= 5 && a[1] == MODE_LOCAL_SIZE)
@@ -139,6 +151,7 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
                 return bad(LOOM_PARSE, "bad array type", (uint32_t)i);
             ids[id].op = (uint8_t)op;
             ids[id].pointee = a[1];
+            ids[id].length = op == OP_TYPE_ARRAY && na >= 3 ? a[2] : 0;
             break;
         case OP_TYPE_POINTER:
             if (na < 3 || (id = a[0]) >= bound)
@@ -160,6 +173,37 @@ static loom_result collect(const uint32_t *w, size_t n, spv_id *ids, uint32_t bo
         i += count;
     }
     return LOOM_OK;
+}
+
+/* Bytes of type t as shared memory holds it (no padding: the driver's
+ * count may be a little more); 0 for a type it cannot size. */
+static uint64_t type_bytes(const uint32_t *w, const spv_id *ids, uint32_t bound, uint32_t t, int depth)
+{
+    if (!t || t >= bound || depth > 8)
+        return 0;
+    const spv_id *d = &ids[t];
+    if (d->bytes)
+        return d->bytes;
+    if (d->op == OP_TYPE_ARRAY)
+        return d->length < bound ? (uint64_t)ids[d->length].value * type_bytes(w, ids, bound, d->pointee, depth + 1)
+                                 : 0;
+    if (d->op == OP_TYPE_STRUCT) {
+        uint64_t sum = 0;
+        for (uint32_t m = 0; m < d->members; m++)
+            sum += type_bytes(w, ids, bound, w[d->def + 2 + m], depth + 1);
+        return sum;
+    }
+    return 0;
+}
+
+/* The workgroup (shared) variables' bytes. */
+static uint64_t shared_bytes_of(const uint32_t *w, const spv_id *ids, uint32_t bound)
+{
+    uint64_t sum = 0;
+    for (uint32_t id = 1; id < bound; id++)
+        if (ids[id].op == OP_VARIABLE && ids[id].storage == SC_WORKGROUP && ids[id].type < bound)
+            sum += type_bytes(w, ids, bound, ids[ids[id].type].pointee, 0);
+    return sum;
 }
 
 static loom_result layout_of(const spv_id *ids, uint32_t bound, loom_kernel_layout *out)
@@ -237,12 +281,14 @@ static loom_result reflect(const uint32_t *code, size_t size_bytes, bool push, l
         return loom_fail(LOOM_OUT_OF_MEMORY, "SPIR-V: out of memory");
     for (uint32_t i = 0; i < bound; i++)
         ids[i] = (spv_id){ .set = UINT32_MAX, .binding = UINT32_MAX };
-    loom_spirv_info r = { { 0, 0, 0 }, 0, { 0, 0, 0 } };
+    loom_spirv_info r = { { 0, 0, 0 }, 0, { 0, 0, 0 }, 0 };
     loom_result rc = collect(code, n, ids, bound, r.local_size, &r.layout.needs);
     if (!rc)
         rc = layout_of(ids, bound, &r.layout);
     if (!rc && push)
         rc = push_size_of(code, n, ids, bound, &r.push_size);
+    if (!rc)
+        r.shared_bytes = shared_bytes_of(code, ids, bound);
     free(ids);
     if (!rc)
         *out = r;
@@ -265,7 +311,19 @@ loom_result loom_kernel_layout_from_spirv(const uint32_t *code, size_t size_byte
 
 loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spirv_info *out)
 {
-    *out = (loom_spirv_info){ { 0, 0, 0 }, 0, { 0, 0, 0 } };
+    *out = (loom_spirv_info){ { 0, 0, 0 }, 0, { 0, 0, 0 }, 0 };
     return code ? reflect(code, size_bytes, true, out)
                 : loom_fail(LOOM_INVALID_ARGUMENT, "loom_spirv_reflect: code is NULL");
+}
+
+loom_result loom_kernel_shared_bytes(const uint32_t *code, size_t size_bytes, uint64_t *out)
+{
+    if (!out || !code)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_shared_bytes: NULL argument");
+    *out = 0;
+    loom_spirv_info r;
+    loom_result rc = reflect(code, size_bytes, false, &r);
+    if (!rc)
+        *out = r.shared_bytes;
+    return rc;
 }

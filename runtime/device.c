@@ -656,6 +656,7 @@ void loom_rt_get_info(const loom_rt *rt, loom_rt_info *out)
     out->max_storage_buffer_range = rt->props.limits.maxStorageBufferRange;
     out->max_binding_range = rt->max_binding_range;
     out->max_push_constants = rt->props.limits.maxPushConstantsSize;
+    out->max_shared_memory = rt->props.limits.maxComputeSharedMemorySize;
     out->subgroup_size = rt->subgroup_size;
     out->atomic_float_add = rt->atomic_float_add;
     out->coopmat = rt->coopmat;

@@ -71,6 +71,15 @@ static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *cod
         return loom_fail(LOOM_UNSUPPORTED, "kernel %s multiplies NV cooperative matrices (16x16x16 f16 -> f32, "
                          "subgroups of 32; the matmul kinds' coopmat forms), and device '%s' has none enabled",
                          name, rt->props.deviceName);
+    /* Over the device's shared memory the pipeline could not be made (or a
+     * driver would fail it without saying why): refuse it by name. */
+    uint64_t shared = 0;
+    if ((rc = loom_kernel_shared_bytes(code, size, &shared)))
+        return loom_fail_wrap(rc, "kernel '%s'", name);
+    if (shared > rt->props.limits.maxComputeSharedMemorySize)
+        return loom_fail(LOOM_UNSUPPORTED, "kernel '%s' declares %llu bytes of shared memory, and device '%s' "
+                         "allows %u (maxComputeSharedMemorySize)", name, (unsigned long long)shared,
+                         rt->props.deviceName, rt->props.limits.maxComputeSharedMemorySize);
     rt_kernel *k = find_kernel(rt, name);
     /* Programs hold this kernel's pipelines; swapping the code under them
      * would make replays disagree with what was compiled. */

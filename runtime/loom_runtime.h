@@ -114,6 +114,7 @@ typedef struct loom_rt_info {
     uint64_t max_storage_buffer_range;  /* the device's limit */
     uint64_t max_binding_range;         /* the one in force (loom_rt_desc.max_binding_range) */
     uint32_t max_push_constants;
+    uint32_t max_shared_memory;        /* maxComputeSharedMemorySize: a kernel declaring more is refused */
     uint32_t subgroup_size;
     bool int_dot;                      /* integer dot products enabled: block-typed matvecs quantize x to int8 per block of 32 */
     bool atomic_float_add;             /* float atomic adds on storage buffers enabled (the stage pass's sums of squares) */

@@ -16,6 +16,7 @@
 #include "loom_ops.h"
 #include "loom_passes.h"
 #include "loom_runtime.h"
+#include "loom_shaders.h"
 #include "runner.h"
 
 /* runtime/internal.h: the failure-injection hook (not exported). */
@@ -413,6 +414,57 @@ START_TEST(test_layout_custom)
 }
 END_TEST
 
+/* Shared memory: the SPIR-V count of built-in kernels equals what the
+ * NVIDIA driver reported for them (LOOM_KERNEL_STATS=1 on an H100: "Shared
+ * Memory Size"), and a custom kernel declaring more than the device allows
+ * is refused by name at registration; one within it runs. */
+START_TEST(test_shared_memory)
+{
+    static const struct { const char *kernel; uint64_t bytes; } driver[] = {
+        { "matmul_coop_l64_f16", 30720 },    { "matmul_add_coop_l64_f16", 30720 },
+        { "matmul_coop_ks_f16", 28672 },     { "attention_rows_coop_kh_h64", 23552 },
+    };
+    for (size_t i = 0; i < sizeof driver / sizeof driver[0]; i++) {
+        const loom_builtin_kernel *bk = loom_builtin_kernel_find(driver[i].kernel);
+        ck_assert_msg(bk, "%s", driver[i].kernel);
+        uint64_t n = 0;
+        OK(loom_kernel_shared_bytes(bk->code, bk->size, &n));
+        ck_assert_msg(n == driver[i].bytes, "%s: %llu bytes, the driver said %llu", driver[i].kernel,
+                      (unsigned long long)n, (unsigned long long)driver[i].bytes);
+    }
+    loom_rt *rt = make_rt();
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    ck_assert_uint_ge(info.max_shared_memory, 16384);   /* the Vulkan minimum */
+    static const char body[] = "#version 450\n"
+                               "layout(local_size_x = 64) in;\n"
+                               "layout(set = 0, binding = 0) buffer A { uint a[]; };\n"
+                               "struct S { uvec4 v; float f[3]; };\n"
+                               "shared S s[%u];\n"
+                               "void main() {\n"
+                               "    uint i = gl_LocalInvocationID.x;\n"
+                               "    s[i].v = uvec4(a[i]); s[i].f[2] = 1.0;\n"
+                               "    barrier();\n"
+                               "    a[i] = s[(i + 1u) %% 64u].v.x + uint(s[i].f[2]);\n"
+                               "}\n";
+    char src[640];
+    /* 28 bytes a struct: one more than the limit holds */
+    snprintf(src, sizeof src, body, info.max_shared_memory / 28 + 1);
+    RC(loom_rt_kernel_glsl(rt, "api_big_shared", src), LOOM_UNSUPPORTED);
+    HAS("api_big_shared");
+    HAS("maxComputeSharedMemorySize");
+    snprintf(src, sizeof src, body, 64u);
+    OK(loom_rt_kernel_glsl(rt, "api_small_shared", src));
+    loom_graph *g = graph_with(1);
+    loom_binding b = bind(0, 0, LOOM_ACCESS_RW);
+    OK(dispatch(g, "api_small_shared", &b, 1));
+    OK(loom_rt_run_graph(rt, g, NULL));
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+    loom_graph_destroy(g);
+    loom_rt_destroy(rt);
+}
+END_TEST
+
 /* A kernel the runtime does not know fails at compile, naming the node. */
 START_TEST(test_unknown_kernel)
 {
@@ -660,6 +712,7 @@ static Suite *api_suite(void)
     tc = tcase_create("layouts");
     tcase_add_test(tc, test_layout_builtin);
     tcase_add_test(tc, test_layout_custom);
+    tcase_add_test(tc, test_shared_memory);
     tcase_add_test(tc, test_unknown_kernel);
     tcase_add_test(tc, test_ranges_vs_bindings);
     suite_add_tcase(s, tc);

@@ -85,10 +85,11 @@ static inline bool loom_ranges_overlap(const loom_range *a, const loom_range *b)
  * nodes conflict with everything (SENTINEL). */
 loom_hazard loom_nodes_conflict(const loom_graph *g, const loom_node *a, const loom_node *b, uint32_t *buffer);
 
-/* Bytes of shared (workgroup) memory a SPIR-V compute shader declares:
- * each variable's scalars, vectors, arrays and structs, unpadded. Fails
- * as loom_kernel_layout_from_spirv does on malformed SPIR-V. */
-loom_result loom_kernel_shared_bytes(const uint32_t *code, size_t size_bytes, uint64_t *out);
+/* loom_kernel_layout_from_spirv, and from the same reading the bytes of
+ * shared (workgroup) memory the shader declares: each variable's scalars,
+ * vectors, arrays and structs, unpadded. */
+loom_result loom_kernel_reflect(const uint32_t *code, size_t size_bytes, loom_kernel_layout *layout,
+                                uint64_t *shared_bytes);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -316,14 +316,18 @@ loom_result loom_spirv_reflect(const uint32_t *code, size_t size_bytes, loom_spi
                 : loom_fail(LOOM_INVALID_ARGUMENT, "loom_spirv_reflect: code is NULL");
 }
 
-loom_result loom_kernel_shared_bytes(const uint32_t *code, size_t size_bytes, uint64_t *out)
+loom_result loom_kernel_reflect(const uint32_t *code, size_t size_bytes, loom_kernel_layout *layout,
+                                uint64_t *shared_bytes)
 {
-    if (!out || !code)
-        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_shared_bytes: NULL argument");
-    *out = 0;
+    if (!layout || !shared_bytes || !code)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_kernel_reflect: NULL argument");
+    *layout = (loom_kernel_layout){ 0, 0, 0 };
+    *shared_bytes = 0;
     loom_spirv_info r;
     loom_result rc = reflect(code, size_bytes, false, &r);
-    if (!rc)
-        *out = r.shared_bytes;
+    if (!rc) {
+        *layout = r.layout;
+        *shared_bytes = r.shared_bytes;
+    }
     return rc;
 }

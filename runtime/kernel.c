@@ -60,7 +60,8 @@ static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *cod
     if (!code || size == 0 || size % 4 || code[0] != 0x07230203u)
         return loom_fail(LOOM_INVALID_ARGUMENT, "kernel '%s': %zu bytes are not SPIR-V", name, size);
     loom_kernel_layout layout;
-    loom_result rc = loom_kernel_layout_from_spirv(code, size, &layout);
+    uint64_t shared;
+    loom_result rc = loom_kernel_reflect(code, size, &layout, &shared);
     if (rc)
         return loom_fail_wrap(rc, "kernel '%s'", name);
     if ((layout.needs & LOOM_KERNEL_NEEDS_STORAGE16) && !rt->storage16)
@@ -73,9 +74,6 @@ static loom_result add_module(loom_rt *rt, const char *name, const uint32_t *cod
                          name, rt->props.deviceName);
     /* Over the device's shared memory the pipeline could not be made (or a
      * driver would fail it without saying why): refuse it by name. */
-    uint64_t shared = 0;
-    if ((rc = loom_kernel_shared_bytes(code, size, &shared)))
-        return loom_fail_wrap(rc, "kernel '%s'", name);
     if (shared > rt->props.limits.maxComputeSharedMemorySize)
         return loom_fail(LOOM_UNSUPPORTED, "kernel '%s' declares %llu bytes of shared memory, and device '%s' "
                          "allows %u (maxComputeSharedMemorySize)", name, (unsigned long long)shared,

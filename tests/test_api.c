@@ -428,7 +428,8 @@ START_TEST(test_shared_memory)
         const loom_builtin_kernel *bk = loom_builtin_kernel_find(driver[i].kernel);
         ck_assert_msg(bk, "%s", driver[i].kernel);
         uint64_t n = 0;
-        OK(loom_kernel_shared_bytes(bk->code, bk->size, &n));
+        loom_kernel_layout l;
+        OK(loom_kernel_reflect(bk->code, bk->size, &l, &n));
         ck_assert_msg(n == driver[i].bytes, "%s: %llu bytes, the driver said %llu", driver[i].kernel,
                       (unsigned long long)n, (unsigned long long)driver[i].bytes);
     }

@@ -69,10 +69,14 @@ int loom_cmd_info(int argc, char **argv)
     printf("\n  maxPushConstantsSize            %u\n", info.max_push_constants);
     printf("  maxComputeSharedMemorySize      %u\n", info.max_shared_memory);
     /* The block-typed matvec forms sum a row over 32 invocations
-     * (loom_form_subgroup_ok): wider subgroups would add rows together. */
+     * (loom_form_subgroup_ok): wider subgroups would add rows together;
+     * Q4_K's share a block's header among 8 by shuffles. */
     bool blocks = loom_form_subgroup_ok(loom_form_kernel("matvec", LOOM_Q8_0, LOOM_Q8_0), info.subgroup_size);
+    bool q4k = loom_form_subgroup_ok(loom_form_kernel("matvec", LOOM_Q4_K, LOOM_Q4_K), info.subgroup_size);
     printf("  subgroup size                   %u (block-typed weights: %s)\n", info.subgroup_size,
-           blocks ? "yes" : "no, their matvec forms need subgroups of at most 32");
+           !blocks ? "no, their matvec forms need subgroups of at most 32"
+           : !q4k  ? "yes but Q4_K, whose matvec forms need subgroups of at least 8"
+                   : "yes");
     printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
            info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
     if (info.sm_count) {

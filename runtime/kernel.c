@@ -3,6 +3,7 @@
  * pipelines created once per kernel and set layout and cached, and the
  * VkPipelineCache persisted to a file and checked against the device. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <shaderc/shaderc.h>
 #include "internal.h"
@@ -243,6 +244,45 @@ bool rt_kernel_known(loom_rt *rt, const char *name)
     return find_kernel(rt, name) || loom_builtin_kernel_find(name);
 }
 
+#ifdef LOOM_PROBES
+/* LOOM_KERNEL_DIR=DIR (test and benchmark builds): a built-in kernel is
+ * taken from DIR/<name>.spv where that file exists, in place of the
+ * embedded code (either form), so that a variant of a kernel can be timed
+ * against the binary's own without rebuilding it. The file must have the
+ * same bindings and push constants; add_module checks it as any other. */
+static loom_result probe_kernel_file(loom_rt *rt, const char *kernel, uint32_t **code, size_t *size)
+{
+    *code = NULL;
+    const char *dir = getenv("LOOM_KERNEL_DIR");
+    if (!dir || !*dir)
+        return LOOM_OK;
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s.spv", dir, kernel);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "LOOM_KERNEL_DIR: the path of kernel '%s' is too long", kernel);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return LOOM_OK;   /* no variant of this kernel: the built-in one */
+    long len = -1;
+    if (!fseek(f, 0, SEEK_END))
+        len = ftell(f);
+    rewind(f);
+    uint32_t *buf = len > 0 ? rt_alloc_bytes(rt, (size_t)len) : NULL;
+    bool ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
+    fclose(f);
+    if (!ok) {
+        if (buf)
+            rt_free_bytes(rt, buf, (size_t)len);
+        return loom_fail(len > 0 ? LOOM_IO : LOOM_INVALID_ARGUMENT,
+                         "LOOM_KERNEL_DIR: cannot read %s (kernel '%s')", path, kernel);
+    }
+    fprintf(stderr, "loom: LOOM_KERNEL_DIR: kernel '%s' from %s\n", kernel, path);
+    *code = buf;
+    *size = (size_t)len;
+    return LOOM_OK;
+}
+#endif
+
 loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask, rt_pipeline **out)
 {
     rt_kernel *k = find_kernel(rt, kernel);
@@ -257,8 +297,19 @@ loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask,
                              rt->subgroup_size);
         /* The integer form where the device has integer dot products. */
         bool idot = rt->int_dot && bk->code_idot;
-        loom_result rc = add_module(rt, kernel, idot ? bk->code_idot : bk->code, idot ? bk->size_idot : bk->size,
-                                    false, &k);
+        const uint32_t *code = idot ? bk->code_idot : bk->code;
+        size_t size = idot ? bk->size_idot : bk->size;
+        uint32_t *probe = NULL;
+#ifdef LOOM_PROBES
+        loom_result prc = probe_kernel_file(rt, kernel, &probe, &size);
+        if (prc)
+            return prc;
+        if (probe)
+            code = probe;
+#endif
+        loom_result rc = add_module(rt, kernel, code, size, false, &k);
+        if (probe)
+            rt_free_bytes(rt, probe, size);
         if (rc)
             return rc;
     }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "loom_compiler.h"
 #include "loom_ir_edit.h"
 #include "loom_ops.h"
@@ -466,6 +467,84 @@ START_TEST(test_shared_memory)
 }
 END_TEST
 
+#ifdef LOOM_PROBES
+/* LOOM_KERNEL_DIR (test and benchmark builds): a built-in kernel is taken
+ * from DIR/<name>.spv where that file is, the embedded code elsewhere, and
+ * a file that is not SPIR-V fails by name. Here "add" is given mul's code:
+ * an ADD node then multiplies, so a runtime that ignored the directory
+ * would fail the check. */
+static void run_add(loom_rt *rt, float *out)
+{
+    loom_graph *g;
+    OK(loom_graph_create(&(loom_graph_desc){ .name = "kdir" }, &g));
+    uint32_t a, b, y;
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "a", .size = N * 4, .usage = LOOM_USAGE_STATE }, &a));
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "b", .size = N * 4, .usage = LOOM_USAGE_STATE }, &b));
+    OK(loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = "y", .size = N * 4, .usage = LOOM_USAGE_STATE }, &y));
+    OK(loom_op_add(g, loom_vec(a, N), loom_vec(b, N), loom_vec(y, N), NULL));
+    loom_rt_program *p;
+    OK(loom_rt_program_create(rt, g, &p));
+    float va[N], vb[N];
+    for (uint32_t i = 0; i < N; i++) {
+        va[i] = (float)i + 2.0f;
+        vb[i] = 3.0f;
+    }
+    OK(loom_rt_program_write(rt, p, a, 0, va, sizeof va));
+    OK(loom_rt_program_write(rt, p, b, 0, vb, sizeof vb));
+    uint64_t step;
+    OK(loom_rt_replay(rt, p, NULL, &step));
+    OK(loom_rt_wait(rt, step));
+    OK(loom_rt_program_read(rt, p, y, 0, out, N * 4));
+    loom_rt_program_release(p);
+    loom_graph_destroy(g);
+}
+
+START_TEST(test_kernel_dir)
+{
+    char dir[] = "/tmp/loom-kdir-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/add.spv", dir);
+    const loom_builtin_kernel *mul = loom_builtin_kernel_find("mul");
+    ck_assert_ptr_nonnull(mul);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(mul->code, 1, mul->size, f), mul->size);
+    fclose(f);
+    setenv("LOOM_KERNEL_DIR", dir, 1);
+    float out[N];
+    loom_rt *rt = make_rt();
+    run_add(rt, out);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_msg(out[i] == ((float)i + 2.0f) * 3.0f, "y[%u] = %g: add.spv was not taken", i, out[i]);
+    ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+    loom_rt_destroy(rt);
+    /* Not SPIR-V: refused, naming the kernel. */
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a kernel", f);
+    fclose(f);
+    rt = make_rt();
+    loom_graph *g = graph_with(3);
+    loom_binding b[3] = { bind(0, 0, LOOM_ACCESS_READ), bind(1, 1, LOOM_ACCESS_READ), bind(2, 2, LOOM_ACCESS_WRITE) };
+    OK(dispatch(g, "add", b, 3));
+    RC(loom_rt_run_graph(rt, g, NULL), LOOM_INVALID_ARGUMENT);
+    HAS("'add'");
+    loom_graph_destroy(g);
+    loom_rt_destroy(rt);
+    /* No file: the built-in kernel. */
+    remove(path);
+    rt = make_rt();
+    run_add(rt, out);
+    for (uint32_t i = 0; i < N; i++)
+        ck_assert_msg(out[i] == (float)i + 5.0f, "y[%u] = %g", i, out[i]);
+    loom_rt_destroy(rt);
+    unsetenv("LOOM_KERNEL_DIR");
+    rmdir(dir);
+}
+END_TEST
+#endif
+
 /* A kernel the runtime does not know fails at compile, naming the node. */
 START_TEST(test_unknown_kernel)
 {
@@ -715,6 +794,9 @@ static Suite *api_suite(void)
     tcase_add_test(tc, test_layout_custom);
     tcase_add_test(tc, test_shared_memory);
     tcase_add_test(tc, test_unknown_kernel);
+#ifdef LOOM_PROBES
+    tcase_add_test(tc, test_kernel_dir);
+#endif
     tcase_add_test(tc, test_ranges_vs_bindings);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");

@@ -50,6 +50,8 @@ static const char ENVIRONMENT[] =
     "                            for timing what one dependency costs (test and benchmark builds)\n"
     "  LOOM_PROBE_DROP_TAG=1     the first copy of a tagged program drops one producer's tags: its reader's\n"
     "                            polls give up, the step's wait fails, the program falls back to barriers (tests)\n"
+    "  LOOM_KERNEL_DIR=DIR       a built-in kernel from DIR/<name>.spv where that file exists, in place of the\n"
+    "                            embedded one: variants of a kernel timed against one binary (benchmark builds)\n"
 #endif
     "  LOOM_DISABLE=LIST         switch off passes or the plan cache: fuse,stage,gather,reorder,barriers,lifetimes,cache\n"
     "  LOOM_ENABLE=LIST          forms that are not the default: half_shares,half_stage,half_act (f16 intermediates),\n"

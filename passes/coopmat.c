@@ -22,7 +22,9 @@
  * at least LOOM_ATTN_ROWS_COOP_Q query vectors takes ATT_COOP's form (fewer
  * would leave most of a workgroup's queries empty: a verification step of
  * a few rows keeps the portable form). Bindings, ranges and push constants
- * stay as they are; the new node stands for the same captured nodes. */
+ * stay as they are; the new node stands for the same captured nodes. Then
+ * the vectors that pass only between coopmat forms are stored as f16
+ * (half_pair below). */
 #include "internal.h"
 #include "loom_ops.h"
 
@@ -98,8 +100,98 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
     return LOOM_OK;
 }
 
+/* Whether node i, a reader of y, may read it as f16: a matmul kind on its
+ * coopmat form (not yet MM_X16, whose form it has), not a row block, reading
+ * y whole as x and nothing else of it, in chunks of 8 (cols). */
+static bool half_reader(const loom_graph *g, uint32_t i, const loom_binding *y)
+{
+    const loom_node *nd = loom_graph_node(g, i);
+    const loom_binding *x = pass_named(g, nd, "x");
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    loom_op_args pc;
+    if (pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) || !matmul_kind(nd->op) ||
+        nd->op == LOOM_OP_MATMUL_SILU_MUL ||
+        !loom_form_has(k, "MM_COOP") || loom_form_has(k, "MM_X16") || !loom_form_variant(k, "MM_X16", NULL) || !x ||
+        !loom_binding_same(x, y) || loom_op_args_of(g, i, &pc) || pc.cols % 8)
+        return false;
+    const loom_range *r = loom_node_reads(g, nd);
+    for (uint32_t k2 = 0; k2 < nd->n_reads; k2++)
+        if (loom_range_meets(&r[k2], y) && !pass_same_range(&r[k2], y))
+            return false;
+    return true;
+}
+
+/* The f16 vectors between cooperative-matrix forms. A producer, below, of a
+ * plan buffer it writes whole, whose every other toucher reads it as x of a
+ * coopmat matmul form (half_reader): the producer writes it as f16 pairs
+ * and the readers read it so. Those forms round x to f16 as they stage it,
+ * so they compute what they did, and move half the bytes of what is their
+ * largest traffic (x is read once a 64-row tile; docs/perf-log.md). The
+ * buffer keeps its f32 size and every range stays. Producers (flag added,
+ * the slot written): the gated FFN's coopmat form (MM_Y16, y), the
+ * prefill attention's (ATT_O16, out) and the T-row norm (NORM_Y16, y),
+ * where the vector's rows have an even length. */
+static const struct { uint32_t op; const char *has, *add, *slot; } half_writers[] = {
+    { LOOM_OP_MATMUL_SILU_MUL, "MM_COOP", "MM_Y16", "y" },
+    { LOOM_OP_ATTENTION_ROWS, "ATT_COOP", "ATT_O16", "out" },
+    { LOOM_OP_RMS_NORM_MUL_ROWS, "NORM_ROWS", "NORM_Y16", "y" },
+};
+
+static loom_result half_pair(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
+{
+    (void)arg;
+    const loom_node *f = loom_graph_node(g, i);
+    const char *k = f->type == LOOM_NODE_DISPATCH ? loom_graph_kernel_name(g, f->kernel) : NULL;
+    const char *fk = NULL, *slot = NULL;
+    for (size_t w = 0; k && !fk && w < sizeof half_writers / sizeof half_writers[0]; w++)
+        if (f->op == half_writers[w].op && loom_form_has(k, half_writers[w].has) &&
+            !loom_form_has(k, half_writers[w].add)) {
+            fk = loom_form_variant(k, half_writers[w].add, NULL);
+            slot = half_writers[w].slot;
+        }
+    if (!fk || (f->flags & LOOM_NODE_SPLIT))
+        return LOOM_OK;
+    const loom_binding *yb = pass_named(g, f, slot);
+    if (!yb || !pass_plan_buffer(g, yb->buffer))
+        return LOOM_OK;
+    const loom_binding y = *yb;
+    loom_op_args pc;
+    uint32_t row;   /* the vector's row length: a pair never straddles rows */
+    if (loom_op_args_of(g, i, &pc))
+        return LOOM_OK;
+    row = f->op == LOOM_OP_ATTENTION_ROWS ? pc.heads * pc.head_dim : f->op == LOOM_OP_RMS_NORM_MUL_ROWS ? pc.n : pc.rows;
+    if (row % 2)
+        return LOOM_OK;
+    const loom_range *w = loom_node_writes(g, f);
+    for (uint32_t k2 = 0; k2 < f->n_writes; k2++)
+        if (loom_range_meets(&w[k2], &y) && !pass_same_range(&w[k2], &y))
+            return LOOM_OK;
+    uint32_t readers[64], nr = 0, n = loom_graph_node_count(g);
+    for (uint32_t d = 0; d < n; d++) {
+        const loom_node *nd = loom_graph_node(g, d);
+        if (d == i || nd->type != LOOM_NODE_DISPATCH || !(pass_reads(g, nd, &y) || pass_writes(g, nd, &y)))
+            continue;
+        if (nr == 64 || repl[d] != d || !half_reader(g, d, &y))
+            return LOOM_OK;
+        readers[nr++] = d;
+    }
+    if (!nr)
+        return LOOM_OK;
+    loom_result rc = pass_retarget(g, i, fk, &repl[i]);
+    for (uint32_t r = 0; !rc && r < nr; r++) {
+        const char *dk = loom_form_variant(loom_graph_kernel_name(g, loom_graph_node(g, readers[r])->kernel), "MM_X16",
+                                           NULL);
+        rc = pass_retarget(g, readers[r], dk, &repl[readers[r]]);
+    }
+    *count += !rc;
+    return rc;
+}
+
 loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
 {
     uint32_t count;
-    return ctx && ctx->coopmat ? pass_rename_nodes(g, "split", to_coop, ctx, &count) : LOOM_OK;
+    if (!ctx || !ctx->coopmat)
+        return LOOM_OK;
+    loom_result rc = pass_rename_nodes(g, "split", to_coop, ctx, &count);
+    return rc ? rc : pass_rename_nodes(g, "split", half_pair, NULL, &count);
 }

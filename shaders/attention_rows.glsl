@@ -39,7 +39,8 @@
 // workspaces, as every form of the op does, and never uses them.
 // ATT_KH: the caches are f16.
 // ATT_COOP (with ATT_KH and ATT_HD, the head dimension: 64 or 128) the
-// cooperative-matrix form, below the portable one.
+// cooperative-matrix form, below the portable one; ATT_O16 (with ATT_COOP)
+// it stores out as f16, for a cooperative-matrix reader.
 #ifdef ATT_COOP
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -335,7 +336,11 @@ layout(local_size_x = 128) in;
 layout(set = 0, binding = 1) readonly buffer Q { vec4 q4[]; };
 layout(set = 0, binding = 2) readonly buffer KC { uvec4 kc[]; };
 layout(set = 0, binding = 3) readonly buffer VC { uvec4 vc[]; };
+#ifdef ATT_O16
+layout(set = 0, binding = 4) writeonly buffer O { uvec2 outh[]; };   // f16, 4 a word pair
+#else
 layout(set = 0, binding = 4) writeonly buffer O { vec4 out4[]; };
+#endif
 
 shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first the CQ queries
 shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
@@ -371,6 +376,11 @@ void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
         subgroupMemoryBarrierShared();                            \
         subgroupBarrier();                                        \
     }
+#ifdef ATT_O16
+#define OUT4(i, v) outh[i] = uvec2(packHalf2x16((v).xy), packHalf2x16((v).zw))
+#else
+#define OUT4(i, v) out4[i] = (v)
+#endif
 #define DECL_O(i) FC o##i = FC(0.0);
 #define ACC_O(i)                                                  \
     coopMatLoadNV(vb, kvs, CK * RS + 2u * i, RS, false);          \
@@ -388,8 +398,8 @@ void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
         vec4 a = vec4(ss[sr], ss[sr + 1u], ss[sr + 2u], ss[sr + 3u]);             \
         vec4 b = vec4(ss[sr + 4u], ss[sr + 5u], ss[sr + 6u], ss[sr + 7u]);        \
         uint oa = (out_at + 16u * i + 8u * h) >> 2u;             \
-        out4[oa] = a * inv_l;                                       \
-        out4[oa + 1u] = b * inv_l;                                  \
+        OUT4(oa, a * inv_l);                                        \
+        OUT4(oa + 1u, b * inv_l);                                   \
     }                                                             \
     subgroupBarrier();
 

@@ -26,7 +26,13 @@
 //             token rows, eight subgroups, two slices in shared memory;
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
-//   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side.
+//   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
+//   MM_Y16    (with MM_COOP, MM_SILU) y is stored as f16 pairs, for a reader
+//             with MM_X16 (the split pass pairs them): rows even;
+//   MM_X16    (with MM_COOP) x is stored as f16 (a y of MM_Y16): a chunk
+//             of x is one 16-byte load, not two; cols a multiple of 8. The
+//             coopmat form rounds x to f16 as it stages it either way, so
+//             the pair computes what the f32 vector gave.
 // Weight types (forms.def's type defines, as matvec.glsl reads them): f32;
 // MV_F16 f16 pairs packed in u32; MV_Q8_0, MV_Q4_0, MV_Q4_K, MV_Q6_K blocks
 // decoded 8 weights at a time by quant.glsl's q*_chunk. Rows whose length is
@@ -38,6 +44,12 @@
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if (defined(MM_X16) || defined(MM_Y16)) && !defined(MM_COOP)
+#error "MM_X16, MM_Y16: the cooperative-matrix form"
+#endif
+#if defined(MM_Y16) && !defined(MM_SILU)
+#error "MM_Y16: the gated form"
+#endif
 #ifdef MM_COOP
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -178,13 +190,22 @@ void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
 #endif
 
 // ---- x, r, y -------------------------------------------------------------
+#ifdef MM_X16
+layout(set = 0, binding = B_X) readonly buffer Xh { uvec4 xh[]; };   // 8 halves a chunk
+#else
 layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
+#endif
 #ifdef MM_ADD
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
 #endif
+#ifdef MM_Y16
+layout(set = 0, binding = B_Y) writeonly buffer Yh { uint yh[]; };   // f16 pairs
+#else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
+#endif
 
+#ifndef MM_X16
 // Chunk c of token row t of x (0 past the row's end).
 void xchunk(uint t, uint c, out vec4 a, out vec4 b)
 {
@@ -200,10 +221,12 @@ void xchunk(uint t, uint c, out vec4 a, out vec4 b)
     a = vec4(v[0], v[1], v[2], v[3]);
     b = vec4(v[4], v[5], v[6], v[7]);
 }
+#endif
 
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
 // y[t][row] from the row's products: g = Wg x[t] (or W x[t]), u = Wu x[t].
+#ifndef MM_Y16
 void store(uint t, uint row, float g, float u)
 {
     uint i = t * pc.rows + row;
@@ -215,6 +238,7 @@ void store(uint t, uint row, float g, float u)
     y[i] = g;
 #endif
 }
+#endif
 
 #ifdef MM_COOP
 // ---- staging of the cooperative-matrix forms -------------------------------
@@ -233,14 +257,26 @@ uvec4 wstage(uint m, uint row, uint c)
 }
 
 // x as loaded: packed to f16 only where it is staged, so that the loads stay
-// in flight while the slice before is multiplied.
-void xstage(uint t, uint c, out vec4 a, out vec4 b)
+// in flight while the slice before is multiplied; with MM_X16 a chunk is
+// 8 halves as stored, one 16-byte load.
+#ifdef MM_X16
+#define XREG uvec4
+XREG xstage(uint t, uint c)
 {
-    a = vec4(0.0);
-    b = vec4(0.0);
-    if (t < pc.T && 8u * c < pc.cols)
-        xchunk(t, c, a, b);
+    return t < pc.T && 8u * c < pc.cols ? xh[(t * pc.cols) / 8u + c] : uvec4(0u);
 }
+#define XPACK(v) (v)
+#else
+#define XREG vec4[2]
+vec4[2] xstage(uint t, uint c)
+{
+    vec4 v[2] = vec4[2](vec4(0.0), vec4(0.0));
+    if (t < pc.T && 8u * c < pc.cols)
+        xchunk(t, c, v[0], v[1]);
+    return v;
+}
+#define XPACK(v) pack8((v)[0], (v)[1])
+#endif
 #endif
 
 #ifndef MM_TILED
@@ -450,8 +486,17 @@ void emit(FC g16, FC u16, uint row0, uint t0, uint q, uint rb)
     subgroupBarrier();
     for (uint e = 0u; e < 8u; e++) {
         uint idx = lane + 32u * e, row = row0 + idx % 16u, t = t0 + idx / 16u;
+#ifdef MM_Y16
+        // Lanes 2k and 2k + 1 hold rows row and row + 1 of one token row:
+        // the even lane stores the pair (rows even: a pair never straddles
+        // the end).
+        uint pair = pair_half(silu(g[e]) * u[e]);
+        if ((lane & 1u) == 0u && row < pc.rows && t < pc.T)
+            yh[(t * pc.rows + row) >> 1u] = pair;
+#else
         if (row < pc.rows && t < pc.T)
             store(t, row, g[e], u[e]);
+#endif
     }
 }
 
@@ -490,7 +535,7 @@ void main()
     uvec4 pu[APASS];
 #endif
     uvec4 pa[APASS];
-    vec4 pxa[BPASS], pxb[BPASS];
+    XREG px[BPASS];
     // Half h's slices: columns k0 + h CBK for k0 = 0, KS CBK, ...; a slice
     // past the end stages zeros, so both halves meet every barrier.
     uint c0 = stg * CQ + sq;
@@ -501,7 +546,7 @@ void main()
 #endif
     }
     for (uint p = 0u; p < BPASS; p++)
-        xstage(t0 + sr + RP * p, c0, pxa[p], pxb[p]);
+        px[p] = xstage(t0 + sr + RP * p, c0);
     for (uint k0 = 0u; k0 < pc.cols; k0 += KS * CBK) {
         barrier();   // the slice before is multiplied
         for (uint p = 0u; p < APASS; p++) {
@@ -511,7 +556,7 @@ void main()
 #endif
         }
         for (uint p = 0u; p < BPASS; p++)
-            bs[to + (sr + RP * p) * CS + sq] = pack8(pxa[p], pxb[p]);
+            bs[to + (sr + RP * p) * CS + sq] = XPACK(px[p]);
         memoryBarrierShared();
         barrier();
         if (k0 + KS * CBK < pc.cols) {   // the next slice's loads in flight while this one is multiplied
@@ -523,7 +568,7 @@ void main()
 #endif
             }
             for (uint p = 0u; p < BPASS; p++)
-                xstage(t0 + sr + RP * p, c, pxa[p], pxb[p]);
+                px[p] = xstage(t0 + sr + RP * p, c);
         }
         for (uint kk = 0u; kk < CQ; kk += 2u) {
             FA fb0, fb1, fw0, fw1;
@@ -647,15 +692,15 @@ void main()
     FC a20 = FC(0.0), a21 = FC(0.0), a30 = FC(0.0), a31 = FC(0.0);
 #endif
     uvec4 pa[LAP];
-    vec4 pxa[LBP], pxb[LBP];
+    XREG px[LBP];
     for (uint p = 0u; p < LAP; p++)
         pa[p] = wstage(0u, row0 + sr + LRP * p, sq);
     for (uint p = 0u; p < LBP; p++)
-        xstage(t0 + sr + LRP * p, sq, pxa[p], pxb[p]);
+        px[p] = xstage(t0 + sr + LRP * p, sq);
     for (uint p = 0u; p < LAP; p++)
         st[(sr + LRP * p) * LCS + sq] = pa[p];
     for (uint p = 0u; p < LBP; p++)
-        st[LBM * LCS + (sr + LRP * p) * LCS + sq] = pack8(pxa[p], pxb[p]);
+        st[LBM * LCS + (sr + LRP * p) * LCS + sq] = XPACK(px[p]);
     memoryBarrierShared();
     barrier();
     uint nk = (pc.cols + LBK - 1u) / LBK;
@@ -667,7 +712,7 @@ void main()
             for (uint p = 0u; p < LAP; p++)
                 pa[p] = wstage(0u, row0 + sr + LRP * p, c);
             for (uint p = 0u; p < LBP; p++)
-                xstage(t0 + sr + LRP * p, c, pxa[p], pxb[p]);
+                px[p] = xstage(t0 + sr + LRP * p, c);
         }
         for (uint kk = 0u; kk < LCQ; kk += 2u) {
             FA fb0, fb1, w0, w1;
@@ -689,7 +734,7 @@ void main()
             for (uint p = 0u; p < LAP; p++)
                 st[nxt + (sr + LRP * p) * LCS + sq] = pa[p];
             for (uint p = 0u; p < LBP; p++)
-                st[nxt + LBM * LCS + (sr + LRP * p) * LCS + sq] = pack8(pxa[p], pxb[p]);
+                st[nxt + LBM * LCS + (sr + LRP * p) * LCS + sq] = XPACK(px[p]);
         }
         memoryBarrierShared();
         barrier();

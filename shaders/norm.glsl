@@ -1,7 +1,9 @@
 // RMS_NORM and its fused forms, one workgroup over the whole vector:
 //   NORM_ADD: s = a + b is stored to sum, then normalised;
 //   NORM_MUL: the result is scaled elementwise by w;
-//   NORM_ROWS: x and y are T x n, a workgroup a row (w one row for all).
+//   NORM_ROWS: x and y are T x n, a workgroup a row (w one row for all);
+//   NORM_Y16 (with NORM_ROWS, NORM_MUL): y is stored as f16 pairs (n even),
+//     for a cooperative-matrix reader, which rounds it so anyway.
 // Each invocation touches the same indices in both passes, so y may replace
 // x/a/b and sum may replace a/b: nothing is written before its own read.
 // sum is read-write in the shader (it re-reads its own stores) but written
@@ -29,7 +31,11 @@ layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
 #ifdef NORM_MUL
 layout(set = 0, binding = 1) readonly buffer W { float w[]; };
+#ifdef NORM_Y16
+layout(set = 0, binding = 2) writeonly buffer Y { uint yh[]; };
+#else
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
+#endif
 #else
 layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
 #endif
@@ -56,6 +62,10 @@ void main()
         ss += v * v;
     }
     float r = inversesqrt(wg_reduce_sum(ss) / float(pc.n) + pc.eps);
+#ifdef NORM_Y16
+    for (uint i = 2u * t; i < pc.n; i += 2u * WG_SIZE)
+        yh[(off + i) >> 1u] = packHalf2x16(vec2(x[off + i] * r * w[i], x[off + i + 1u] * r * w[i + 1u]));
+#else
     for (uint i = t; i < pc.n; i += WG_SIZE) {
 #ifdef NORM_ADD
         float v = sum[i] * r;
@@ -67,4 +77,5 @@ void main()
 #endif
         y[off + i] = v;
     }
+#endif
 }

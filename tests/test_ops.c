@@ -207,15 +207,18 @@ static void setup(void)
  * graph (the matmul kinds' and ATTENTION_ROWS's coopmat forms, where they
  * apply), so that the device's own kernels meet the reference too; true
  * when the device has them. Elsewhere the graph as built. */
+static uint32_t coop_large_cols = 64;   /* the K from which the large tiles are taken, in these tests */
+
 static bool coop_forms(loom_graph *g)
 {
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
 #ifdef LOOM_OPS_FUSE_TESTS
-    /* The large tiles from K 64 (not LOOM_MATMUL_COOP_L_COLS), so that
-     * shapes the reference can afford reach them. */
+    /* The large tiles from K 64 (coop_large_cols; not
+     * LOOM_MATMUL_COOP_L_COLS), so that shapes the reference can afford
+     * reach them. */
     if (info.coopmat)
-        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true, .coop_large_cols = 64 }), LOOM_OK);
+        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true, .coop_large_cols = coop_large_cols }), LOOM_OK);
 #else
     (void)g;
 #endif
@@ -1254,8 +1257,12 @@ static float *coop_slack(bool silu, const float *w, const float *u, const float 
 /* One matmul form (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL) against the
  * reference: y poisoned with NaN, so a row or token row the kernel skips
  * fails; MATMUL_ADD in place on r for odd T. */
-static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd,
-                        const char *want_form)
+/* With normed, x is the output of a T-row norm of a random vector (the
+ * reference takes the norm's CPU result), as the prefill's q/k/v products
+ * read theirs: on a device with cooperative matrices the split pass then
+ * passes it as f16 (rms_norm_mul_rows_y16 and the reader's _x16 form). */
+static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd,
+                          const char *want_form, bool normed)
 {
     static const loom_op ops[] = { LOOM_OP_MATMUL, LOOM_OP_MATMUL_ADD, LOOM_OP_MATMUL_SILU_MUL };
     const loom_op op = ops[form];
@@ -1263,9 +1270,24 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
     uint64_t wb = loom_view_bytes(dt, rows, cols), ny = (uint64_t)T * rows;
     void *W = rand_weights(dt, rows, cols), *U = rand_weights(dt, rows, cols);
     float *x = rand_f32((uint64_t)T * cols, 1), *r = rand_f32(ny, 1), *want = alloc_f32(ny);
+    float *xin = NULL, *gn = NULL;
     bool in_place = form == 1 && T % 2;
     harness h = begin();
-    uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx = input(&h, "x", x, (uint64_t)T * cols * 4);
+    uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx;
+    if (normed) {
+        xin = rand_f32((uint64_t)T * cols, 2);
+        gn = rand_f32(cols, 1);
+        loom_ref_rms_norm_mul_rows(xin, gn, x, cols, T, 1e-5f);
+        uint32_t bi = input(&h, "xin", xin, (uint64_t)T * cols * 4), bg = input(&h, "gn", gn, cols * 4);
+        ck_assert_int_eq(loom_graph_add_buffer(h.g, &(loom_buffer_desc){ .name = "x", .size = (uint64_t)T * cols * 4 },
+                                               &bx),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_rms_norm_mul_rows(h.g, loom_mat(bi, LOOM_F32, T, cols), loom_vec(bg, cols),
+                                                   loom_mat(bx, LOOM_F32, T, cols), 1e-5f, NULL),
+                         LOOM_OK);
+    } else {
+        bx = input(&h, "x", x, (uint64_t)T * cols * 4);
+    }
     uint32_t br = input(&h, "r", r, ny * 4), by = output(&h, "y", ny * 4);
     loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
     loom_tensor tx = loom_mat(bx, LOOM_F32, T, cols), tr = loom_mat(br, LOOM_F32, T, rows);
@@ -1274,10 +1296,11 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
                      : form == 1 ? loom_op_matmul_add(h.g, tw, tx, tr, ty, NULL)
                                  : loom_op_matmul_silu_mul(h.g, tw, tu, tx, ty, NULL);
     ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+    uint32_t mm = normed ? 1 : 0;   /* the matmul's node */
     float *slack = NULL;
-    bool coop = coop_forms(h.g) && strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel), "_coop");
+    bool coop = coop_forms(h.g) && strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, mm)->kernel), "_coop");
     if (want_form) {
-        const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);
+        const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, mm)->kernel);
         ck_assert_msg(strstr(k, want_form), "%ux%u T=%u: kernel %s, want its %s form", rows, cols, T, k, want_form);
     }
     if (coop) {
@@ -1307,7 +1330,13 @@ static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, u
     expect_buffer_slack(&h, op, what, in_place ? br : by, want, ny, slack);
     free(slack);
     end(&h);
-    free_all((void *[]){ W, U, x, r, want }, 5);
+    free_all((void *[]){ W, U, x, r, want, xin, gn }, 7);
+}
+
+static void matmul_case(loom_dtype dt, int form, uint32_t rows, uint32_t cols, uint32_t T, uint64_t sd,
+                        const char *want_form)
+{
+    matmul_case_x(dt, form, rows, cols, T, sd, want_form, false);
 }
 
 /* _i: type * 3 + form. Rows past a multiple of every form's rows (4, 64);
@@ -1345,6 +1374,15 @@ START_TEST(matmul_large)
     uint32_t tiles128 = (LOOM_MATMUL_COOP_L_FROM + 2) / 3, tiles64 = (LOOM_MATMUL_COOP_L_FROM + 1) / 2;
     matmul_case(dt, form, lrows * tiles128 - 5, cols, 300, 1900 + 4 * (uint64_t)_i, "_coop_l_");
     matmul_case(dt, form, lrows * tiles64 - 3, cols, 100, 1901 + 4 * (uint64_t)_i, "_coop_l64_");
+    /* x a norm's output, passed as f16: the large forms' _x16, and the
+     * small ones' (K split where the tiles are few, not where many). */
+    matmul_case_x(dt, form, lrows * tiles128 - 5, cols, 300, 1902 + 4 * (uint64_t)_i, "_coop_l_x16_", true);
+    matmul_case_x(dt, form, lrows * tiles64 - 3, cols, 100, 1903 + 4 * (uint64_t)_i, "_coop_l64_x16_", true);
+    matmul_case_x(dt, form, 67, cols, 100, 1904 + 4 * (uint64_t)_i, "_coop_ks_x16_", true);
+    coop_large_cols = UINT32_MAX;   /* the small tiles, not split: as at K below LOOM_MATMUL_COOP_L_COLS */
+    matmul_case_x(dt, form, LOOM_MATMUL_COOP_ROWS * LOOM_MATMUL_COOP_KS_BELOW / 2 - 7, cols, 100,
+                  1905 + 4 * (uint64_t)_i, "_coop_x16_", true);
+    coop_large_cols = 64;
 }
 END_TEST
 
@@ -1633,6 +1671,58 @@ START_TEST(rms_norm_mul_rows)
 }
 END_TEST
 
+/* rms_norm_mul_rows_y16 (NORM_Y16: the split pass's form of a T-row norm
+ * whose output only coopmat forms read) beside the plain form in one
+ * graph: its f16 pairs are the plain form's values rounded to f16, to the
+ * bit (the same f32 operations, both rounding to nearest even). Rows of
+ * even lengths: 300 and 2 (one pair), 2048 (eight pairs an invocation). */
+START_TEST(rms_norm_mul_rows_y16)
+{
+    static const uint32_t lens[] = { 300, 2, 2048 };
+    for (size_t s = 0; s < N_ROWS_T; s++) {
+        seed(3150 + s);
+        uint32_t T = rows_T[s], n = lens[s % 3];
+        float *x = rand_f32((uint64_t)T * n, 3), *w = rand_f32(n, 2), *y = alloc_f32((uint64_t)T * n);
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t i = 0; i < n; i++)
+                x[(uint64_t)t * n + i] *= (float)(1 + t % 5);
+        uint16_t *yh = malloc((uint64_t)T * n * 2);
+        ck_assert_ptr_nonnull(yh);
+        harness h = begin();
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * n * 4), bw = input(&h, "w", w, n * 4);
+        uint32_t by = output(&h, "y", (uint64_t)T * n * 4), bh = output(&h, "yh", (uint64_t)T * n * 4);
+        uint32_t id;
+        ck_assert_int_eq(loom_op_rms_norm_mul_rows(h.g, loom_mat(bx, LOOM_F32, T, n), loom_vec(bw, n),
+                                                   loom_mat(by, LOOM_F32, T, n), 1e-5f, &id),
+                         LOOM_OK);
+        const loom_node *nd = loom_graph_node(h.g, id);
+        loom_binding b[3];
+        memcpy(b, loom_node_bindings(h.g, nd), sizeof b);
+        uint8_t push[64];
+        ck_assert_uint_le(nd->push_size, sizeof push);
+        memcpy(push, loom_node_push(h.g, nd), nd->push_size);
+        ck_assert_uint_eq(b[2].buffer, by);
+        b[2].buffer = bh;
+        ck_assert_int_eq(loom_graph_add_dispatch(h.g, &(loom_dispatch_desc){ .kernel = "rms_norm_mul_rows_y16",
+                                                                          .op = LOOM_OP_RMS_NORM_MUL_ROWS,
+                                                                          .groups = { nd->groups[0], 1, 1 },
+                                                                          .bindings = b, .n_bindings = 3,
+                                                                          .push = push, .push_size = nd->push_size },
+                                                 NULL),
+                         LOOM_OK);
+        loom_step_params p = rows_params(4, real_rows(T));
+        run(&h, &p);
+        fetch(&h, by, y, (uint64_t)T * n * 4);
+        fetch(&h, bh, yh, (uint64_t)T * n * 2);
+        for (uint64_t e = 0; e < (uint64_t)T * n; e++)
+            ck_assert_msg(yh[e] == loom_f32_to_f16(y[e]), "T %u, n %u: element %llu is f16 0x%04x, want 0x%04x (%g)", T,
+                          n, (unsigned long long)e, yh[e], loom_f32_to_f16(y[e]), y[e]);
+        end(&h);
+        free_all((void *[]){ x, w, y, yh }, 4);
+    }
+}
+END_TEST
+
 /* _i 1: in place. Row t at pos + t: a kernel rotating every row at pos
  * (or at pos + t + 1) fails on every row but one. */
 START_TEST(rope_rows)
@@ -1852,6 +1942,7 @@ static Suite *ops_suite(void)
         { "blocks", blocks, N_BLOCK_TYPES * N_BLOCK_FORMS }, { "blocks_nan", blocks_nan, N_BLOCK_TYPES },
         { "embed_rows", embed_rows, 4 }, { "rms_norm_mul_rows", rms_norm_mul_rows, 2 },
         { "rope_rows", rope_rows, 2 },   { "kv_append_rows", kv_append_rows, 2 },
+        { "rms_norm_mul_rows_y16", rms_norm_mul_rows_y16, 1 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 2 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES },

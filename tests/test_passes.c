@@ -981,6 +981,82 @@ START_TEST(test_split_coopmat_large)
 }
 END_TEST
 
+/* The vectors that pass only between coopmat forms of one matrix go as
+ * f16: the gated FFN's output to the down projection
+ * (matmul_silu_mul_coop_y16, matmul_add_coop_*x16), the norm's to the q/k/v
+ * products (rms_norm_mul_rows_y16). Bindings and ranges stay. Not where the
+ * gated FFN reads the vector (its form read f16 x slower on an H100), where
+ * another reader takes part of it, where the readers' rows of x are not
+ * whole chunks of 8, or without coopmat. */
+START_TEST(test_split_coopmat_half_pair)
+{
+    enum { PAIR, TWO_READERS, PART_READER, NORM, NORM_FFN };
+    static const struct { int mode; uint32_t ffn; bool coop; const char *k[5]; } cases[] = {
+        { PAIR, 96, true, { "matmul_silu_mul_coop_y16_f16", "matmul_add_coop_ks_x16_f16" } },
+        { TWO_READERS, 96, true,
+          { "matmul_silu_mul_coop_y16_f16", "matmul_add_coop_ks_x16_f16", "matmul_add_coop_ks_x16_f16" } },
+        { PART_READER, 96, true, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16", "matmul_coop_ks_f16" } },
+        { PAIR, 98, true, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16" } },
+        { PAIR, 96, false, { "matmul_silu_mul_tiled_f16", "matmul_add_tiled_f16" } },
+        { NORM, 96, true,
+          { "rms_norm_mul_rows_y16", "matmul_coop_ks_x16_f16", "matmul_coop_ks_x16_f16", "matmul_silu_mul_coop_y16_f16",
+            "matmul_add_coop_ks_x16_f16" } },
+        { NORM_FFN, 96, true,
+          { "rms_norm_mul_rows", "matmul_coop_ks_f16", "matmul_coop_ks_f16", "matmul_silu_mul_coop_y16_f16",
+            "matmul_add_coop_ks_x16_f16" } },
+        { NORM, 96, false,
+          { "rms_norm_mul_rows", "matmul_tiled_f16", "matmul_tiled_f16", "matmul_silu_mul_tiled_f16",
+            "matmul_add_tiled_f16" } },
+    };
+    const uint32_t T = 100, dim = 64;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t ffn = cases[k].ffn;
+        uint32_t wg = buf(loom_view_bytes(LOOM_F16, ffn, dim), LOOM_USAGE_WEIGHT);
+        uint32_t wu = buf(loom_view_bytes(LOOM_F16, ffn, dim), LOOM_USAGE_WEIGHT);
+        uint32_t wd = buf(loom_view_bytes(LOOM_F16, dim, ffn), LOOM_USAGE_WEIGHT);
+        uint32_t x = buf((uint64_t)T * dim * 4, LOOM_USAGE_NONE), a = buf((uint64_t)T * ffn * 4, LOOM_USAGE_NONE);
+        uint32_t h = buf((uint64_t)T * dim * 4, LOOM_USAGE_NONE), o = buf((uint64_t)T * ffn * 4, LOOM_USAGE_NONE);
+        if (cases[k].mode == NORM || cases[k].mode == NORM_FFN) {
+            uint32_t gn = buf(dim * 4, LOOM_USAGE_WEIGHT), wq = buf(loom_view_bytes(LOOM_F16, dim, dim), LOOM_USAGE_WEIGHT);
+            uint32_t xn = buf((uint64_t)T * dim * 4, LOOM_USAGE_NONE), q = buf((uint64_t)T * dim * 4, LOOM_USAGE_NONE);
+            ck_assert_int_eq(loom_op_rms_norm_mul_rows(G, loom_mat(h, LOOM_F32, T, dim), loom_vec(gn, dim),
+                                                       loom_mat(xn, LOOM_F32, T, dim), 1e-5f, NULL),
+                             LOOM_OK);
+            for (int r = 0; r < 2; r++)
+                ck_assert_int_eq(loom_op_matmul(G, loom_mat(wq, LOOM_F16, dim, dim), loom_mat(xn, LOOM_F32, T, dim),
+                                                loom_mat(r ? o : q, LOOM_F32, T, dim), NULL),
+                                 LOOM_OK);
+            if (cases[k].mode == NORM_FFN)   /* the gated FFN reads the norm's output too */
+                x = xn;
+        }
+        ck_assert_int_eq(loom_op_matmul_silu_mul(G, loom_mat(wg, LOOM_F16, ffn, dim), loom_mat(wu, LOOM_F16, ffn, dim),
+                                                 loom_mat(x, LOOM_F32, T, dim), loom_mat(a, LOOM_F32, T, ffn), NULL),
+                         LOOM_OK);
+        ck_assert_msg(loom_op_matmul_add(G, loom_mat(wd, LOOM_F16, dim, ffn), loom_mat(a, LOOM_F32, T, ffn),
+                                         loom_mat(h, LOOM_F32, T, dim), loom_mat(h, LOOM_F32, T, dim), NULL) == LOOM_OK,
+                      "%s", loom_last_error());
+        if (cases[k].mode == TWO_READERS)
+            ck_assert_int_eq(loom_op_matmul_add(G, loom_mat(wd, LOOM_F16, dim, ffn), loom_mat(a, LOOM_F32, T, ffn),
+                                                loom_mat(o, LOOM_F32, T, dim), loom_mat(o, LOOM_F32, T, dim), NULL),
+                             LOOM_OK);
+        if (cases[k].mode == PART_READER)   /* the first 80 token rows of a */
+            ck_assert_int_eq(loom_op_matmul(G, loom_mat(wd, LOOM_F16, dim, ffn), loom_mat(a, LOOM_F32, 80, ffn),
+                                            loom_mat(o, LOOM_F32, 80, dim), NULL),
+                             LOOM_OK);
+        uint32_t before = loom_graph_node_count(G);
+        ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = cases[k].coop }), LOOM_OK);
+        ck_assert_uint_eq(loom_graph_node_count(G), before);
+        for (uint32_t i = 0; i < before; i++) {
+            const loom_node *n = loom_graph_node(G, i);
+            ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].k[i]), "case %zu node %u: %s, want %s",
+                          k, i, loom_graph_kernel_name(G, n->kernel), cases[k].k[i]);
+        }
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* The prefill's attention with ctx.coopmat: f16 caches of head_dim 64 and
  * 128 whose kv heads serve at least LOOM_ATTN_ROWS_COOP_Q query vectors
  * take the cooperative-matrix form of their head_dim, a workgroup per 64 of
@@ -1829,7 +1905,7 @@ END_TEST
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
-    struct { const char *name; const TTest *t[11]; } cases[] = {
+    struct { const char *name; const TTest *t[12]; } cases[] = {
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
                        test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
@@ -1846,7 +1922,7 @@ static Suite *passes_suite(void)
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
-                     test_split_coopmat_attention } },
+                     test_split_coopmat_attention, test_split_coopmat_half_pair } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

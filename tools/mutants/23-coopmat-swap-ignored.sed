@@ -1,4 +1,4 @@
 #file passes/coopmat.c
 # The split pass leaves the tiled matmul forms where the device has
 # cooperative matrices.
-s/return ctx \&\& ctx->coopmat ? pass_rename_nodes/return ctx \&\& 0 ? pass_rename_nodes/
+s/loom_result rc = pass_rename_nodes(g, "split", to_coop, ctx, \&count);/loom_result rc = LOOM_OK; (void)to_coop;/

@@ -1274,11 +1274,13 @@ static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols,
     bool in_place = form == 1 && T % 2;
     harness h = begin();
     uint32_t bw = input(&h, "W", W, wb), bu = input(&h, "U", U, wb), bx;
+    uint32_t br = input(&h, "r", r, ny * 4), by = output(&h, "y", ny * 4);
     if (normed) {
         xin = rand_f32((uint64_t)T * cols, 2);
         gn = rand_f32(cols, 1);
         loom_ref_rms_norm_mul_rows(xin, gn, x, cols, T, 1e-5f);
         uint32_t bi = input(&h, "xin", xin, (uint64_t)T * cols * 4), bg = input(&h, "gn", gn, cols * 4);
+        /* A plan buffer, the last one (the harness's ids stay its buffers'). */
         ck_assert_int_eq(loom_graph_add_buffer(h.g, &(loom_buffer_desc){ .name = "x", .size = (uint64_t)T * cols * 4 },
                                                &bx),
                          LOOM_OK);
@@ -1288,7 +1290,6 @@ static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols,
     } else {
         bx = input(&h, "x", x, (uint64_t)T * cols * 4);
     }
-    uint32_t br = input(&h, "r", r, ny * 4), by = output(&h, "y", ny * 4);
     loom_tensor tw = loom_mat(bw, dt, rows, cols), tu = loom_mat(bu, dt, rows, cols);
     loom_tensor tx = loom_mat(bx, LOOM_F32, T, cols), tr = loom_mat(br, LOOM_F32, T, rows);
     loom_tensor ty = in_place ? tr : loom_mat(by, LOOM_F32, T, rows);
@@ -1351,6 +1352,8 @@ START_TEST(matmul)
     for (size_t s = 0; s < (blk > 1 ? 1u : 2u); s++)
         for (size_t k = 0; k < sizeof mm_T / sizeof mm_T[0]; k++)
             matmul_case(dt, form, shapes[s][0], shapes[s][1], mm_T[k], 1700 + 64 * (uint64_t)_i + 8 * s + k, NULL);
+    /* x a T-row norm's output (f16 between them on a coopmat device) */
+    matmul_case_x(dt, form, shapes[0][0], shapes[0][1], 17, 1700 + 64 * (uint64_t)_i + 20, NULL, true);
 }
 END_TEST
 

@@ -102,7 +102,9 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
 
 /* Whether node i, a reader of y, may read it as f16: a matmul kind on its
  * coopmat form (not yet MM_X16, whose form it has), not a row block, reading
- * y whole as x and nothing else of it, in chunks of 8 (cols). */
+ * y whole as x and nothing else of it, in chunks of 8 (cols). The gated
+ * FFN has no MM_X16 form: on an H100 it read f16 x slower (docs/perf-log.md,
+ * "f16 x"), so the norm before it keeps writing f32. */
 static bool half_reader(const loom_graph *g, uint32_t i, const loom_binding *y)
 {
     const loom_node *nd = loom_graph_node(g, i);
@@ -110,7 +112,6 @@ static bool half_reader(const loom_graph *g, uint32_t i, const loom_binding *y)
     const char *k = loom_graph_kernel_name(g, nd->kernel);
     loom_op_args pc;
     if (pass_writes(g, nd, y) || (nd->flags & LOOM_NODE_SPLIT) || !matmul_kind(nd->op) ||
-        nd->op == LOOM_OP_MATMUL_SILU_MUL ||
         !loom_form_has(k, "MM_COOP") || loom_form_has(k, "MM_X16") || !loom_form_variant(k, "MM_X16", NULL) || !x ||
         !loom_binding_same(x, y) || loom_op_args_of(g, i, &pc) || pc.cols % 8)
         return false;

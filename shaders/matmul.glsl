@@ -29,10 +29,12 @@
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
 //   MM_Y16    (with MM_COOP, MM_SILU) y is stored as f16 pairs, for a reader
 //             with MM_X16 (the split pass pairs them): rows even;
-//   MM_X16    (with MM_COOP) x is stored as f16 (a y of MM_Y16): a chunk
-//             of x is one 16-byte load, not two; cols a multiple of 8. The
-//             coopmat form rounds x to f16 as it stages it either way, so
-//             the pair computes what the f32 vector gave.
+//   MM_X16    (with MM_COOP, one matrix) x is stored as f16 (a y of
+//             MM_Y16, NORM_Y16 or ATT_O16): a chunk of x is one 16-byte
+//             load, not two; cols a multiple of 8. The coopmat form rounds
+//             x to f16 as it stages it either way, so the pair computes what
+//             the f32 vector gave. (The gated form reading f16 x ran slower
+//             on an H100, for a cause not found: it has no such form.)
 // Weight types (forms.def's type defines, as matvec.glsl reads them): f32;
 // MV_F16 f16 pairs packed in u32; MV_Q8_0, MV_Q4_0, MV_Q4_K, MV_Q6_K blocks
 // decoded 8 weights at a time by quant.glsl's q*_chunk. Rows whose length is
@@ -46,6 +48,9 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #if (defined(MM_X16) || defined(MM_Y16)) && !defined(MM_COOP)
 #error "MM_X16, MM_Y16: the cooperative-matrix form"
+#endif
+#if defined(MM_X16) && defined(MM_SILU)
+#error "MM_X16: the forms of one matrix"
 #endif
 #if defined(MM_Y16) && !defined(MM_SILU)
 #error "MM_Y16: the gated form"

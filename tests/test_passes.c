@@ -1057,6 +1057,41 @@ START_TEST(test_split_coopmat_half_pair)
 }
 END_TEST
 
+/* The prefill attention's output, read only by the o-projection, goes as
+ * f16 where the attention takes its cooperative-matrix form
+ * (attention_rows_coop_kh_h64_o16, the reader's _x16 form); on its portable
+ * form (f32 caches) it stays f32. */
+START_TEST(test_split_coopmat_half_attention)
+{
+    static const struct { bool kh; const char *att, *o; } cases[] = {
+        { true, "attention_rows_coop_kh_h64_o16", "matmul_add_coop_ks_x16_f16" },
+        { false, "attention_rows", "matmul_add_coop_ks_f16" },
+    };
+    const uint32_t T = 64, nh = 8, nkv = 2, hd = 64, nq = nh * hd, kvd = nkv * hd, max_seq = 256;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        loom_dtype ct = cases[k].kh ? LOOM_F16 : LOOM_F32;
+        uint32_t q = buf((uint64_t)T * nq * 4, LOOM_USAGE_NONE), o = buf((uint64_t)T * nq * 4, LOOM_USAGE_NONE);
+        uint32_t h = buf((uint64_t)T * nq * 4, LOOM_USAGE_NONE);
+        uint32_t kc = buf(loom_view_bytes(ct, max_seq, kvd), LOOM_USAGE_KV_CACHE);
+        uint32_t vc = buf(loom_view_bytes(ct, max_seq, kvd), LOOM_USAGE_KV_CACHE);
+        uint32_t wo = buf(loom_view_bytes(LOOM_F16, nq, nq), LOOM_USAGE_WEIGHT);
+        ck_assert_int_eq(loom_op_attention_rows(G, loom_mat(q, LOOM_F32, T, nq), loom_mat(kc, ct, max_seq, kvd),
+                                                loom_mat(vc, ct, max_seq, kvd), loom_mat(o, LOOM_F32, T, nq), nh, nkv,
+                                                hd, NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_matmul_add(G, loom_mat(wo, LOOM_F16, nq, nq), loom_mat(o, LOOM_F32, T, nq),
+                                            loom_mat(h, LOOM_F32, T, nq), loom_mat(h, LOOM_F32, T, nq), NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = true }), LOOM_OK);
+        ck_assert_uint_eq(loom_graph_node_count(G), 2);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 0)->kernel), cases[k].att);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel), cases[k].o);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* The prefill's attention with ctx.coopmat: f16 caches of head_dim 64 and
  * 128 whose kv heads serve at least LOOM_ATTN_ROWS_COOP_Q query vectors
  * take the cooperative-matrix form of their head_dim, a workgroup per 64 of
@@ -1905,7 +1940,7 @@ END_TEST
 static Suite *passes_suite(void)
 {
     Suite *s = suite_create("passes");
-    struct { const char *name; const TTest *t[12]; } cases[] = {
+    struct { const char *name; const TTest *t[13]; } cases[] = {
         { "manager", { test_pipeline_parse, test_pipeline_report_skip, test_pipeline_verify_fails, test_pipeline_dump,
                        test_pass_table_drives_all } },
         { "reorder_barriers", { test_reorder_groups, test_no_hazards_no_barriers, test_barrier_reasons,
@@ -1922,7 +1957,7 @@ static Suite *passes_suite(void)
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
-                     test_split_coopmat_attention, test_split_coopmat_half_pair } },
+                     test_split_coopmat_attention, test_split_coopmat_half_pair, test_split_coopmat_half_attention } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

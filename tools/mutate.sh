@@ -35,8 +35,8 @@ seeds=${LOOM_ORACLE_SEEDS:-400}
 suites="test_passes_oracle test_passes test_ir test_encode test_compiler test_passes_property test_profile test_gguf"
 
 mkdir -p "$src" "$bld"
-# The copy follows the checkout; unchanged files keep their time stamps, so
-# the build stays incremental across runs.
+# The copy follows the checkout, deletions too; unchanged files keep their
+# time stamps, so the build stays incremental across runs.
 for d in CMakeLists.txt cmake include tools ir reference passes compiler runtime shaders models examples cli tests fuzz bench docs; do
     [ -e "$root/$d" ] || continue
     if [ -d "$root/$d" ]; then
@@ -44,6 +44,11 @@ for d in CMakeLists.txt cmake include tools ir reference passes compiler runtime
         (cd "$root/$d" && find . -type f | while read -r f; do
             mkdir -p "$src/$d/$(dirname "$f")"
             cmp -s "$f" "$src/$d/$f" 2>/dev/null || cp -p "$f" "$src/$d/$f"
+        done)
+        # and loses what the checkout no longer has (a deleted .comp would
+        # still be built)
+        (cd "$src/$d" && find . -type f | while read -r f; do
+            [ -e "$root/$d/$f" ] || rm -f "$f"
         done)
     else
         cmp -s "$root/$d" "$src/$d" 2>/dev/null || cp -p "$root/$d" "$src/$d"

@@ -244,6 +244,27 @@ bool rt_kernel_known(loom_rt *rt, const char *name)
     return find_kernel(rt, name) || loom_builtin_kernel_find(name);
 }
 
+/* The whole of open file f (under 1 GiB) into *data (rt_alloc_bytes, *len
+ * bytes; NULL where it is empty); closes f. false where it cannot be read
+ * (nothing is then held; *data NULL, *len the size it had, 0 if unknown). */
+static bool read_whole(loom_rt *rt, FILE *f, uint8_t **data, size_t *len)
+{
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    bool ok = n >= 0 && n < (1l << 30) && fseek(f, 0, SEEK_SET) == 0;
+    *data = NULL;
+    *len = n > 0 ? (size_t)n : 0;
+    if (ok && n > 0) {
+        *data = rt_alloc_bytes(rt, (size_t)n);
+        ok = *data && fread(*data, 1, (size_t)n, f) == (size_t)n;
+        if (!ok && *data) {
+            rt_free_bytes(rt, *data, (size_t)n);
+            *data = NULL;
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
 #ifdef LOOM_PROBES
 /* LOOM_KERNEL_DIR=DIR (test and benchmark builds): a built-in kernel is
  * taken from DIR/<name>.spv where that file exists, in place of the
@@ -263,22 +284,14 @@ static loom_result probe_kernel_file(loom_rt *rt, const char *kernel, uint32_t *
     FILE *f = fopen(path, "rb");
     if (!f)
         return LOOM_OK;   /* no variant of this kernel: the built-in one */
-    long len = -1;
-    if (!fseek(f, 0, SEEK_END))
-        len = ftell(f);
-    rewind(f);
-    uint32_t *buf = len > 0 ? rt_alloc_bytes(rt, (size_t)len) : NULL;
-    bool ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
-    fclose(f);
-    if (!ok) {
-        if (buf)
-            rt_free_bytes(rt, buf, (size_t)len);
-        return loom_fail(len > 0 ? LOOM_IO : LOOM_INVALID_ARGUMENT,
+    uint8_t *buf;
+    size_t len;
+    if (!read_whole(rt, f, &buf, &len) || !len)
+        return loom_fail(len ? LOOM_IO : LOOM_INVALID_ARGUMENT,
                          "LOOM_KERNEL_DIR: cannot read %s (kernel '%s')", path, kernel);
-    }
     fprintf(stderr, "loom: LOOM_KERNEL_DIR: kernel '%s' from %s\n", kernel, path);
-    *code = buf;
-    *size = (size_t)len;
+    *code = (uint32_t *)buf;
+    *size = len;
     return LOOM_OK;
 }
 #endif
@@ -368,12 +381,8 @@ loom_result rt_pipeline_cache_open(loom_rt *rt, const char *path)
         if (!(rt->pipeline_cache_path = rt_strdup(rt, path)))
             return loom_fail(LOOM_OUT_OF_MEMORY, "pipeline cache path: out of memory");
         FILE *f = fopen(path, "rb");
-        if (f) {
-            long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-            if (len > 0 && len < (1l << 30) && fseek(f, 0, SEEK_SET) == 0 &&
-                (data = rt_alloc_bytes(rt, cap = (size_t)len)) && fread(data, 1, (size_t)len, f) == (size_t)len)
-                n = (size_t)len;
-            fclose(f);
+        if (f && read_whole(rt, f, &data, &cap)) {
+            n = cap;
             if (n && !cache_header_ok(rt, data, n)) {
                 rt_log(rt, LOOM_LOG_WARN, "pipeline cache '%s' is for another device or driver; ignored", path);
                 n = 0;

@@ -39,16 +39,21 @@ static void *mv_run(void *arg)
 #define MV_THREADS 32
 #define MV_PARALLEL_FROM (1u << 20)   /* weights from which a matrix is shared out */
 
+static uint32_t mv_n_threads;
+static pthread_once_t mv_once = PTHREAD_ONCE_INIT;
+
+static void mv_count_threads(void)
+{
+    long p = sysconf(_SC_NPROCESSORS_ONLN);
+    mv_n_threads = p < 1 ? 1u : p > MV_THREADS ? MV_THREADS : (uint32_t)p;
+}
+
 /* Threads for the reference's matrices: the host's processors, at most
- * MV_THREADS; read once. */
+ * MV_THREADS; read once (reference decoders may run on several threads). */
 static uint32_t mv_threads(void)
 {
-    static uint32_t n;   /* a race here writes the same value */
-    if (!n) {
-        long p = sysconf(_SC_NPROCESSORS_ONLN);
-        n = p < 1 ? 1u : p > MV_THREADS ? MV_THREADS : (uint32_t)p;
-    }
-    return n;
+    pthread_once(&mv_once, mv_count_threads);
+    return mv_n_threads;
 }
 
 /* The reference ops read f16 matrices in their stored bits, like the

@@ -68,21 +68,23 @@ static void matvec(const loom_llama_matrix *W, const float *x, float *y)
     loom_dtype t = W->type == LOOM_F16 ? LOOM_F16 : LOOM_F32;
     const uint8_t *base = t == LOOM_F16 ? (const uint8_t *)W->raw : (const uint8_t *)W->f32;
     size_t row_bytes = (size_t)W->cols * (t == LOOM_F16 ? 2 : 4);
+    if (W->rows == 0)
+        return;
     uint32_t n = (uint64_t)W->rows * W->cols < MV_PARALLEL_FROM ? 1 : mv_threads();
-    if (n > W->rows)
-        n = W->rows;
+    /* shares of per rows, the last one shorter: n such that none is empty */
+    uint32_t per = (W->rows + n - 1) / n;
+    n = (W->rows + per - 1) / per;
     mv_part part[MV_THREADS];
     pthread_t th[MV_THREADS];
     bool started[MV_THREADS] = { false };
-    uint32_t per = (W->rows + n - 1) / n;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t r0 = i * per, r1 = r0 + per < W->rows ? r0 + per : W->rows;
-        part[i] = (mv_part){ t, base + r0 * row_bytes, x, y + r0, r1 > r0 ? r1 - r0 : 0, W->cols };
+        part[i] = (mv_part){ t, base + r0 * row_bytes, x, y + r0, r1 - r0, W->cols };
         /* the last share on this thread, and any share a thread could not take */
-        started[i] = i + 1 < n && part[i].rows && !pthread_create(&th[i], NULL, mv_run, &part[i]);
+        started[i] = i + 1 < n && !pthread_create(&th[i], NULL, mv_run, &part[i]);
     }
     for (uint32_t i = 0; i < n; i++)
-        if (!started[i] && part[i].rows)
+        if (!started[i])
             mv_run(&part[i]);
     for (uint32_t i = 0; i < n; i++)
         if (started[i])

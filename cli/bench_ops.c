@@ -450,6 +450,11 @@ static void print_warmup(void)
     warm_programs = warm_unstable = 0;
 }
 
+/* --dtype NAME (repeatable): the weight types of the bandwidth table; all
+ * of them by default. */
+static loom_dtype only_dts[8];
+static size_t n_only;
+
 static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
 {
     loom_rt *rt;
@@ -473,8 +478,10 @@ static int bench_device(const char *device, const bench_cfg *cfg, bool isolated)
         return status;
     }
     printf("%-12s %-5s %6s %6s %10s %10s %7s\n", "shape", "dtype", "mats", "disp", "GB/s", "copy GB/s", "ratio");
-    static const loom_dtype dts[] = { LOOM_F16, LOOM_F32, LOOM_Q8_0, LOOM_Q4_0, LOOM_Q4_K, LOOM_Q6_K };
-    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+    static const loom_dtype all_dts[] = { LOOM_F16, LOOM_F32, LOOM_Q8_0, LOOM_Q4_0, LOOM_Q4_K, LOOM_Q6_K };
+    const loom_dtype *dts = n_only ? only_dts : all_dts;
+    size_t n_dts = n_only ? n_only : sizeof all_dts / sizeof all_dts[0];
+    for (size_t d = 0; d < n_dts; d++)
         for (int s = 0; s < 4; s++) {
             uint32_t rows = cfg->shapes[s][0], cols = cfg->shapes[s][1], mats, disp;
             double gbs;
@@ -512,8 +519,20 @@ int loom_bench_ops(int argc, char **argv)
             all = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && n_dev < 16)
             devices[n_dev++] = argv[++i];
-        else {
-            fprintf(stderr, "usage: loom bench ops [--quick] [--isolated [--hot]] [--all | --device NAME ...]\n");
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            loom_dtype dt;
+            if (loom_dtype_parse(argv[++i], &dt) != LOOM_OK || dt == LOOM_U32) {
+                fprintf(stderr, "bench ops: --dtype %s: not one of f16, f32, q8_0, q4_0, q4_k, q6_k\n", argv[i]);
+                return 2;
+            }
+            if (n_only == sizeof only_dts / sizeof only_dts[0]) {
+                fprintf(stderr, "bench ops: more than %zu --dtype\n", sizeof only_dts / sizeof only_dts[0]);
+                return 2;
+            }
+            only_dts[n_only++] = dt;
+        } else {
+            fprintf(stderr, "usage: loom bench ops [--quick] [--isolated [--hot]] [--dtype NAME ...] "
+                            "[--all | --device NAME ...]\n");
             return 2;
         }
     }

@@ -20,7 +20,7 @@ static const struct {
 } benches[] = {
     { "micro", "[--quick] [--dispatches N] [--reps R] [--device INDEX|NAME]",
       "dispatch, barrier, record, submit and wait costs", loom_bench_micro },
-    { "ops", "[--quick] [--isolated [--hot]] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
+    { "ops", "[--quick] [--isolated [--hot]] [--dtype NAME ...] [--all | --device NAME ...]", "MATVEC bandwidth against a copy", loom_bench_ops },
     { "matmul", "[--quick] [--no-check] [--smi] [--types LIST] [--device NAME]", "MATMUL TFLOP/s per kernel form",
       loom_bench_matmul },
     { "cache", "[--device NAME] [--reps N]", "host cost of a cached decode step", loom_bench_cache },

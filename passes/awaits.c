@@ -49,8 +49,10 @@ static const struct tag_form {
     { "attention_kh", "ATT_TAG", NULL, -1, 4, true },
     { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false },
     { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false },
+    { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false },
     { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
     { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
+    { "matvec_add_stage_tq", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
 };
 
 /* Node n's tagged kernels, where its form has them for its weights. */

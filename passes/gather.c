@@ -44,7 +44,8 @@ static bool consumer_made(const loom_graph *g, const loom_node *c, bool *f16)
     const loom_op_info *in = loom_op_info_get((loom_op)c->op);
     const char *row = loom_form_row(loom_graph_kernel_name(g, c->kernel));
     bool t16 = c->op == LOOM_OP_MATVEC_ADD_STAGE && in && c->n_bindings == in->n_slots &&
-               c->push_size == in->push_size && row && !strcmp(row, "matvec_add_stage_t16");
+               c->push_size == in->push_size && row &&
+               (!strcmp(row, "matvec_add_stage_t16") || !strcmp(row, "matvec_add_stage_tq"));
     *f16 = pass_weight_dtype(g, c) != LOOM_F32;
     return t16 || pass_builder_made(g, c, &(bool){ false });
 }

@@ -32,6 +32,15 @@
  * MV_PRE MV_X16 forms, *_pre_x16_*). t keeps its f32 size. "f16" here and
  * below: weights read in chunks of 8, f16 or a block type (forms.def).
  *
+ * A producer with block-typed weights (16 rows a workgroup) whose every
+ * staged norm has block-typed weights stores t quantized, as the norms'
+ * integer forms read x (its MV_TQ form, *_tq_*: per 16 rows, int8 codes
+ * and a scale), and those norms read it so (MV_PRE MV_XQ, *_pre_xq_*):
+ * no workgroup of theirs quantizes x itself (the 1b Q4_K_M decode step
+ * 876.7 -> 679.0 us on an H200: docs/perf-log.md, "x quantized by its
+ * producer"). Not with half stage, which is for f16 weights. t keeps its
+ * f32 size (the quads take 1.5 bytes an element).
+ *
  * With LOOM_ENABLE_HALF_ACT, last: a gated FFN (RMS_NORM_MATVEC_SILU_MUL,
  * any of its forms, f16 weights, not a row block) or an ATTENTION with the
  * wide kernel, whose output is a plan buffer of an even length that
@@ -68,6 +77,7 @@ typedef struct staged {
     uint32_t t;
     uint32_t site;
     bool t16;          /* t stored as f16 */
+    bool tq;           /* t stored quantized per 16 rows (MV_TQ) */
 } staged;
 
 typedef struct stage_state {
@@ -120,7 +130,8 @@ static uint32_t entry_of(stage_state *s, uint32_t prod, const loom_binding *gw)
     for (uint32_t i = 0; i < s->n_st; i++)
         if (s->st[i].prod == prod)
             return loom_binding_same(&s->st[i].gain, gw) ? i : LOOM_NONE;
-    s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st, .t16 = true };
+    s->st[s->n_st] = (staged){ .prod = prod, .gain = *gw, .t = LOOM_NONE, .site = s->n_st, .t16 = true,
+                               .tq = true };
     return s->n_st++;
 }
 
@@ -256,9 +267,11 @@ static loom_result build_producer(stage_state *s, staged *e)
         return rc;
     /* The builder's node (its kernel writes t as f32) is left out of the
      * plan by the permutation: only its copy is listed. */
-    const char *t16 = e->t16 ? loom_form_variant(loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel), "MV_T16", NULL)
-                             : NULL;
-    if (e->t16 && (rc = t16 ? pass_retarget(g, id, t16, &id) : loom_fail(LOOM_UNSUPPORTED, "stage: no t16 form")))
+    const char *add = e->t16 ? "MV_T16" : e->tq ? "MV_TQ" : NULL;
+    const char *to = add ? loom_form_variant(loom_graph_kernel_name(g, loom_graph_node(g, id)->kernel), add, NULL)
+                         : NULL;
+    if (add && (rc = to ? pass_retarget(g, id, to, &id)
+                        : loom_fail(LOOM_UNSUPPORTED, "stage: no %s form", e->t16 ? "t16" : "tq")))
         return loom_fail_wrap(rc, "stage: node %u (MATVEC_ADD)", e->prod);
     s->repl[e->prod] = id;
     return LOOM_OK;
@@ -297,9 +310,10 @@ static loom_result rebind(stage_state *s, uint32_t pos, const staged *e)
             r[i].size = to->size;
         }
     }
-    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" (t16: "..._pre_x16_f16") */
+    /* "rms_norm_matvec_f16" -> "rms_norm_matvec_pre_f16" (t16: "..._pre_x16_f16";
+     * tq: "rms_norm_matvec_pre_xq_q4_k") */
     const char *k = loom_graph_kernel_name(g, nd->kernel);
-    const char *kernel = loom_form_variant(k, e->t16 ? "MV_PRE MV_X16" : "MV_PRE", NULL);
+    const char *kernel = loom_form_variant(k, e->t16 ? "MV_PRE MV_X16" : e->tq ? "MV_PRE MV_XQ" : "MV_PRE", NULL);
     if (!kernel)
         return loom_fail(LOOM_UNSUPPORTED, "stage: node %u: kernel %s has no staged form", pos, k);
     uint32_t id;
@@ -333,8 +347,11 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         if (s.prod[i] != LOOM_NONE) {
             norms++;
             first = first == LOOM_NONE ? prod : first;
-            /* every norm of t must read it as f16 */
+            /* every norm of t must read it as f16, or quantized */
+            const char *k = loom_graph_kernel_name(g, nd->kernel);
             s.st[s.prod[i]].t16 &= pass_weight_dtype(g, nd) != LOOM_F32;
+            s.st[s.prod[i]].tq &= loom_dtype_is_block(pass_weight_dtype(g, nd)) &&
+                                  loom_form_variant(k, "MV_PRE MV_XQ", NULL) != NULL;
         }
     }
     /* t as f16 only where asked, from an f16 producer of an even row count
@@ -345,6 +362,9 @@ loom_result loom_pass_stage(loom_graph *g, loom_pass_ctx *ctx)
         const loom_binding *y = pass_named(g, p, "y");
         bool f16 = pass_weight_dtype(g, p) != LOOM_F32;
         s.st[k].t16 &= half && f16 && y && (y->size / 4) % 2 == 0;
+        /* quantized where half stage is not taken, from a producer of
+         * whole quads (its rows: its norms' columns, whole blocks) */
+        s.st[k].tq &= !s.st[k].t16 && loom_dtype_is_block(pass_weight_dtype(g, p)) && y && (y->size / 4) % 32 == 0;
     }
     uint32_t zero = LOOM_NONE;
     if (!rc && norms) {

@@ -34,6 +34,10 @@ void loom_ref_silu_mul(const float *a, const float *b, float *y, uint32_t n);
  * |v| / 127, in the kernels' float operations. n: a multiple of 32. The
  * tests give it to the references as their x to model the kernels. */
 void loom_ref_quantize_x8(const float *x, const float *g, uint32_t n, float *out);
+/* The same per block of `block` elements (n a multiple of it): 16 models a
+ * staged t a block-typed producer stores quantized (matvec.glsl: MV_TQ, one
+ * quad of 16 rows a workgroup). */
+void loom_ref_quantize_blocks(const float *x, const float *g, uint32_t n, uint32_t block, float *out);
 void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,
                      uint32_t cols);
 /* y = silu(Wg x) * (Wu x). */

@@ -91,18 +91,23 @@ static double row_dot(loom_dtype dtype, const void *W, const float *x, uint32_t 
     return acc;
 }
 
-void loom_ref_quantize_x8(const float *x, const float *g, uint32_t n, float *out)
+void loom_ref_quantize_blocks(const float *x, const float *g, uint32_t n, uint32_t block, float *out)
 {
-    for (uint32_t b = 0; b + 32 <= n; b += 32) {
+    for (uint32_t b = 0; block && block <= 32 && b + block <= n; b += block) {
         float v[32], amax = 0.0f;
-        for (uint32_t i = 0; i < 32; i++) {
+        for (uint32_t i = 0; i < block; i++) {
             v[i] = g ? x[b + i] * g[b + i] : x[b + i];
             amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
         }
         float id = amax > 1e-30f ? 127.0f * (1.0f / amax) : 0.0f, d = id > 0.0f ? amax * (1.0f / 127.0f) : 0.0f;
-        for (uint32_t i = 0; i < 32; i++)
+        for (uint32_t i = 0; i < block; i++)
             out[b + i] = d * rintf(v[i] * id);
     }
+}
+
+void loom_ref_quantize_x8(const float *x, const float *g, uint32_t n, float *out)
+{
+    loom_ref_quantize_blocks(x, g, n, 32, out);
 }
 
 void loom_ref_matvec(loom_dtype dtype, const void *W, const float *x, const float *r, float *y, uint32_t rows,

@@ -36,8 +36,17 @@
 //             one 16-byte load, not two;
 //   MV_T16    (with MV_STAGE, MV_F16) t is stored as f16 pairs: the
 //             invocation of the workgroup's first row writes both rows';
+//   MV_TQ     (with MV_STAGE, block types) t is stored quantized, as the
+//             integer form reads x: the workgroup's 16 rows are one quad
+//             of 16 int8 codes (bytes 16 b of the binding, b the row
+//             block) with its own scale d = max |t| / 127 and d times the
+//             codes' sum (two floats at byte rows + 8 b), so that no
+//             reader quantizes x (the stage pass);
 //   MV_PRE    (with MV_NORM or MV_QKV) x is already scaled by g (t above)
 //             and slot g holds the sum of squares of the unscaled x;
+//   MV_XQ     (with MV_PRE, block types) x is such a quantized t: the
+//             integer form reads its quads where it would have quantized
+//             x into shared memory, the float form decodes them;
 //   MV_X16    (with MV_F16) x is stored as f16 (a t of MV_T16, or a y of
 //             MV_Y16): a chunk of x is one 16-byte load, not two;
 //   MV_Y16    (with MV_SILU, MV_F16) y is stored as f16 pairs, for a
@@ -105,6 +114,14 @@
 #endif
 #else
 #define TAG_PC
+#endif
+#if defined(MV_TQ) && (!defined(MV_STAGE) || defined(MV_T16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
+                                                                   defined(MV_Q4_K) || defined(MV_Q6_K)))
+#error "MV_TQ: a staging form over block-typed weights (16 rows a workgroup: one quad)"
+#endif
+#if defined(MV_XQ) && (!defined(MV_PRE) || defined(MV_X16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
+                                                                  defined(MV_Q4_K) || defined(MV_Q6_K)))
+#error "MV_XQ: a staged norm's form over block-typed weights"
 #endif
 #if defined(MV_LONG) && defined(MV_NORM) && !defined(MV_PRE)
 #error "MV_LONG does not sum x^2 for a norm"
@@ -320,8 +337,21 @@ QBIND(3, B_TAB)
 #define QX_MAX 14336u
 shared uvec4 qx_codes[QX_MAX / 16u];
 shared vec2 qx_scale[QX_MAX / 16u];
+#ifdef MV_XQ
+// x arrives quantized (MV_TQ's layout): quad i of the whole row, not of a
+// segment.
+#define QXV(i) xq4[i]
+#define QXS(i) xq2[pc.cols / 8u + (i)]
+#define QX_UNIT(u0, xu) ((u0) + (xu))
+#else
+#define QX_UNIT(u0, xu) (xu)   // shared memory holds the segment from unit u0
 #define QXV(i) qx_codes[i]
 #define QXS(i) qx_scale[i]
+#endif
+#endif
+#ifdef MV_XQ
+layout(set = 0, binding = B_X) readonly buffer Xq { uvec4 xq4[]; };
+layout(set = 0, binding = B_X) readonly buffer Xqs { vec2 xq2[]; };
 #endif
 #include "quant.glsl"
 #else
@@ -352,6 +382,8 @@ layout(set = 0, binding = B_X) readonly buffer Xv { vec4 part4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xh { uvec4 parth4[]; };
 #endif
 #define COMB_SHARES 4u   // passes/gather.c: GATHER_MAX_SHARES
+#elif defined(MV_XQ)
+// (declared before quant.glsl, which reads them)
 #elif defined(MV_X16)
 layout(set = 0, binding = B_X) readonly buffer Xv { uvec4 xh4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { uint xh1[]; };
@@ -376,6 +408,10 @@ layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
 layout(set = 0, binding = B_S) readonly buffer S { float stage_in[]; };
 #ifdef MV_T16
 layout(set = 0, binding = B_T) writeonly buffer T { uint stage_out16[]; };
+#elif defined(MV_TQ)
+layout(set = 0, binding = B_T) writeonly buffer T { uvec4 stage_q4[]; };
+layout(set = 0, binding = B_T) writeonly buffer Ts { vec2 stage_q2[]; };
+shared float tq_val[MV_ROWS];
 #else
 layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
 #endif
@@ -650,6 +686,29 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 #endif
 vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
+#elif defined(MV_XQ)
+// A chunk of 8 (half of quad c / 2) decoded: code times the quad's d.
+vec4 xq_decode(uint w, float d)
+{
+    int v = int(w);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8),
+                bitfieldExtract(v, 24, 8)) * d;
+}
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
+{
+    uvec4 q = xq4[c / 2u];
+    uvec2 w = (c & 1u) != 0u ? q.zw : q.xy;
+    float d = xq2[pc.cols / 8u + c / 2u].x;
+    xa = xq_decode(w.x, d);
+    xb = xq_decode(w.y, d);
+}
+vec2 x_pair(uint c)
+{
+    vec4 a, b;
+    x_chunk(c / 4u, a, b);
+    uint k = c % 4u;
+    return k == 0u ? a.xy : k == 1u ? a.zw : k == 2u ? b.xy : b.zw;
+}
 #elif defined(MV_X16)
 // Eight f16 values a 16-byte chunk; a pair of them a word.
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
@@ -840,6 +899,7 @@ void block_sums_q(inout float x2)
         [[unroll]] for (uint i = 0u; i < QRPT; i++)
             [[unroll]] for (uint j = 0u; j < NMAT; j++)
                 w[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], u0 + min(lane, nu - 1u));
+#ifndef MV_XQ
         if (!qx_kept) {
             if (e0 > 0u)
                 barrier();   // the last segment's readers are done with it
@@ -847,6 +907,7 @@ void block_sums_q(inout float x2)
             memoryBarrierShared();
             barrier();
         }
+#endif
         for (uint xu = lane; xu < nu; xu += GL) {
             QRaw nw[NA];
             uint un = u0 + min(xu + GL, nu - 1u);
@@ -855,7 +916,7 @@ void block_sums_q(inout float x2)
                     nw[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], un);
             [[unroll]] for (uint i = 0u; i < QRPT; i++)
                 [[unroll]] for (uint j = 0u; j < NMAT; j++)
-                    acc[i * NMAT + j] += qdot(NMAT == 1u ? qmat[i] : j, w[i * NMAT + j], qbase[i], u0 + xu, xu);
+                    acc[i * NMAT + j] += qdot(NMAT == 1u ? qmat[i] : j, w[i * NMAT + j], qbase[i], u0 + xu, QX_UNIT(u0, xu));
             w = nw;
         }
     }
@@ -1094,10 +1155,35 @@ void block()
 #elif !defined(MV_Y16)
         y[row_of(t)] = val;
 #endif
-#if defined(MV_STAGE) && !defined(MV_T16)
+#if defined(MV_STAGE) && !defined(MV_T16) && !defined(MV_TQ)
         stage_out[row_of(t)] = val * sv;
 #endif
     }
+#ifdef MV_TQ
+    // The row block's 16 values of t as one quad (a row past the end is 0):
+    // scale and codes as quantize_chunk makes them, by one invocation.
+    if (t < MV_ROWS)
+        tq_val[t] = val * sv;
+    memoryBarrierShared();
+    barrier();
+    if (t == 0u) {
+        float amax = 0.0;
+        for (uint k = 0u; k < MV_ROWS; k++)
+            amax = max(amax, abs(tq_val[k]));
+        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+        uint wq[4] = uint[4](0u, 0u, 0u, 0u);
+        int sum = 0;
+        for (uint k = 0u; k < MV_ROWS; k++) {
+            precise float p = tq_val[k] * id;
+            precise float rq = p + 12582912.0;
+            uint code = floatBitsToUint(rq) & 0xffu;
+            sum += int(code << 24u) >> 24;
+            wq[k / 4u] |= code << (8u * (k % 4u));
+        }
+        stage_q4[wg_block] = uvec4(wq[0], wq[1], wq[2], wq[3]);
+        stage_q2[pc.rows / 8u + wg_block] = vec2(d, d * float(sum));
+    }
+#endif
 #ifdef MV_Y16
     // As MV_T16 below: rows 2k and 2k + 1 as one word.
     uint yw = pair_half(val);

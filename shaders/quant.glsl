@@ -161,7 +161,9 @@ float q4_k_unit_dot(uvec4 hd, uvec4 qs, uint u, vec4 xa[4], vec4 xb[4], vec2 sx)
 // x is quantized per block of 32 to int8 codes with one scale (xd: the
 // block's largest magnitude / 127) into shared memory by the includer:
 // QXV(i) is the 16-byte quad i of codes (x elements 16i to 16i + 16), QXS(i)
-// the pair (xd, xd * the sum of those 16 codes). A unit is 32 weights whose
+// the pair (xd, xd * the sum of those 16 codes). Every dot takes each
+// quad's scale as its own: a staged x (matvec.glsl's MV_XQ) comes with one
+// scale per quad of 16, not per block of 32. A unit is 32 weights whose
 // codes meet x's as 4 at a time (OpSDot: signed by signed; OpSUDot: signed
 // x by unsigned codes), so the only float work left is a few products of
 // scales a unit. Every type's unit is 32 weights: unit u of a row is
@@ -211,8 +213,10 @@ float q8_0_dot(QRaw r, uint rb, uint u, uint xu)
     uvec4 lo, hi;
     float d;
     q_shift(((rb + u * 34u) & 2u) != 0u, r.a, r.b, r.e, lo, hi, d);
-    vec2 xs = QXS(2u * xu);
-    return d * xs.x * float(dot4_ss(lo, QXV(2u * xu)) + dot4_ss(hi, QXV(2u * xu + 1u)));
+    // Each quad of x with its own scale: the kernel's own quantization gives
+    // a block's two the same, a staged t (MV_XQ) one per 16 rows.
+    vec2 x0 = QXS(2u * xu), x1 = QXS(2u * xu + 1u);
+    return d * (x0.x * float(dot4_ss(lo, QXV(2u * xu))) + x1.x * float(dot4_ss(hi, QXV(2u * xu + 1u))));
 }
 
 // Q4_0 (18 bytes: f16 d, 16 bytes; weight j the low nibble of byte j,
@@ -229,8 +233,8 @@ float q4_0_dot(QRaw r, uint rb, uint u, uint xu)
     float d = q_half(odd ? r.a.x >> 16u : r.a.x & 0xffffu);
     uvec4 s0 = uvec4(r.a.yzw, r.e), w = odd ? s0 : (r.a >> 16u) | (s0 << 16u);
     vec2 x0 = QXS(2u * xu), x1 = QXS(2u * xu + 1u);
-    int s = dot4_su(QXV(2u * xu), w & 0x0f0f0f0fu) + dot4_su(QXV(2u * xu + 1u), (w >> 4u) & 0x0f0f0f0fu);
-    return d * (x0.x * float(s) - 8.0 * (x0.y + x1.y));
+    int c0 = dot4_su(QXV(2u * xu), w & 0x0f0f0f0fu), c1 = dot4_su(QXV(2u * xu + 1u), (w >> 4u) & 0x0f0f0f0fu);
+    return d * (x0.x * float(c0) + x1.x * float(c1) - 8.0 * (x0.y + x1.y));
 }
 
 // Q4_K: unit ui = u % 8 of a block is bytes 16 (ui & 1) to 16 (ui & 1) + 16

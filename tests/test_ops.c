@@ -1153,6 +1153,99 @@ START_TEST(blocks)
 }
 END_TEST
 
+/* Quantized stage: a block-typed residual projection stages the next norm's
+ * input t = x * g as int8 quads of 16 rows (MV_TQ), and the norm, block-
+ * typed, reads them as its x (MV_PRE MV_XQ) — the stage pass's choice, run
+ * here on the builders' two nodes. The reference quantizes its own t per
+ * 16 (loom_ref_quantize_blocks) and multiplies that; where the device's t
+ * lands on the other side of a code's rounding boundary than the host's,
+ * one code moves by one step, so each row may differ by one step times
+ * its largest weight. Shapes: quads that are not whole blocks of 32
+ * (96, 160 rows), several row blocks of the norm, mixed types. _i: the
+ * case. */
+static const struct {
+    loom_dtype p, n;
+    uint32_t rows, cols, out;
+} tq_cases[] = {
+    { LOOM_Q4_K, LOOM_Q4_K, 512, 256, 40 }, { LOOM_Q4_K, LOOM_Q6_K, 256, 512, 17 },
+    { LOOM_Q8_0, LOOM_Q8_0, 96, 64, 5 },     { LOOM_Q4_0, LOOM_Q8_0, 160, 32, 33 },
+    { LOOM_Q8_0, LOOM_Q4_0, 224, 96, 18 },   { LOOM_Q6_K, LOOM_Q4_0, 256, 256, 16 },
+    { LOOM_Q6_K, LOOM_Q4_K, 768, 256, 3 },
+};
+#define N_TQ_CASES (sizeof tq_cases / sizeof tq_cases[0])
+
+START_TEST(stage_quant)
+{
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    if (!info.atomic_float_add)
+        return;   /* no stage pass on such a device */
+    const loom_dtype tp = tq_cases[_i].p, tn = tq_cases[_i].n;
+    const uint32_t R = tq_cases[_i].rows, C = tq_cases[_i].cols, N = tq_cases[_i].out;
+    const float eps = 1e-5f;
+    seed(1700 + (uint64_t)_i);
+    uint8_t *Wp = rand_blocks(tp, R, C, 1), *Wn = rand_blocks(tn, N, R, 1);
+    float *a = rand_f32(C, 1), *r = rand_f32(R, 1), *g = rand_f32(R, 1), *x = alloc_f32(R), *tq = alloc_f32(R);
+    float *want = alloc_f32(N), *each = alloc_f32(N), *ar, *gr;
+    block_model_x(a, a, C, false, &ar, &gr);
+    loom_ref_matvec(tp, Wp, ar, r, x, R, C);
+    loom_ref_quantize_blocks(x, g, R, 16, tq);
+    double ss = 0;
+    for (uint32_t i = 0; i < R; i++)
+        ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / R + eps));
+    loom_ref_matvec(tn, Wn, tq, NULL, want, N, R);
+    float *wrow = alloc_f32(R);
+    for (uint32_t i = 0; i < N; i++) {
+        want[i] *= scale;
+        ck_assert_int_eq(loom_dequantize_row(tn, Wn + i * loom_dtype_row_bytes(tn, R), R, wrow), LOOM_OK);
+        float step = 0;
+        for (uint32_t q = 0; q < R; q += 16) {
+            float amax = 0, wmax = 0;
+            for (uint32_t k = q; k < q + 16; k++) {
+                amax = fmaxf(amax, fabsf(x[k] * g[k]));
+                wmax = fmaxf(wmax, fabsf(wrow[k]));
+            }
+            step = fmaxf(step, wmax * amax / 127.0f);
+        }
+        each[i] = 1.01f * scale * step;
+    }
+    harness h = begin();
+    uint32_t bwp = input(&h, "Wp", Wp, loom_dtype_row_bytes(tp, C) * R);
+    uint32_t bwn = input(&h, "Wn", Wn, loom_dtype_row_bytes(tn, R) * N);
+    uint32_t ba = input(&h, "a", a, C * 4), bx = input(&h, "x", r, R * 4), bg = input(&h, "g", g, R * 4);
+    uint32_t by = output(&h, "y", N * 4);
+    ck_assert_int_eq(loom_op_matvec_add(h.g, loom_mat(bwp, tp, R, C), loom_vec(ba, C), loom_vec(bx, R),
+                                        loom_vec(bx, R), NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_rms_norm_matvec(h.g, loom_mat(bwn, tn, N, R), loom_vec(bx, R), loom_vec(bg, R),
+                                             loom_vec(by, N), eps, NULL),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_pass_stage(h.g, &(loom_pass_ctx){ 0 }), LOOM_OK);
+    ck_assert_uint_eq(loom_graph_node_count(h.g), 3);
+    ck_assert_ptr_nonnull(strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, 1)->kernel), "_tq_"));
+    ck_assert_ptr_nonnull(strstr(loom_graph_kernel_name(h.g, loom_graph_node(h.g, 2)->kernel), "_pre_xq_"));
+    run(&h, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "%s %ux%u -> %s %ux%u", loom_dtype_name(tp), R, C, loom_dtype_name(tn), N, R);
+    expect_buffer(&h, LOOM_OP_MATVEC_ADD, what, bx, x, R);
+    expect_buffer_slack(&h, LOOM_OP_RMS_NORM_MATVEC, what, by, want, N, each);
+    end(&h);
+    free(Wp);
+    free(Wn);
+    free(a);
+    free(r);
+    free(g);
+    free(x);
+    free(tq);
+    free(want);
+    free(each);
+    free(ar);
+    free(gr);
+    free(wrow);
+}
+END_TEST
+
 /* A NaN scale poisons its row and no other: the kernels must not turn a
  * broken block into plausible numbers. _i: the type. */
 START_TEST(blocks_nan)
@@ -1952,7 +2045,7 @@ static Suite *ops_suite(void)
         { "rms_norm_mul_rows_y16", rms_norm_mul_rows_y16, 1 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 2 },
-        { "matmul_nan", matmul_nan, N_BLOCK_TYPES },
+        { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

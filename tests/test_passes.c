@@ -1616,6 +1616,56 @@ START_TEST(test_stage_half)
 }
 END_TEST
 
+/* Quantized stage: a block-typed producer whose norms are all block-typed
+ * stores t per 16 rows as int8 quads (MV_TQ) and they read it so (MV_PRE
+ * MV_XQ), with their types mixed (Q4_K_M's q/k/v: Q4_K with a Q6_K Wv; a
+ * Q6_K LM head). An f16 norm among them, an f16 producer, half stage asked
+ * (the f16-t forms take the block types too) keeps the f32 t; t keeps its
+ * f32 size. Case 4: Q8_0 throughout, 96 rows (6 quads; blocks of 34 bytes
+ * on 2-byte boundaries). */
+START_TEST(test_stage_quant)
+{
+    for (int c = 0; c < 5; c++) {
+        loom_graph_destroy(G);
+        ck_assert_int_eq(loom_graph_create(NULL, &G), LOOM_OK);
+        uint32_t dim = c == 4 ? 96 : 256;   /* case 4: 6 quads, rows of 3 Q8_0 blocks */
+        uint64_t qk = (uint64_t)dim * dim / 256 * 144, q6 = (uint64_t)dim * dim / 256 * 210, q8 = (uint64_t)dim * dim / 32 * 34;
+        uint32_t wk = buf(qk, LOOM_USAGE_WEIGHT), w6 = buf(q6, LOOM_USAGE_WEIGHT), w16 = buf((uint64_t)dim * dim * 2, LOOM_USAGE_WEIGHT);
+        uint32_t w8 = buf(q8, LOOM_USAGE_WEIGHT);
+        uint32_t a = buf(dim * 4, LOOM_USAGE_INPUT), x = buf(dim * 4, LOOM_USAGE_STATE);
+        uint32_t g = buf(dim * 4, LOOM_USAGE_WEIGHT), y = buf(dim * 4, LOOM_USAGE_OUTPUT), yb = buf(dim * 4, LOOM_USAGE_OUTPUT);
+        loom_tensor xv = loom_vec(x, dim), y2 = loom_vec(yb, dim);
+        loom_tensor Wp = c == 2 ? loom_mat(w16, LOOM_F16, dim, dim) : c == 4 ? loom_mat(w8, LOOM_Q8_0, dim, dim)
+                                                                            : loom_mat(wk, LOOM_Q4_K, dim, dim);
+        ck_assert_int_eq(loom_op_matvec_add(G, Wp, loom_vec(a, dim), xv, xv, NULL), LOOM_OK);
+        loom_tensor W1 = c == 4 ? loom_mat(w8, LOOM_Q8_0, dim, dim) : loom_mat(wk, LOOM_Q4_K, dim, dim);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W1, xv, loom_vec(g, dim), loom_vec(y, dim), 1e-5f, NULL), LOOM_OK);
+        loom_tensor W2 = c == 1 ? loom_mat(w16, LOOM_F16, dim, dim) : c == 4 ? W1 : loom_mat(w6, LOOM_Q6_K, dim, dim);
+        ck_assert_int_eq(loom_op_rms_norm_matvec(G, W2, xv, loom_vec(g, dim), y2, 1e-5f, NULL), LOOM_OK);
+        loom_pass_ctx ctx = { .enable = c == 3 ? LOOM_ENABLE_HALF_STAGE : 0 };
+        ck_assert_int_eq(loom_pass_stage(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+        ck_assert_uint_eq(ctx.staged_gains, 2);
+        ck_assert_uint_eq(loom_graph_node_count(G), 4);
+        static const char *const prod[] = { "matvec_add_stage_tq_q4_k", "matvec_add_stage_q4_k", "matvec_add_stage_f16",
+                                            "matvec_add_stage_t16_q4_k", "matvec_add_stage_tq_q8_0" };
+        static const char *const n1[] = { "rms_norm_matvec_pre_xq_q4_k", "rms_norm_matvec_pre_q4_k",
+                                          "rms_norm_matvec_pre_q4_k", "rms_norm_matvec_pre_x16_q4_k",
+                                          "rms_norm_matvec_pre_xq_q8_0" };
+        static const char *const n2[] = { "rms_norm_matvec_pre_xq_q6_k", "rms_norm_matvec_pre_f16",
+                                          "rms_norm_matvec_pre_q6_k", "rms_norm_matvec_pre_x16_q6_k",
+                                          "rms_norm_matvec_pre_xq_q8_0" };
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 1)->kernel), prod[c]);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 2)->kernel), n1[c]);
+        ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, 3)->kernel), n2[c]);
+        uint32_t t = slot_of(1, 5)->buffer;
+        ck_assert_uint_eq(loom_graph_buffer(G, t)->size, dim * 4);
+        ck_assert_uint_eq(slot_of(2, 1)->buffer, t);
+        ck_assert_uint_eq(slot_of(3, 1)->buffer, t);
+    }
+}
+END_TEST
+
 /* Half activations (LOOM_ENABLE_HALF_ACT): the gated FFN's output, read by
  * the down projection alone, is written and read as f16 (both kernels
  * renamed, bindings and ranges kept). Not where a second node reads it, the
@@ -1952,7 +2002,8 @@ static Suite *passes_suite(void)
                     test_fuse_matvec_add, test_fuse_argmax_log, test_fuse_qkv_f16_caches } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
-        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows } },
+        { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows,
+                     test_stage_quant } },
         { "gather", { test_gather_block, test_gather_half_shares, test_gather_after_half_stage, test_half_act_attention, test_gather_illegal,
                       test_gather_f16_caches } },
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,

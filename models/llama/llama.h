@@ -329,8 +329,10 @@ bool loom_llama_compare(const float *gpu, uint32_t gpu_arg, const float *ref, ui
  * relative in test_gguf's quantized files. */
 #define LOOM_LLAMA_TOL_INT8_X 3e-2f
 /* tol, or LOOM_LLAMA_TOL_INT8_X where a matrix of w's first layer or a
- * model-wide one is block-typed and rt's kernels take x as int8
- * (loom_rt_info.int_dot). */
+ * model-wide one is block-typed: rt's kernels take x as int8 where it has
+ * integer dot products (loom_rt_info.int_dot), and on every device a staged
+ * norm input between block-typed forms is stored as int8 quads of 16
+ * (passes/stage.c). */
 float loom_llama_check_tol(loom_rt *rt, const loom_llama_weights *w, float tol);
 
 #ifdef __cplusplus

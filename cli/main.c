@@ -48,7 +48,7 @@ static const char ENVIRONMENT[] =
     "  LOOM_PROBE_SKIP_BARRIER=NAME\n"
     "                            no barrier before the kernels whose name contains NAME: wrong results,\n"
     "                            for timing what one dependency costs (test and benchmark builds)\n"
-    "  LOOM_PROBE_DROP_TAG=1     the first copy of a tagged program drops one producer's tags: its reader's\n"
+    "  LOOM_PROBE_DROP_TAG=N     the first copy of a tagged program drops its N-th producer's tags: its reader's\n"
     "                            polls give up, the step's wait fails, the program falls back to barriers (tests)\n"
     "  LOOM_KERNEL_DIR=DIR       a built-in kernel from DIR/<name>.spv where that file exists, in place of the\n"
     "                            embedded one: variants of a kernel timed against one binary (benchmark builds)\n"

@@ -20,7 +20,9 @@
  *   tagged vectors in memory of their own) and the graph has a step-
  *   parameter buffer (the runtime's step word sits after it).
  * Both nodes take their tagged kernels (forms.def: MV_TAG, ATT_TAG; a
- * reader after a gate producer MV_TAG MV_TAG_GATE). The reader keeps its
+ * reader after a gate producer MV_TAG MV_TAG_GATE; a block-typed gated FFN
+ * and a block-typed reader pass the vector as tagged int8 quads, MV_YQT and
+ * MV_XQT, where both have such a form). The reader keeps its
  * barrier reason (what the poll stands in for; the runtime records it
  * after a poll gave up) and joins its producer's group: a group is what
  * runs between two recorded barriers. Runs after lifetimes (it needs the
@@ -151,9 +153,19 @@ static bool has_params(const loom_graph *g)
 static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, uint32_t v)
 {
     uint32_t kp, kr;
-    loom_result rc = loom_graph_kernel(g, t->tag_name, &kp);
+    const char *pk = t->tag_name, *rk = t->gate ? u->gate_name : u->tag_name;
+    /* Block-typed on both sides: the vector as tagged int8 quads (MV_YQT,
+     * MV_XQT), which the reader takes as its integer dots do, instead of
+     * quantizing the producer's f32 words itself. */
+    const char *pq = t->gate ? NULL : loom_form_variant(pk, "MV_YQT", NULL);
+    const char *rq = pq ? loom_form_variant(rk, "MV_XQT", NULL) : NULL;
+    if (pq && rq) {
+        pk = pq;
+        rk = rq;
+    }
+    loom_result rc = loom_graph_kernel(g, pk, &kp);
     if (!rc)
-        rc = loom_graph_kernel(g, t->gate ? u->gate_name : u->tag_name, &kr);
+        rc = loom_graph_kernel(g, rk, &kr);
     if (rc)
         return rc;
     loom_node *p = loom_graph_node_mut(g, j), *r = loom_graph_node_mut(g, j + 1);

@@ -191,7 +191,7 @@ struct loom_rt_program {
     uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
     uint32_t tag_steps;      /* replays so far: the step word */
     bool tag_fault;          /* a poll gave up: record every barrier before the next replay */
-    bool tag_probe;          /* LOOM_PROBE_DROP_TAG (test builds): the next copy recorded drops a tag */
+    uint32_t tag_probe;      /* LOOM_PROBE_DROP_TAG=N (test builds): the next copy recorded drops the N-th tagged write; 0: none */
     loom_graph *g;
     rt_slot *slots;          /* per graph buffer */
     uint32_t n_slots;

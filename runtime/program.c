@@ -299,11 +299,12 @@ static loom_result program_setup(loom_rt_program *p)
     if (!rc)
         rc = rt_tags_plan(p);
 #ifdef LOOM_PROBES
-    /* LOOM_PROBE_DROP_TAG=1 (test builds): one producer's tagged write
-     * dropped in the first copy recorded (record.c), so that a poll gives
-     * up: the fault and the fallback, proven on any device. */
+    /* LOOM_PROBE_DROP_TAG=N (test builds): the N-th tagged producer's
+     * write dropped in the first copy recorded (record.c), so that a poll
+     * gives up: the fault and the fallback, proven on any device. */
     const char *drop = getenv("LOOM_PROBE_DROP_TAG");
-    p->tag_probe = !rc && p->tags && drop && !strcmp(drop, "1");
+    unsigned long nth = drop ? strtoul(drop, NULL, 10) : 0;
+    p->tag_probe = !rc && p->tags && nth > 0 && nth < 256 ? (uint32_t)nth : 0;
 #endif
     if (!rc)
         rc = resolve_nodes(p, &n_sets, &n_descs);

@@ -96,7 +96,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
     if (probe && !*probe)
         probe = NULL;
 #endif
-    bool drop = p->tag_probe;
+    uint32_t drop = p->tag_probe, producers = 0;
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         if (labels && scheduled && n->group != group) {
@@ -137,13 +137,13 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
                                loom_node_push(g, n));
         if (p->tags && (p->tags[i].in || p->tags[i].out)) {
             uint32_t words[2] = { p->tags[i].in, p->tags[i].out };
-            /* LOOM_PROBE_DROP_TAG: the first copy recorded has its first
+            /* LOOM_PROBE_DROP_TAG=N: the first copy recorded has its N-th
              * tagged producer write plain words, so its reader's polls give
              * up (the fault and the fallback, tests only). */
-            if (drop && words[1]) {
+            if (drop && words[1] && ++producers == drop) {
                 words[1] = 0;
-                drop = false;
-                p->tag_probe = false;
+                drop = 0;
+                p->tag_probe = 0;
             }
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, words);
         }

@@ -77,6 +77,12 @@
 //             so the dispatch may start while its producer still runs (the
 //             down projection behind the gated FFN); a tagged y is written
 //             as tagged words (mv_tag.glsl);
+//   MV_YQT    (with MV_TAG, MV_SILU, block types) y is written as tagged
+//             quads (mv_tag.glsl): the workgroup's 16 rows as 16 int8
+//             codes with their scale and sum, every word carrying the tag;
+//   MV_XQT    (with MV_TAG, block types, not MV_TAG_GATE) x is such a
+//             vector: polled quad by quad (the integer form into shared
+//             memory in place of quantizing x; the float form decodes);
 //   MV_TAG_GATE (with MV_TAG) the workgroup waits for all of a tagged x
 //             before it loads anything (tag_gate: the o-projection behind
 //             the attention);
@@ -118,6 +124,14 @@
 #if defined(MV_TQ) && (!defined(MV_STAGE) || defined(MV_T16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
                                                                    defined(MV_Q4_K) || defined(MV_Q6_K)))
 #error "MV_TQ: a staging form over block-typed weights (16 rows a workgroup: one quad)"
+#endif
+#if defined(MV_YQT) && (!defined(MV_TAG) || !defined(MV_SILU) || defined(MV_Y16) || \
+                        !(defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)))
+#error "MV_YQT: a tagged gated FFN over block-typed weights (16 rows a workgroup: one quad)"
+#endif
+#if defined(MV_XQT) && (!defined(MV_TAG) || defined(MV_TAG_GATE) || defined(MV_XQ) || \
+                        !(defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)))
+#error "MV_XQT: a tagged reader over block-typed weights"
 #endif
 #if defined(MV_XQ) && (!defined(MV_PRE) || defined(MV_X16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
                                                                   defined(MV_Q4_K) || defined(MV_Q6_K)))
@@ -411,7 +425,6 @@ layout(set = 0, binding = B_T) writeonly buffer T { uint stage_out16[]; };
 #elif defined(MV_TQ)
 layout(set = 0, binding = B_T) writeonly buffer T { uvec4 stage_q4[]; };
 layout(set = 0, binding = B_T) writeonly buffer Ts { vec2 stage_q2[]; };
-shared float tq_val[MV_ROWS];
 #else
 layout(set = 0, binding = B_T) writeonly buffer T { float stage_out[]; };
 #endif
@@ -544,6 +557,19 @@ void wg_sum(inout float v[MV_ROWS * NMAT + 1u])
 
 #ifdef MV_ARGMAX
 void fold_row(uint row, float v);   // mv_argmax.glsl
+#endif
+
+#if defined(MV_TQ) || defined(MV_YQT)
+shared float tq_val[MV_ROWS];   // the row block's values, quantized by one invocation
+#endif
+#if defined(MV_XQ) || defined(MV_XQT)
+// 4 int8 codes of a quad (one word) as floats, times the quad's d.
+vec4 xq_decode(uint w, float d)
+{
+    int v = int(w);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8),
+                bitfieldExtract(v, 24, 8)) * d;
+}
 #endif
 
 #ifdef MV_TAG
@@ -686,14 +712,25 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 #endif
 vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
-#elif defined(MV_XQ)
-// A chunk of 8 (half of quad c / 2) decoded: code times the quad's d.
-vec4 xq_decode(uint w, float d)
+#elif defined(MV_XQT)
+// Chunk c (half of quad c / 2) of a tagged-quad x, decoded.
+void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
-    int v = int(w);
-    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8),
-                bitfieldExtract(v, 24, 8)) * d;
+    uvec4 q;
+    vec2 s;
+    xqt_quad(c / 2u, q, s);
+    uvec2 w = (c & 1u) != 0u ? q.zw : q.xy;
+    xa = xq_decode(w.x, s.x);
+    xb = xq_decode(w.y, s.x);
 }
+vec2 x_pair(uint c)
+{
+    vec4 a, b;
+    x_chunk(c / 4u, a, b);
+    uint k = c % 4u;
+    return k == 0u ? a.xy : k == 1u ? a.zw : k == 2u ? b.xy : b.zw;
+}
+#elif defined(MV_XQ)
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
     uvec4 q = xq4[c / 2u];
@@ -903,7 +940,19 @@ void block_sums_q(inout float x2)
         if (!qx_kept) {
             if (e0 > 0u)
                 barrier();   // the last segment's readers are done with it
+#ifdef MV_XQT
+            // x arrives quantized and tagged: its quads polled into
+            // shared memory, nothing to quantize.
+            for (uint q = gl_LocalInvocationID.x; q < len / 16u; q += WG) {
+                uvec4 codes;
+                vec2 qs;
+                xqt_quad(e0 / 16u + q, codes, qs);
+                qx_codes[q] = codes;
+                qx_scale[q] = qs;
+            }
+#else
             qx_x2 += quantize_x(e0, len);
+#endif
             memoryBarrierShared();
             barrier();
         }
@@ -1147,7 +1196,9 @@ void block()
 #ifdef MV_ADD
         val += rv;
 #endif
-#if defined(MV_TAG)
+#if defined(MV_YQT)
+        // (the quad below)
+#elif defined(MV_TAG)
         if (pc.tag_out != 0u)
             yt[row_of(t)] = tag_word(val, tag_of(pc.tag_out));
         else
@@ -1159,6 +1210,33 @@ void block()
         stage_out[row_of(t)] = val * sv;
 #endif
     }
+#ifdef MV_YQT
+    // The row block's 16 values of y as one tagged quad (mv_tag.glsl), by
+    // one invocation; a row past the end is 0.
+    if (t < MV_ROWS)
+        tq_val[t] = val;
+    memoryBarrierShared();
+    barrier();
+    if (t == 0u) {
+        uint tag = pc.tag_out != 0u ? tag_of(pc.tag_out) : 0u;
+        float amax = 0.0;
+        for (uint k = 0u; k < MV_ROWS; k++)
+            amax = max(amax, abs(tq_val[k]));
+        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+        uint wq[8] = uint[8](tag, tag, tag, tag, tag, tag, tag_word(d, tag), tag);
+        int sum = 0;
+        for (uint k = 0u; k < MV_ROWS; k++) {
+            precise float p = tq_val[k] * id;
+            precise float rq = p + 12582912.0;
+            uint code = floatBitsToUint(rq) & 0xffu;
+            sum += int(code << 24u) >> 24;
+            wq[k / 3u] |= code << (8u * (k % 3u + 1u));
+        }
+        wq[5] |= (uint(sum) & 0xffffu) << 16u;
+        yq4[2u * wg_block] = uvec4(wq[0], wq[1], wq[2], wq[3]);
+        yq4[2u * wg_block + 1u] = uvec4(wq[4], wq[5], wq[6], wq[7]);
+    }
+#endif
 #ifdef MV_TQ
     // The row block's 16 values of t as one quad (a row past the end is 0):
     // scale and codes as quantize_chunk makes them, by one invocation.

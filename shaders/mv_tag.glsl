@@ -9,6 +9,46 @@ layout(set = 0, binding = B_X) readonly buffer Xt { uvec4 xt4[]; };
 layout(set = 0, binding = B_X) volatile coherent readonly buffer XtP { uvec4 xtp4[]; };
 layout(set = 0, binding = B_X) volatile coherent readonly buffer XtPs { uint xtp1[]; };
 layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
+#ifdef MV_YQT
+layout(set = 0, binding = B_Y) writeonly buffer Yq { uvec4 yq4[]; };
+#endif
+
+// Tagged quads (MV_YQT writes, MV_XQT reads): 16 elements as 16 int8 codes
+// with scale d (x = d * code, d = max |x| / 127, quantize_chunk's
+// operations) in 8 words, 32 bytes, every word carrying the tag in its low
+// byte as a tagged word does: words 0-4 hold codes 3k to 3k + 2 in bytes 1
+// to 3, word 5 code 15 in byte 1 and the codes' sum (16 bits, signed) in
+// bytes 2 and 3, word 6 is d as a tagged word (tag_word: 15 bits of
+// mantissa), word 7 the tag alone. A reader seeing all 8 tags has the quad
+// whole; without a tag (tag_out 0) the bytes carry 0 there, which no
+// step's tag is.
+#ifdef MV_XQT
+// Quad q of x: its codes as the integer dots take them (code k in byte k
+// % 4 of word k / 4) and (d, d * their sum). Polled past the caches, at
+// most TAG_SPINS times, where x is tagged this dispatch; a quad that never
+// arrives reads as codes 0 and d NaN.
+void xqt_quad(uint q, out uvec4 codes, out vec2 s)
+{
+    uvec4 a = xt4[2u * q], b = xt4[2u * q + 1u];
+    if (pc.tag_in != 0u) {
+        uint tag = tag_of(pc.tag_in);
+        for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
+            a = xtp4[2u * q];
+            b = xtp4[2u * q + 1u];
+        }
+        if (!tags_ok(a, b, tag)) {
+            tag_give_up();
+            codes = uvec4(0u);
+            s = vec2(TAG_LOST);
+            return;
+        }
+    }
+    codes = uvec4((a.x >> 8u) | ((a.y >> 8u) << 24u), (a.y >> 16u) | ((a.z >> 8u) << 16u),
+                  (a.z >> 24u) | (a.w & 0xffffff00u), (b.x >> 8u) | ((b.y >> 8u) << 24u));
+    float d = tag_value(b.z);
+    s = vec2(d, d * float(int(b.y) >> 16));
+}
+#endif
 
 // Chunk c of a tagged x into xa, xb; false where x is not tagged this
 // dispatch (the caller reads it plainly).

@@ -15,7 +15,9 @@
 #  - the run reports the device rule's verdict and the polls that gave up
 #    (awaited_edges, poll_timeouts: what bench/load_check.sh judges a run
 #    by), and a poll that gives up (LOOM_PROBE_DROP_TAG, test builds) fails
-#    the run with the count still printed.
+#    the run with the count still printed, a poll of f32 words and one of
+#    tagged int8 quads (Q4_K_M: the down projection reading the gated FFN's
+#    output).
 # lavapipe runs one dispatch after another, so this checks the words, the
 # tags and the plan, not the overlap; the GPU's --check does that.
 # Invoked as  cmake -DDECODE=<llama-decode> -DPROBES=<LOOM_PROBES> -P decode_tags.cmake
@@ -57,6 +59,12 @@ polled_run(polled 3)
 polled_run(json 1 OPTS --kv-f32)
 polled_run(json 3 ENV LOOM_ATOMIC_FLOAT=0)
 polled_run(json 1 OPTS ${awkward})
+# Block-typed (Q4_K_M; rows of the down projection whole blocks): the gated
+# FFN's output goes to the down projection as tagged int8 quads (MV_YQT,
+# MV_XQT), polled as the f32 words are.
+set(quads --wtype q4_k_m --ffn 768)
+polled_run(json 1 OPTS ${quads})
+polled_run(json 3 OPTS ${quads})
 string(JSON bound GET "${polled}" barrier_lower_bound)
 string(JSON tokens GET "${polled}" tokens)
 foreach(mode keep 0)
@@ -77,6 +85,13 @@ if(PROBES)
                   RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
   if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
     message(FATAL_ERROR "a poll that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
+  endif()
+  # The second tagged producer: layer 0's gated FFN, whose down projection
+  # polls quads.
+  execute_process(COMMAND ${env} --unset=LOOM_TAGS LOOM_PROBE_DROP_TAG=2 ${tiny} --in-flight 1 ${quads}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
+    message(FATAL_ERROR "a poll of quads that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
   endif()
 endif()
 last_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)

@@ -561,6 +561,26 @@ void fold_row(uint row, float v);   // mv_argmax.glsl
 
 #if defined(MV_TQ) || defined(MV_YQT)
 shared float tq_val[MV_ROWS];   // the row block's values, quantized by one invocation
+// tq_val as 16 int8 codes (code k in byte k % 4 of word k / 4), with scale d
+// = max |v| / 127 and the codes' sum, in quantize_chunk's operations.
+uvec4 quantize_quad(out float d, out int sum)
+{
+    float amax = 0.0;
+    for (uint k = 0u; k < MV_ROWS; k++)
+        amax = max(amax, abs(tq_val[k]));
+    float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0;
+    d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+    uint wq[4] = uint[4](0u, 0u, 0u, 0u);
+    sum = 0;
+    for (uint k = 0u; k < MV_ROWS; k++) {
+        precise float p = tq_val[k] * id;
+        precise float rq = p + 12582912.0;
+        uint code = floatBitsToUint(rq) & 0xffu;
+        sum += int(code << 24u) >> 24;
+        wq[k / 4u] |= code << (8u * (k % 4u));
+    }
+    return uvec4(wq[0], wq[1], wq[2], wq[3]);
+}
 #endif
 #if defined(MV_XQ) || defined(MV_XQT)
 // 4 int8 codes of a quad (one word) as floats, times the quad's d.
@@ -712,32 +732,26 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 #endif
 vec2 x_pair(uint c) { return vec2(0.0); }   // not bound (see MV_COMB above)
-#elif defined(MV_XQT)
-// Chunk c (half of quad c / 2) of a tagged-quad x, decoded.
+#elif defined(MV_XQ) || defined(MV_XQT)
+// Quad q of a quantized x: its codes and (d, d * their sum).
+void x_quad(uint q, out uvec4 codes, out vec2 qs)
+{
+#ifdef MV_XQT
+    xqt_quad(q, codes, qs);   // tagged (mv_tag.glsl)
+#else
+    codes = xq4[q];
+    qs = xq2[pc.cols / 8u + q];
+#endif
+}
+// Chunk c (half of quad c / 2) decoded: code times the quad's d.
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
     uvec4 q;
-    vec2 s;
-    xqt_quad(c / 2u, q, s);
+    vec2 qs;
+    x_quad(c / 2u, q, qs);
     uvec2 w = (c & 1u) != 0u ? q.zw : q.xy;
-    xa = xq_decode(w.x, s.x);
-    xb = xq_decode(w.y, s.x);
-}
-vec2 x_pair(uint c)
-{
-    vec4 a, b;
-    x_chunk(c / 4u, a, b);
-    uint k = c % 4u;
-    return k == 0u ? a.xy : k == 1u ? a.zw : k == 2u ? b.xy : b.zw;
-}
-#elif defined(MV_XQ)
-void x_chunk(uint c, out vec4 xa, out vec4 xb)
-{
-    uvec4 q = xq4[c / 2u];
-    uvec2 w = (c & 1u) != 0u ? q.zw : q.xy;
-    float d = xq2[pc.cols / 8u + c / 2u].x;
-    xa = xq_decode(w.x, d);
-    xb = xq_decode(w.y, d);
+    xa = xq_decode(w.x, qs.x);
+    xb = xq_decode(w.y, qs.x);
 }
 vec2 x_pair(uint c)
 {
@@ -1210,56 +1224,28 @@ void block()
         stage_out[row_of(t)] = val * sv;
 #endif
     }
-#ifdef MV_YQT
-    // The row block's 16 values of y as one tagged quad (mv_tag.glsl), by
-    // one invocation; a row past the end is 0.
-    if (t < MV_ROWS)
-        tq_val[t] = val;
-    memoryBarrierShared();
-    barrier();
-    if (t == 0u) {
-        uint tag = pc.tag_out != 0u ? tag_of(pc.tag_out) : 0u;
-        float amax = 0.0;
-        for (uint k = 0u; k < MV_ROWS; k++)
-            amax = max(amax, abs(tq_val[k]));
-        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
-        uint wq[8] = uint[8](tag, tag, tag, tag, tag, tag, tag_word(d, tag), tag);
-        int sum = 0;
-        for (uint k = 0u; k < MV_ROWS; k++) {
-            precise float p = tq_val[k] * id;
-            precise float rq = p + 12582912.0;
-            uint code = floatBitsToUint(rq) & 0xffu;
-            sum += int(code << 24u) >> 24;
-            wq[k / 3u] |= code << (8u * (k % 3u + 1u));
-        }
-        wq[5] |= (uint(sum) & 0xffffu) << 16u;
-        yq4[2u * wg_block] = uvec4(wq[0], wq[1], wq[2], wq[3]);
-        yq4[2u * wg_block + 1u] = uvec4(wq[4], wq[5], wq[6], wq[7]);
-    }
-#endif
+#if defined(MV_TQ) || defined(MV_YQT)
+    // The row block's 16 values as one quad (a row past the end is 0), by
+    // one invocation: MV_TQ's t, MV_YQT's tagged y.
 #ifdef MV_TQ
-    // The row block's 16 values of t as one quad (a row past the end is 0):
-    // scale and codes as quantize_chunk makes them, by one invocation.
+    float qv = val * sv;
+#else
+    float qv = val;
+#endif
     if (t < MV_ROWS)
-        tq_val[t] = val * sv;
+        tq_val[t] = qv;
     memoryBarrierShared();
     barrier();
     if (t == 0u) {
-        float amax = 0.0;
-        for (uint k = 0u; k < MV_ROWS; k++)
-            amax = max(amax, abs(tq_val[k]));
-        float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
-        uint wq[4] = uint[4](0u, 0u, 0u, 0u);
-        int sum = 0;
-        for (uint k = 0u; k < MV_ROWS; k++) {
-            precise float p = tq_val[k] * id;
-            precise float rq = p + 12582912.0;
-            uint code = floatBitsToUint(rq) & 0xffu;
-            sum += int(code << 24u) >> 24;
-            wq[k / 4u] |= code << (8u * (k % 4u));
-        }
-        stage_q4[wg_block] = uvec4(wq[0], wq[1], wq[2], wq[3]);
+        float d;
+        int sum;
+        uvec4 codes = quantize_quad(d, sum);
+#ifdef MV_TQ
+        stage_q4[wg_block] = codes;
         stage_q2[pc.rows / 8u + wg_block] = vec2(d, d * float(sum));
+#else
+        yqt_store(wg_block, codes, d, sum);
+#endif
     }
 #endif
 #ifdef MV_Y16

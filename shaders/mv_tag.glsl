@@ -22,6 +22,19 @@ layout(set = 0, binding = B_Y) writeonly buffer Yq { uvec4 yq4[]; };
 // mantissa), word 7 the tag alone. A reader seeing all 8 tags has the quad
 // whole; without a tag (tag_out 0) the bytes carry 0 there, which no
 // step's tag is.
+#ifdef MV_YQT
+// Quad q of y, as quantize_quad made it, written tagged (tag_out 0: no tag).
+void yqt_store(uint q, uvec4 codes, float d, int sum)
+{
+    uint tag = pc.tag_out != 0u ? tag_of(pc.tag_out) : 0u;
+    uint w[8] = uint[8](tag, tag, tag, tag, tag, tag, tag_word(d, tag), tag);
+    for (uint k = 0u; k < 16u; k++)
+        w[k / 3u] |= ((codes[k / 4u] >> (8u * (k % 4u))) & 0xffu) << (8u * (k % 3u + 1u));
+    w[5] |= (uint(sum) & 0xffffu) << 16u;
+    yq4[2u * q] = uvec4(w[0], w[1], w[2], w[3]);
+    yq4[2u * q + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+}
+#endif
 #ifdef MV_XQT
 // Quad q of x: its codes as the integer dots take them (code k in byte k
 // % 4 of word k / 4) and (d, d * their sum). Polled past the caches, at

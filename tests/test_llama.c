@@ -322,6 +322,53 @@ START_TEST(awaits_marks_the_edges)
 }
 END_TEST
 
+/* The awaits pass on a block-typed step (tiny, Q8_0): each gated FFN's
+ * output goes to its down projection as tagged int8 quads (the producer on
+ * its MV_YQT form, the reader on MV_XQT); the o-projection behind the
+ * attention stays on the f32 words (a gate reader, MV_TAG_GATE); the norms
+ * read the staged t as quads (MV_XQ). With f16 weights nothing is quads. */
+START_TEST(awaits_block_typed_quads)
+{
+    for (int f16 = 0; f16 < 2; f16++) {
+        loom_llama_config c;
+        tiny(&c, f16 ? LOOM_F16 : LOOM_Q8_0);
+        loom_llama_weights *w = NULL;
+        loom_llama *m = NULL;
+        loom_graph *g = NULL;
+        loom_plan *plan = NULL;
+        ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
+        ck_assert_int_eq(loom_llama_create(rt, w, NULL, &m), LOOM_OK);
+        ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+        ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
+        ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &plan), LOOM_OK);
+        const loom_graph *pg = loom_plan_graph(plan);
+        uint32_t quads = 0, gated = 0, staged = 0;
+        for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+            const loom_node *n = loom_graph_node(pg, i);
+            const char *k = loom_graph_kernel_name(pg, n->kernel);
+            staged += loom_form_has(k, "MV_XQ");
+            if (!n->tag_in)
+                continue;
+            const char *pk = loom_graph_kernel_name(pg, loom_graph_node(pg, i - 1)->kernel);
+            bool gate = n->tag_in & LOOM_AWAIT_GATE;
+            gated += gate;
+            ck_assert_msg(loom_form_has(k, "MV_XQT") == (!gate && !f16), "node %u: %s", i, k);
+            ck_assert_msg(loom_form_has(pk, "MV_YQT") == (!gate && !f16), "node %u: %s", i - 1, pk);
+            quads += loom_form_has(k, "MV_XQT");
+        }
+        ck_assert_uint_eq(gated, c.n_layers);
+        ck_assert_uint_eq(quads, f16 ? 0 : c.n_layers);
+        /* every gated FFN and the LM head (tiny's q/k/v, of head_dim 16,
+         * are not fused into a norm form) */
+        ck_assert_uint_eq(staged, f16 ? 0 : c.n_layers + 1);
+        loom_plan_release(plan);
+        loom_graph_destroy(g);
+        loom_llama_destroy(m);
+        loom_llama_weights_destroy(w);
+    }
+}
+END_TEST
+
 /* Steps of the tiny f16 model, with the runtime's device options (awaited
  * edges on lavapipe), counting what a step records. */
 static void step_counts(loom_rt *r, float *logits, uint32_t *tok, const loom_plan_stats **stats, uint64_t *barriers,
@@ -1007,6 +1054,7 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, optimized_matches_unoptimized_f16_caches);
     tcase_add_test(tc, poll_fault_falls_back);
     tcase_add_test(tc, awaits_marks_the_edges);
+    tcase_add_test(tc, awaits_block_typed_quads);
     tcase_add_test(tc, recorded_barriers_follow_the_plan);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimized");

@@ -121,20 +121,16 @@
 #else
 #define TAG_PC
 #endif
-#if defined(MV_TQ) && (!defined(MV_STAGE) || defined(MV_T16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
-                                                                   defined(MV_Q4_K) || defined(MV_Q6_K)))
+#if defined(MV_TQ) && (!defined(MV_STAGE) || defined(MV_T16) || !defined(MV_Q))
 #error "MV_TQ: a staging form over block-typed weights (16 rows a workgroup: one quad)"
 #endif
-#if defined(MV_YQT) && (!defined(MV_TAG) || !defined(MV_SILU) || defined(MV_Y16) || \
-                        !(defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)))
+#if defined(MV_YQT) && (!defined(MV_TAG) || !defined(MV_SILU) || defined(MV_Y16) || !defined(MV_Q))
 #error "MV_YQT: a tagged gated FFN over block-typed weights (16 rows a workgroup: one quad)"
 #endif
-#if defined(MV_XQT) && (!defined(MV_TAG) || defined(MV_TAG_GATE) || defined(MV_XQ) || \
-                        !(defined(MV_Q8_0) || defined(MV_Q4_0) || defined(MV_Q4_K) || defined(MV_Q6_K)))
+#if defined(MV_XQT) && (!defined(MV_TAG) || defined(MV_TAG_GATE) || defined(MV_XQ) || !defined(MV_Q))
 #error "MV_XQT: a tagged reader over block-typed weights"
 #endif
-#if defined(MV_XQ) && (!defined(MV_PRE) || defined(MV_X16) || !(defined(MV_Q8_0) || defined(MV_Q4_0) || \
-                                                                  defined(MV_Q4_K) || defined(MV_Q6_K)))
+#if defined(MV_XQ) && (!defined(MV_PRE) || defined(MV_X16) || !defined(MV_Q))
 #error "MV_XQ: a staged norm's form over block-typed weights"
 #endif
 #if defined(MV_LONG) && defined(MV_NORM) && !defined(MV_PRE)
@@ -355,7 +351,7 @@ shared vec2 qx_scale[QX_MAX / 16u];
 // x arrives quantized (MV_TQ's layout): quad i of the whole row, not of a
 // segment.
 #define QXV(i) xq4[i]
-#define QXS(i) xq2[pc.cols / 8u + (i)]
+#define QXS(i) XQ_SCALE(i)
 #define QX_UNIT(u0, xu) ((u0) + (xu))
 #else
 #define QX_UNIT(u0, xu) (xu)   // shared memory holds the segment from unit u0
@@ -366,6 +362,7 @@ shared vec2 qx_scale[QX_MAX / 16u];
 #ifdef MV_XQ
 layout(set = 0, binding = B_X) readonly buffer Xq { uvec4 xq4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xqs { vec2 xq2[]; };
+#define XQ_SCALE(q) xq2[pc.cols / 8u + (q)]   // quad q's (d, d * sum): after the cols bytes of codes
 #endif
 #include "quant.glsl"
 #else
@@ -740,7 +737,7 @@ void x_quad(uint q, out uvec4 codes, out vec2 qs)
     xqt_quad(q, codes, qs);   // tagged (mv_tag.glsl)
 #else
     codes = xq4[q];
-    qs = xq2[pc.cols / 8u + q];
+    qs = XQ_SCALE(q);
 #endif
 }
 // Chunk c (half of quad c / 2) decoded: code times the quad's d.

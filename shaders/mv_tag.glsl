@@ -13,6 +13,22 @@ layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
 layout(set = 0, binding = B_Y) writeonly buffer Yq { uvec4 yq4[]; };
 #endif
 
+// Words 8i to 8i + 8 of a tagged x (a and b: as read plainly), polled past
+// the caches until every one carries this step's tag, at most TAG_SPINS
+// times; false, with the fault word set, where they never do.
+bool tag_poll(uint i, inout uvec4 a, inout uvec4 b)
+{
+    uint tag = tag_of(pc.tag_in);
+    for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
+        a = xtp4[2u * i];
+        b = xtp4[2u * i + 1u];
+    }
+    bool ok = tags_ok(a, b, tag);
+    if (!ok)
+        tag_give_up();
+    return ok;
+}
+
 // Tagged quads (MV_YQT writes, MV_XQT reads): 16 elements as 16 int8 codes
 // with scale d (x = d * code, d = max |x| / 127, quantize_chunk's
 // operations) in 8 words, 32 bytes, every word carrying the tag in its low
@@ -43,18 +59,10 @@ void yqt_store(uint q, uvec4 codes, float d, int sum)
 void xqt_quad(uint q, out uvec4 codes, out vec2 s)
 {
     uvec4 a = xt4[2u * q], b = xt4[2u * q + 1u];
-    if (pc.tag_in != 0u) {
-        uint tag = tag_of(pc.tag_in);
-        for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
-            a = xtp4[2u * q];
-            b = xtp4[2u * q + 1u];
-        }
-        if (!tags_ok(a, b, tag)) {
-            tag_give_up();
-            codes = uvec4(0u);
-            s = vec2(TAG_LOST);
-            return;
-        }
+    if (pc.tag_in != 0u && !tag_poll(q, a, b)) {
+        codes = uvec4(0u);
+        s = vec2(TAG_LOST);
+        return;
     }
     codes = uvec4((a.x >> 8u) | ((a.y >> 8u) << 24u), (a.y >> 16u) | ((a.z >> 8u) << 16u),
                   (a.z >> 24u) | (a.w & 0xffffff00u), (b.x >> 8u) | ((b.y >> 8u) << 24u));
@@ -71,15 +79,8 @@ bool x_chunk_tag(uint c, out vec4 xa, out vec4 xb)
     xb = vec4(0.0);
     if (pc.tag_in == 0u)
         return false;
-    uint tag = tag_of(pc.tag_in);
     uvec4 a = xt4[2u * c], b = xt4[2u * c + 1u];
-    for (uint spins = 0u; !tags_ok(a, b, tag) && spins < TAG_SPINS; spins++) {
-        a = xtp4[2u * c];
-        b = xtp4[2u * c + 1u];
-    }
-    bool ok = tags_ok(a, b, tag);
-    if (!ok)
-        tag_give_up();
+    bool ok = tag_poll(c, a, b);
     xa = ok ? tag_values(a) : vec4(TAG_LOST);
     xb = ok ? tag_values(b) : vec4(TAG_LOST);
     return true;

@@ -181,9 +181,10 @@ bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v)
 }
 
 /* The matvec source's block-typed forms sum each row's products over a row
- * group of 32 invocations (shaders/matvec.glsl, block_sums_q: 256
- * invocations, 16 rows, 2 an invocation) with one subgroupAdd a subgroup:
- * a subgroup wider than the group would add two rows together. */
+ * group of at least 32 invocations (shaders/matvec.glsl, block_sums_q: 256
+ * invocations, 16 rows, 2 an invocation; 512 in the residual projections'
+ * integer forms) with one subgroupAdd a subgroup: a subgroup wider than
+ * the group would add two rows together. */
 #define MATVEC_Q_ROW_GROUP 32u
 
 bool loom_form_subgroup_ok(const char *kernel, uint32_t subgroup_size)
@@ -193,10 +194,11 @@ bool loom_form_subgroup_ok(const char *kernel, uint32_t subgroup_size)
         return true;
     if (!loom_dtype_is_block(TYPES[k->type].w))
         return true;
-    /* Q4_K's integer form shares a block's header among its 8 units'
-     * invocations by subgroup shuffles (quant.glsl: q4_k_load). */
-    bool q4k = TYPES[k->type].w == LOOM_Q4_K || TYPES[k->type].v == LOOM_Q4_K;
-    return subgroup_size <= MATVEC_Q_ROW_GROUP && (!q4k || subgroup_size >= 8u);
+    /* At least 8 lanes: Q4_K's integer form shares a block's header among
+     * its 8 units' invocations by subgroup shuffles (quant.glsl:
+     * q4_k_load), and every block-typed form keeps a slot a subgroup for
+     * up to 512 invocations / 8 (matvec.glsl: red). */
+    return subgroup_size <= MATVEC_Q_ROW_GROUP && subgroup_size >= 8u;
 }
 
 size_t loom_form_count(void)

@@ -306,8 +306,7 @@ loom_result rt_pipeline_get(loom_rt *rt, const char *kernel, uint32_t slot_mask,
         if (!loom_form_subgroup_ok(kernel, rt->subgroup_size))
             return loom_fail(LOOM_UNSUPPORTED, "kernel '%s' sums each row over 32 invocations (and Q4_K's shares "
                              "each block's header among 8), and device '%s' has subgroups %u wide (block-typed "
-                             "weights need at most 32, Q4_K at least 8)", kernel, rt->props.deviceName,
-                             rt->subgroup_size);
+                             "weights need 8 to 32)", kernel, rt->props.deviceName, rt->subgroup_size);
         /* The integer form where the device has integer dot products. */
         bool idot = rt->int_dot && bk->code_idot;
         const uint32_t *code = idot ? bk->code_idot : bk->code;

@@ -137,8 +137,23 @@
 #error "MV_LONG does not sum x^2 for a norm"
 #endif
 
-#define WG 256u
-layout(local_size_x = 256) in;
+// Invocations a workgroup: 256, and 512 (64 a row) in the residual
+// projections' integer forms (MV_ADD with MV_IDOT). Their workgroups fill
+// shared memory with x before their first dot (quantizing it, or polling
+// the tagged quads), work that twice the invocations halve, and they are
+// few (dim / 16: 128 at 1b, 256 at 7b, under two an SM of an H100), so
+// each holds more loads in flight. The forms that read staged quads (the
+// gated FFN, q/k/v: MV_XQ) fill nothing and come in more workgroups:
+// they were slower so (docs/perf-log.md, "wider residual projections").
+// -DMV_WG=N overrides it for a probe.
+#if !defined(MV_WG) && defined(MV_IDOT) && defined(MV_ADD)
+#define MV_WG 512
+#endif
+#ifndef MV_WG
+#define MV_WG 256
+#endif
+#define WG uint(MV_WG)
+layout(local_size_x = MV_WG) in;
 // Rows per workgroup (ir/ops.def: the per_group of each form): 2 by
 // default, so a decode-sized matrix is many small workgroups whose last
 // wave is short (docs/perf-log.md has what it cost). 4 where the .comp
@@ -523,8 +538,14 @@ WVEC loadw(uint m, uint rb, uint c) { return loadv(m, rb + c); }
 #endif
 
 // ---- cross-invocation sums ---------------------------------------------
-// Room for the partial sums of every subgroup: at least 4 lanes each.
+// Room for the partial sums of every subgroup: at least 4 lanes each, 8
+// with block types (loom_form_subgroup_ok), whose 16 rows of 512
+// invocations would not fit lavapipe's 32 KiB beside a segment of x at 4.
+#ifdef MV_Q
+shared float red[MV_ROWS * NMAT + 1u][WG / 8u];
+#else
 shared float red[MV_ROWS * NMAT + 1u][WG / 4u];
+#endif
 shared float total[MV_ROWS * NMAT + 1u];
 
 // Sums v over the workgroup for every accumulator slot; total[s] holds the

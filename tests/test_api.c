@@ -467,6 +467,52 @@ START_TEST(test_shared_memory)
 }
 END_TEST
 
+/* local_size_x of a SPIR-V module (OpExecutionMode LocalSize), 0 if none. */
+static uint32_t spirv_local_x(const uint32_t *code, size_t size)
+{
+    for (size_t i = 5, n = size / 4; i < n;) {
+        uint32_t len = code[i] >> 16, op = code[i] & 0xffffu;
+        if (!len)
+            break;
+        if (op == 16 && len >= 6 && code[i + 2] == 17)   /* OpExecutionMode, LocalSize */
+            return code[i + 3];
+        i += len;
+    }
+    return 0;
+}
+
+/* The residual projections' integer forms take 512 invocations, 64 a row
+ * (matvec.glsl MV_WG: their workgroups fill x into shared memory first,
+ * and are few); their float forms and the forms that read staged quads
+ * keep 256; and the widest fits the 32 KiB of shared memory that lavapipe,
+ * the CI device, allows. */
+START_TEST(test_wide_residual_projections)
+{
+    static const char *const types[] = { "q8_0", "q4_0", "q4_k", "q6_k" };
+    static const struct { const char *form; uint32_t idot; } forms[] = {
+        { "matvec_add", 512 },           { "matvec_add_stage_tq", 512 },
+        { "matvec_add_stage_tag_tq_xqt", 512 }, { "matvec_add_stage_gate_tq", 512 },
+        { "matvec_add_stage_comb_h_tq", 512 },  { "matvec", 256 },
+        { "rms_norm_matvec_silu_mul_pre_tag_xq_yqt", 256 }, { "rms_norm_qkv_rope_kh_pre_xq", 256 },
+        { "rms_norm_matvec_argmax_log_pre_xq", 256 },
+    };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_%s", forms[f].form, types[t]);
+            const loom_builtin_kernel *bk = loom_builtin_kernel_find(name);
+            ck_assert_msg(bk && bk->code_idot, "%s: no integer form", name);
+            ck_assert_msg(spirv_local_x(bk->code, bk->size) == 256, "%s: float form", name);
+            uint32_t x = spirv_local_x(bk->code_idot, bk->size_idot);
+            ck_assert_msg(x == forms[f].idot, "%s: integer form %u invocations, not %u", name, x, forms[f].idot);
+            uint64_t bytes = 0;
+            loom_kernel_layout l;
+            OK(loom_kernel_reflect(bk->code_idot, bk->size_idot, &l, &bytes));
+            ck_assert_msg(bytes <= 32768, "%s: %llu bytes of shared memory", name, (unsigned long long)bytes);
+        }
+}
+END_TEST
+
 #ifdef LOOM_PROBES
 /* LOOM_KERNEL_DIR (test and benchmark builds): a built-in kernel is taken
  * from DIR/<name>.spv where that file is, the embedded code elsewhere, and
@@ -793,6 +839,7 @@ static Suite *api_suite(void)
     tcase_add_test(tc, test_layout_builtin);
     tcase_add_test(tc, test_layout_custom);
     tcase_add_test(tc, test_shared_memory);
+    tcase_add_test(tc, test_wide_residual_projections);
     tcase_add_test(tc, test_unknown_kernel);
 #ifdef LOOM_PROBES
     tcase_add_test(tc, test_kernel_dir);

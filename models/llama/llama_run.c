@@ -530,11 +530,14 @@ loom_result loom_llama_run(loom_rt *rt, loom_llama *m, const loom_llama_weights 
     }
     /* Warm-up: the same loop, unchecked and unrecorded, in windows of
      * LOOM_LLAMA_WARM_WINDOW steps (passes of at most 64 positions), by the
-     * warm-up rule (loom_llama_warm_end). */
+     * warm-up rule (loom_llama_warm_end). Every window starts at position
+     * 0, so two windows are the same work: a window that went on where the
+     * last one stopped would attend over other lengths, and on a GPU two
+     * such windows differ by more than the rule's 1% at any clock. */
     loom_llama_warm wu = { .t0 = now_us() };
-    uint32_t pos = 0;
     double cap_s = opts->warmup_cap_s > 0 ? opts->warmup_cap_s : LOOM_LLAMA_WARM_CAP_S;
     while (!rc && opts->warmup_s > 0) {
+        uint32_t pos = 0;
         loom_llama_warm_begin(rt, &wu);
         for (uint32_t done = 0; !rc && done < LOOM_LLAMA_WARM_WINDOW;) {
             loom_llama_run_opts quiet = { .token = opts->token };

@@ -46,22 +46,30 @@ static const struct tag_form {
     const char *form, *tag_flags, *gate_flags;
     int x, y;
     bool gate;   /* as a producer: its reader waits for all of y before loading anything */
+    bool block_reader;   /* as a producer: only a reader of block-typed weights polls */
 } tag_forms[] = {
-    { "attention", "ATT_TAG", NULL, -1, 4, true },
-    { "attention_kh", "ATT_TAG", NULL, -1, 4, true },
-    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false },
-    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false },
-    { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false },
-    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
-    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
-    { "matvec_add_stage_tq", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false },
+    { "attention", "ATT_TAG", NULL, -1, 4, true, false },
+    { "attention_kh", "ATT_TAG", NULL, -1, 4, true, false },
+    /* The wide attention (head_dim 128): on an H200 its o-projection
+     * polling took the 7b Q4_K_M step 2,486.2 -> 2,457.7 us, and the f16
+     * step with 8 layers 1,066.9 -> 1,078.6 (docs/perf-log.md, "wider
+     * residual projections"): f16's 2048 o-projection workgroups of 2 rows
+     * spin beside the attention where Q4_K's 256 of 16 rows do not. */
+    { "attention_wide", "ATT_TAG", NULL, -1, 4, true, true },
+    { "attention_wide_kh", "ATT_TAG", NULL, -1, 4, true, true },
+    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false, false },
+    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false, false },
+    { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false, false },
+    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
+    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
+    { "matvec_add_stage_tq", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
 };
 
 /* Node n's tagged kernels, where its form has them for its weights. */
 typedef struct tag_kernel {
     const char *tag_name, *gate_name;
     int x, y;
-    bool gate;
+    bool gate, block_reader;
 } tag_kernel;
 
 static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *out)
@@ -74,7 +82,7 @@ static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *o
             const struct tag_form *f = &tag_forms[k];
             *out = (tag_kernel){ loom_form_variant(name, f->tag_flags, NULL),
                                  f->gate_flags ? loom_form_variant(name, f->gate_flags, NULL) : NULL, f->x, f->y,
-                                 f->gate };
+                                 f->gate, f->block_reader };
             return out->tag_name && (!f->gate_flags || out->gate_name);
         }
     return false;
@@ -208,6 +216,10 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         if (!tag_kernel_of(g, n, &t) || t.y < 0 || !tag_kernel_of(g, loom_graph_node(g, j + 1), &u) || u.x < 0)
             continue;
         if (t.gate && !u.gate_name)
+            continue;
+        loom_dtype w, wv;
+        const char *rk = loom_graph_kernel_name(g, loom_graph_node(g, j + 1)->kernel);
+        if (t.block_reader && !(loom_form_weights(rk, &w, &wv) && loom_dtype_is_block(w)))
             continue;
         const loom_binding *y = loom_node_slot(g, n, (uint32_t)t.y);
         if (!y || n->tag_in || !level_alone(g, j) || !level_alone(g, j + 1) || !writes_only(g, j, y) ||

@@ -71,6 +71,10 @@ if(TARGET llama-decode)
   decode_test(decode_check_kv-f16_gather ${check} --f16 --kv-f16 --max-seq 768)
   decode_test(decode_check_kv-f16_half-shares ${check} --f16 --kv-f16 --max-seq 1024 --half-shares --in-flight 1)
   decode_test(decode_check_kv-f16_wide ${check} ${wide} --kv-f16)
+  # head_dim 128, block-typed: the wide attention on its tagged form
+  # (ATT_TAG), its o-projection a gate reader.
+  decode_test(decode_check_wide_tag_q4_k_m ${check} --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --kv-f16
+              --wtype q4_k_m --ffn 768 --in-flight 1)
   decode_test(decode_check_kv-f16_hd12 ${check} --f16 --kv-f16 --dim 96 --heads 8 --kv-heads 4 --head-dim 12)
   # The tagged kernels (under the layer their barriers stay) at rows that
   # are not a multiple of 8: x read two words at a time.

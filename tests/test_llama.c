@@ -369,6 +369,54 @@ START_TEST(awaits_block_typed_quads)
 }
 END_TEST
 
+/* The wide attention (head_dim 128) is tagged only for a block-typed
+ * o-projection (passes/awaits.c: an f16 one's many workgroups spinning
+ * beside it cost more than the barrier): with Q8_0 weights every layer's
+ * attention -> o-projection edge is awaited, the attention on its wide
+ * tagged form; with f16 weights none is, and the gated FFN edges are
+ * awaited either way. */
+START_TEST(awaits_wide_attention_block_readers)
+{
+    for (int f16 = 0; f16 < 2; f16++) {
+        loom_llama_config c;
+        tiny(&c, f16 ? LOOM_F16 : LOOM_Q8_0);
+        c.dim = 256;
+        c.n_heads = 2;
+        c.n_kv_heads = 1;
+        c.head_dim = 128;
+        c.ffn = 256;
+        loom_llama_weights *w = NULL;
+        loom_llama *m = NULL;
+        loom_graph *g = NULL;
+        loom_plan *plan = NULL;
+        ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
+        ck_assert_int_eq(loom_llama_create(rt, w, NULL, &m), LOOM_OK);
+        ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+        ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
+        ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &plan), LOOM_OK);
+        const loom_graph *pg = loom_plan_graph(plan);
+        uint32_t gated = 0, attentions = 0;
+        for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+            const loom_node *n = loom_graph_node(pg, i);
+            const char *k = loom_graph_kernel_name(pg, n->kernel);
+            if (n->op == LOOM_OP_ATTENTION) {
+                attentions++;
+                ck_assert_msg(!strncmp(k, "attention_wide", 14), "node %u: %s", i, k);
+                ck_assert_msg(loom_form_has(k, "ATT_TAG") == !f16, "node %u: %s", i, k);
+            }
+            gated += (n->tag_in & LOOM_AWAIT_GATE) != 0;
+        }
+        ck_assert_uint_eq(attentions, c.n_layers);
+        ck_assert_uint_eq(gated, f16 ? 0 : c.n_layers);
+        ck_assert_uint_eq(loom_plan_get_stats(plan)->awaited, f16 ? c.n_layers : 2 * c.n_layers);
+        loom_plan_release(plan);
+        loom_graph_destroy(g);
+        loom_llama_destroy(m);
+        loom_llama_weights_destroy(w);
+    }
+}
+END_TEST
+
 /* Steps of the tiny f16 model, with the runtime's device options (awaited
  * edges on lavapipe), counting what a step records. */
 static void step_counts(loom_rt *r, float *logits, uint32_t *tok, const loom_plan_stats **stats, uint64_t *barriers,
@@ -1055,6 +1103,7 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, poll_fault_falls_back);
     tcase_add_test(tc, awaits_marks_the_edges);
     tcase_add_test(tc, awaits_block_typed_quads);
+    tcase_add_test(tc, awaits_wide_attention_block_readers);
     tcase_add_test(tc, recorded_barriers_follow_the_plan);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimized");

@@ -6,8 +6,8 @@
 #    all of it first): 8 barriers a token fewer, 8 polled, and every step
 #    agrees with the CPU reference (llama-decode --check fails otherwise),
 #    with f16 and f32 KV caches, without the stage pass (no float atomics:
-#    the plain residual-add kernels) and at rows that are not a multiple
-#    of 8;
+#    the plain residual-add kernels), at rows that are not a multiple
+#    of 8 and with the wide attention of head_dim 128 (Q4_K_M);
 #  - LOOM_TAGS=keep runs the same kernels with every barrier, LOOM_TAGS=0
 #    the plain kernels: both poll nothing, and all three give the same
 #    tokens;
@@ -59,6 +59,9 @@ polled_run(polled 3)
 polled_run(json 1 OPTS --kv-f32)
 polled_run(json 3 ENV LOOM_ATOMIC_FLOAT=0)
 polled_run(json 1 OPTS ${awkward})
+# head_dim 128: the wide attention (TPR 32) on its tagged form, behind it
+# a block-typed o-projection (passes/awaits.c: not an f16 one).
+polled_run(json 3 OPTS --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --wtype q4_k_m --ffn 768)
 # Block-typed (Q4_K_M; rows of the down projection whole blocks): the gated
 # FFN's output goes to the down projection as tagged int8 quads (MV_YQT,
 # MV_XQT), polled as the f32 words are.

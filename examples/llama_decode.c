@@ -566,6 +566,28 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
             if (count[op])
                 printf("%-18s %6u %9u %9.1f %8.2f\n", loom_op_name((loom_op)op), count[op], after_barrier[op],
                        by_op[op], by_op[op] / count[op]);
+        /* The same by kernel, in the plan's order of first use: forms of
+         * one kind (an o-projection and a down projection, a Q4_K and a
+         * Q6_K one) apart. */
+        printf("by kernel:\n%-44s %6s %9s %8s\n", "kernel", "nodes", "us", "us/node");
+        bool *done = calloc(n ? n : 1, sizeof *done);
+        for (uint32_t i = 0; i < n && done; i++) {
+            const loom_node *a = loom_graph_node(g, i);
+            if (done[i] || a->type != LOOM_NODE_DISPATCH)
+                continue;
+            double sum = 0;
+            uint32_t cnt = 0;
+            for (uint32_t j = i; j < n; j++) {
+                const loom_node *b = loom_graph_node(g, j);
+                if (b->type == LOOM_NODE_DISPATCH && b->kernel == a->kernel) {
+                    done[j] = true;
+                    sum += us[j];
+                    cnt++;
+                }
+            }
+            printf("%-44s %6u %9.1f %8.2f\n", loom_graph_kernel_name(g, a->kernel), cnt, sum, sum / cnt);
+        }
+        free(done);
     }
     free(us);
     return rc;

@@ -184,6 +184,13 @@ if(TARGET llama-decode)
   set_tests_properties(decode_check_no-atomics_f16 PROPERTIES ENVIRONMENT "${decode_env};LOOM_ATOMIC_FLOAT=0")
   decode_test(decode_split_tokens ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode>
               -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/decode_split.cmake)
+  # --profile-nodes: the last step by op kind, then by kernel in the plan's
+  # order of first use (Q4_K_M: the Q4_K and Q6_K down projections apart).
+  decode_test(decode_profile_nodes $<TARGET_FILE:llama-decode> --config tiny --wtype q4_k_m --ffn 768 --steps 4
+              --profile-nodes --quiet)
+  set_tests_properties(decode_profile_nodes PROPERTIES
+    PASS_REGULAR_EXPRESSION "by kernel:\nkernel +nodes +us +us/node\nzero +1 [^\n]*\nembed_rms_norm_qkv_rope_q4_k +1 [^\n]*\nattention_tag +4 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_q4_k +2 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_q6_k +2 "
+    FAIL_REGULAR_EXPRESSION "rror|VUID")
   # Tagged vectors polled with no barrier, without the validation layer
   # (the script says why), against the CPU reference and the plain kernels.
   add_test(NAME decode_tags COMMAND ${CMAKE_COMMAND} -DDECODE=$<TARGET_FILE:llama-decode> -DPROBES=${LOOM_PROBES}

@@ -322,6 +322,34 @@ START_TEST(awaits_marks_the_edges)
 }
 END_TEST
 
+/* A model of config c captured and compiled with awaited edges, and what
+ * its release needs. */
+typedef struct awaits_case {
+    loom_llama_weights *w;
+    loom_llama *m;
+    loom_graph *g;
+    loom_plan *plan;
+} awaits_case;
+
+static const loom_graph *awaits_compile(const loom_llama_config *c, awaits_case *a)
+{
+    *a = (awaits_case){ NULL, NULL, NULL, NULL };
+    ck_assert_int_eq(loom_llama_weights_create(c, &a->w), LOOM_OK);
+    ck_assert_int_eq(loom_llama_create(rt, a->w, NULL, &a->m), LOOM_OK);
+    ck_assert_int_eq(loom_graph_create(NULL, &a->g), LOOM_OK);
+    ck_assert_int_eq(loom_llama_capture_step(a->m, a->g), LOOM_OK);
+    ck_assert_int_eq(loom_compile(a->g, &(loom_compile_options){ .awaits = true }, &a->plan), LOOM_OK);
+    return loom_plan_graph(a->plan);
+}
+
+static void awaits_release(awaits_case *a)
+{
+    loom_plan_release(a->plan);
+    loom_graph_destroy(a->g);
+    loom_llama_destroy(a->m);
+    loom_llama_weights_destroy(a->w);
+}
+
 /* The awaits pass on a block-typed step (tiny, Q8_0): each gated FFN's
  * output goes to its down projection as tagged int8 quads (the producer on
  * its MV_YQT form, the reader on MV_XQT); the o-projection behind the
@@ -332,16 +360,8 @@ START_TEST(awaits_block_typed_quads)
     for (int f16 = 0; f16 < 2; f16++) {
         loom_llama_config c;
         tiny(&c, f16 ? LOOM_F16 : LOOM_Q8_0);
-        loom_llama_weights *w = NULL;
-        loom_llama *m = NULL;
-        loom_graph *g = NULL;
-        loom_plan *plan = NULL;
-        ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
-        ck_assert_int_eq(loom_llama_create(rt, w, NULL, &m), LOOM_OK);
-        ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
-        ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
-        ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &plan), LOOM_OK);
-        const loom_graph *pg = loom_plan_graph(plan);
+        awaits_case a;
+        const loom_graph *pg = awaits_compile(&c, &a);
         uint32_t quads = 0, gated = 0, staged = 0;
         for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
             const loom_node *n = loom_graph_node(pg, i);
@@ -361,10 +381,7 @@ START_TEST(awaits_block_typed_quads)
         /* every gated FFN and the LM head (tiny's q/k/v, of head_dim 16,
          * are not fused into a norm form) */
         ck_assert_uint_eq(staged, f16 ? 0 : c.n_layers + 1);
-        loom_plan_release(plan);
-        loom_graph_destroy(g);
-        loom_llama_destroy(m);
-        loom_llama_weights_destroy(w);
+        awaits_release(&a);
     }
 }
 END_TEST
@@ -385,16 +402,8 @@ START_TEST(awaits_wide_attention_block_readers)
         c.n_kv_heads = 1;
         c.head_dim = 128;
         c.ffn = 256;
-        loom_llama_weights *w = NULL;
-        loom_llama *m = NULL;
-        loom_graph *g = NULL;
-        loom_plan *plan = NULL;
-        ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
-        ck_assert_int_eq(loom_llama_create(rt, w, NULL, &m), LOOM_OK);
-        ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
-        ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
-        ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &plan), LOOM_OK);
-        const loom_graph *pg = loom_plan_graph(plan);
+        awaits_case a;
+        const loom_graph *pg = awaits_compile(&c, &a);
         uint32_t gated = 0, attentions = 0;
         for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
             const loom_node *n = loom_graph_node(pg, i);
@@ -408,11 +417,8 @@ START_TEST(awaits_wide_attention_block_readers)
         }
         ck_assert_uint_eq(attentions, c.n_layers);
         ck_assert_uint_eq(gated, f16 ? 0 : c.n_layers);
-        ck_assert_uint_eq(loom_plan_get_stats(plan)->awaited, f16 ? c.n_layers : 2 * c.n_layers);
-        loom_plan_release(plan);
-        loom_graph_destroy(g);
-        loom_llama_destroy(m);
-        loom_llama_weights_destroy(w);
+        ck_assert_uint_eq(loom_plan_get_stats(a.plan)->awaited, f16 ? c.n_layers : 2 * c.n_layers);
+        awaits_release(&a);
     }
 }
 END_TEST

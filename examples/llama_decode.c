@@ -549,9 +549,13 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
     const loom_graph *g = loom_plan_graph(loom_llama_plan(m));
     uint32_t n = loom_graph_node_count(g);
     double *us = calloc(n ? n : 1, sizeof *us), total = 0, by_op[LOOM_OP_COUNT] = { 0 };
+    bool *done = calloc(n ? n : 1, sizeof *done);   /* the by-kernel table's nodes already counted */
     uint32_t count[LOOM_OP_COUNT] = { 0 }, after_barrier[LOOM_OP_COUNT] = { 0 };
-    if (!us)
+    if (!us || !done) {
+        free(us);
+        free(done);
         return loom_fail(LOOM_OUT_OF_MEMORY, "profile: out of memory");
+    }
     loom_result rc = loom_rt_program_timings(rt, loom_llama_program(m), us, n, &total);
     for (uint32_t i = 0; i < n && !rc; i++) {
         const loom_node *node = loom_graph_node(g, i);
@@ -570,8 +574,7 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
          * one kind (an o-projection and a down projection, a Q4_K and a
          * Q6_K one) apart. */
         printf("by kernel:\n%-44s %6s %9s %8s\n", "kernel", "nodes", "us", "us/node");
-        bool *done = calloc(n ? n : 1, sizeof *done);
-        for (uint32_t i = 0; i < n && done; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             const loom_node *a = loom_graph_node(g, i);
             if (done[i] || a->type != LOOM_NODE_DISPATCH)
                 continue;
@@ -587,9 +590,9 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
             }
             printf("%-44s %6u %9.1f %8.2f\n", loom_graph_kernel_name(g, a->kernel), cnt, sum, sum / cnt);
         }
-        free(done);
     }
     free(us);
+    free(done);
     return rc;
 }
 

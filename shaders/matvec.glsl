@@ -146,7 +146,7 @@
 // gated FFN, q/k/v: MV_XQ) fill nothing and come in more workgroups:
 // they were slower so (docs/perf-log.md, "wider residual projections").
 // -DMV_WG=N overrides it for a probe.
-#if !defined(MV_WG) && defined(MV_IDOT) && defined(MV_ADD)
+#if !defined(MV_WG) && defined(MV_IDOT) && (defined(MV_ADD) || (defined(MV_QKV) && defined(MV_XQ)))
 #define MV_WG 512
 #endif
 #ifndef MV_WG
@@ -169,7 +169,14 @@ layout(local_size_x = MV_WG) in;
 #ifdef MV_Q
 #undef MV_ROWS
 #define MV_ROWS 16u
+// q/k/v's integer form reading staged quads: one row an invocation at 512
+// invocations (40 registers, from 59-64; a probe on an H200 gained about a
+// microsecond a layer: docs/perf-log.md, "by kernel, and two probes").
+#if defined(MV_IDOT) && defined(MV_QKV) && defined(MV_XQ)
+#define QRPT 1u
+#else
 #define QRPT 2u
+#endif
 #endif
 #ifndef MV_ROWS
 #define MV_ROWS 2u

@@ -493,7 +493,7 @@ START_TEST(test_wide_residual_projections)
         { "matvec_add", 512 },           { "matvec_add_stage_tq", 512 },
         { "matvec_add_stage_tag_tq_xqt", 512 }, { "matvec_add_stage_gate_tq", 512 },
         { "matvec_add_stage_comb_h_tq", 512 },  { "matvec", 256 },
-        { "rms_norm_matvec_silu_mul_pre_tag_xq_yqt", 256 }, { "rms_norm_qkv_rope_kh_pre_xq", 256 },
+        { "rms_norm_matvec_silu_mul_pre_tag_xq_yqt", 256 }, { "rms_norm_qkv_rope_kh_pre_xq", 512 },
         { "rms_norm_matvec_argmax_log_pre_xq", 256 },
     };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)

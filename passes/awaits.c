@@ -19,8 +19,8 @@
  * - y is SCRATCH (plan-owned, never seen by the host: the runtime keeps
  *   tagged vectors in memory of their own) and the graph has a step-
  *   parameter buffer (the runtime's step word sits after it).
- * Both nodes take their tagged kernels (forms.def: MV_TAG, ATT_TAG; a
- * reader after a gate producer MV_TAG MV_TAG_GATE; a block-typed gated FFN
+ * Both nodes take their tagged kernels (forms.def: MV_TAG, ATT_TAG; an
+ * f16 reader after a gate producer MV_TAG MV_TAG_GATE; a block-typed gated FFN
  * and a block-typed reader pass the vector as tagged int8 quads, MV_YQT and
  * MV_XQT, where both have such a form). The reader keeps its
  * barrier reason (what the poll stands in for; the runtime records it
@@ -37,15 +37,21 @@
  *   projection's workgroups take the slots its last wave frees, issue
  *   their weight loads and poll h;
  * - the attention (gate): its few workgroups leave most SMs idle, and the
- *   o-projection's workgroups wait there, resident, for its output. Had
- *   they loaded their weights first, the stream and the polls would slow
- *   the attention by more than the barrier costs.
+ *   o-projection's workgroups wait there, resident, for its output. An
+ *   f16 reader (2 rows a workgroup, thousands of them) waits for all of
+ *   it before loading its weights (MV_TAG_GATE): had they loaded their
+ *   weights first, the stream and the polls would slow the attention by
+ *   more than the barrier costs. A block-typed reader (16 rows a
+ *   workgroup, dim / 16 of them) has no gate form: it loads its first
+ *   weights and polls word by word as it quantizes x, which on an H200
+ *   took the `1b` Q4_K_M step 598.7 -> 591.4 us and `7b` with 8 layers
+ *   667.5 -> 665.7 (docs/perf-log.md, "the o-projection not gated").
  * Tagging the other vectors of a layer gained nothing: behind a one-wave
  * producer nothing starts early. */
 static const struct tag_form {
     const char *form, *tag_flags, *gate_flags;
     int x, y;
-    bool gate;   /* as a producer: its reader waits for all of y before loading anything */
+    bool gate;   /* as a producer: an f16 reader waits for all of y before loading anything */
     bool block_reader;   /* as a producer: only a reader of block-typed weights polls */
 } tag_forms[] = {
     { "attention", "ATT_TAG", NULL, -1, 4, true, false },
@@ -62,7 +68,7 @@ static const struct tag_form {
     { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false, false },
     { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
     { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
-    { "matvec_add_stage_tq", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
+    { "matvec_add_stage_tq", "MV_TAG", NULL, 1, -1, false, false },
 };
 
 /* Node n's tagged kernels, where its form has them for its weights. */
@@ -83,7 +89,7 @@ static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *o
             *out = (tag_kernel){ loom_form_variant(name, f->tag_flags, NULL),
                                  f->gate_flags ? loom_form_variant(name, f->gate_flags, NULL) : NULL, f->x, f->y,
                                  f->gate, f->block_reader };
-            return out->tag_name && (!f->gate_flags || out->gate_name);
+            return out->tag_name != NULL;
         }
     return false;
 }
@@ -157,11 +163,12 @@ static bool has_params(const loom_graph *g)
 }
 
 /* Producer j and reader j + 1 with the vector y (at the producer's slot
- * t->y and the reader's u->x) become awaited edge v. */
-static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, uint32_t v)
+ * t->y and the reader's u->x) become awaited edge v; gate: the reader on
+ * its gate form. */
+static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, bool gate, uint32_t v)
 {
     uint32_t kp, kr;
-    const char *pk = t->tag_name, *rk = t->gate ? u->gate_name : u->tag_name;
+    const char *pk = t->tag_name, *rk = gate ? u->gate_name : u->tag_name;
     /* Block-typed on both sides: the vector as tagged int8 quads (MV_YQT,
      * MV_XQT), which the reader takes as its integer dots do, instead of
      * quantizing the producer's f32 words itself. */
@@ -181,7 +188,7 @@ static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const ta
     p->tag_out = (uint16_t)v;
     p->tag_out_slot = (uint8_t)t->y;
     r->kernel = kr;
-    r->tag_in = (uint16_t)(v | (t->gate ? LOOM_AWAIT_GATE : 0));
+    r->tag_in = (uint16_t)(v | (gate ? LOOM_AWAIT_GATE : 0));
     r->tag_in_slot = (uint8_t)u->x;
     return LOOM_OK;
 }
@@ -215,17 +222,21 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         tag_kernel t, u;
         if (!tag_kernel_of(g, n, &t) || t.y < 0 || !tag_kernel_of(g, loom_graph_node(g, j + 1), &u) || u.x < 0)
             continue;
-        if (t.gate && !u.gate_name)
-            continue;
         loom_dtype w, wv;
         const char *rk = loom_graph_kernel_name(g, loom_graph_node(g, j + 1)->kernel);
-        if (t.block_reader && !(loom_form_weights(rk, &w, &wv) && loom_dtype_is_block(w)))
+        bool block = loom_form_weights(rk, &w, &wv) && loom_dtype_is_block(w);
+        if (t.block_reader && !block)
+            continue;
+        /* behind a gate producer: an f16 reader on its gate form, a
+         * block-typed one polling as it loads */
+        bool gate = t.gate && !block;
+        if (gate && !u.gate_name)
             continue;
         const loom_binding *y = loom_node_slot(g, n, (uint32_t)t.y);
         if (!y || n->tag_in || !level_alone(g, j) || !level_alone(g, j + 1) || !writes_only(g, j, y) ||
             !sole_reader(g, j, y))
             continue;
-        loom_result rc = mark(g, j, &t, &u, ++v);
+        loom_result rc = mark(g, j, &t, &u, gate, ++v);
         if (rc)
             return rc;
     }

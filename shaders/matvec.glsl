@@ -14,7 +14,8 @@
 //             takes MV_F16 takes them too (MV_VW8: chunks of 8); rows are
 //             whole blocks, so only the vector path is compiled.
 //             MV_W2_Q4_K, MV_W2_Q6_K (with MV_QKV) the third matrix (Wv) is
-//             of that type instead (Q4_K_M files mix them so);
+//             of that type instead (Q4_K_M files mix them so); with a
+//             Q6_K Wv the row blocks are taken in reverse (main());
 //   MV_IDOT   (with a block type) the integer form: x quantized to int8 per
 //             block of 32 in shared memory, units of 32 weights dotted 4
 //             at a time (quant.glsl); the runtime takes it where the device
@@ -1315,7 +1316,15 @@ void main()
 #ifdef MV_ARGMAX
     argmax_main();
 #else
+#if defined(MV_QKV) && defined(MV_W2_Q6_K)
+    // A Q6_K Wv's row blocks are the last and the slowest: taken in
+    // reverse, they launch first and the Q4_K rows fill the tail (the `7b`
+    // Q4_K_M step with 8 layers 664.1 -> 656.2 us on an H200,
+    // docs/perf-log.md, "the o-projection not gated").
+    wg_block = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
+#else
     wg_block = gl_WorkGroupID.x;
+#endif
     block();
 #endif
 }

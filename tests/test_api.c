@@ -491,7 +491,7 @@ START_TEST(test_wide_residual_projections)
     static const char *const types[] = { "q8_0", "q4_0", "q4_k", "q6_k" };
     static const struct { const char *form; uint32_t idot; } forms[] = {
         { "matvec_add", 512 },           { "matvec_add_stage_tq", 512 },
-        { "matvec_add_stage_tag_tq_xqt", 512 }, { "matvec_add_stage_gate_tq", 512 },
+        { "matvec_add_stage_tag_tq_xqt", 512 }, { "matvec_add_stage_tag_tq", 512 },
         { "matvec_add_stage_comb_h_tq", 512 },  { "matvec", 256 },
         { "rms_norm_matvec_silu_mul_pre_tag_xq_yqt", 256 }, { "rms_norm_qkv_rope_kh_pre_xq", 512 },
         { "rms_norm_matvec_argmax_log_pre_xq", 256 },

@@ -353,7 +353,9 @@ static void awaits_release(awaits_case *a)
 /* The awaits pass on a block-typed step (tiny, Q8_0): each gated FFN's
  * output goes to its down projection as tagged int8 quads (the producer on
  * its MV_YQT form, the reader on MV_XQT); the o-projection behind the
- * attention stays on the f32 words (a gate reader, MV_TAG_GATE); the norms
+ * attention stays on the f32 words, gated (MV_TAG_GATE) with f16 weights
+ * and not with Q8_0 (passes/awaits.c: a block-typed reader polls as it
+ * loads); the norms
  * read the staged t as quads (MV_XQ). With f16 weights nothing is quads. */
 START_TEST(awaits_block_typed_quads)
 {
@@ -362,7 +364,7 @@ START_TEST(awaits_block_typed_quads)
         tiny(&c, f16 ? LOOM_F16 : LOOM_Q8_0);
         awaits_case a;
         const loom_graph *pg = awaits_compile(&c, &a);
-        uint32_t quads = 0, gated = 0, staged = 0;
+        uint32_t quads = 0, gated = 0, staged = 0, behind_attention = 0;
         for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
             const loom_node *n = loom_graph_node(pg, i);
             const char *k = loom_graph_kernel_name(pg, n->kernel);
@@ -370,13 +372,17 @@ START_TEST(awaits_block_typed_quads)
             if (!n->tag_in)
                 continue;
             const char *pk = loom_graph_kernel_name(pg, loom_graph_node(pg, i - 1)->kernel);
-            bool gate = n->tag_in & LOOM_AWAIT_GATE;
+            bool gate = n->tag_in & LOOM_AWAIT_GATE, att = loom_graph_node(pg, i - 1)->op == LOOM_OP_ATTENTION;
             gated += gate;
-            ck_assert_msg(loom_form_has(k, "MV_XQT") == (!gate && !f16), "node %u: %s", i, k);
-            ck_assert_msg(loom_form_has(pk, "MV_YQT") == (!gate && !f16), "node %u: %s", i - 1, pk);
+            behind_attention += att;
+            ck_assert_msg(gate == (att && f16), "node %u: %s", i, k);
+            ck_assert_msg(loom_form_has(k, "MV_TAG_GATE") == gate, "node %u: %s", i, k);
+            ck_assert_msg(loom_form_has(k, "MV_XQT") == (!att && !f16), "node %u: %s", i, k);
+            ck_assert_msg(loom_form_has(pk, "MV_YQT") == (!att && !f16), "node %u: %s", i - 1, pk);
             quads += loom_form_has(k, "MV_XQT");
         }
-        ck_assert_uint_eq(gated, c.n_layers);
+        ck_assert_uint_eq(behind_attention, c.n_layers);
+        ck_assert_uint_eq(gated, f16 ? c.n_layers : 0);
         ck_assert_uint_eq(quads, f16 ? 0 : c.n_layers);
         /* every gated FFN and the LM head (tiny's q/k/v, of head_dim 16,
          * are not fused into a norm form) */
@@ -390,8 +396,8 @@ END_TEST
  * o-projection (passes/awaits.c: an f16 one's many workgroups spinning
  * beside it cost more than the barrier): with Q8_0 weights every layer's
  * attention -> o-projection edge is awaited, the attention on its wide
- * tagged form; with f16 weights none is, and the gated FFN edges are
- * awaited either way. */
+ * tagged form and the o-projection not gated; with f16 weights none is,
+ * and the gated FFN edges are awaited either way. */
 START_TEST(awaits_wide_attention_block_readers)
 {
     for (int f16 = 0; f16 < 2; f16++) {
@@ -404,7 +410,7 @@ START_TEST(awaits_wide_attention_block_readers)
         c.ffn = 256;
         awaits_case a;
         const loom_graph *pg = awaits_compile(&c, &a);
-        uint32_t gated = 0, attentions = 0;
+        uint32_t gated = 0, attentions = 0, behind_attention = 0;
         for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
             const loom_node *n = loom_graph_node(pg, i);
             const char *k = loom_graph_kernel_name(pg, n->kernel);
@@ -414,9 +420,11 @@ START_TEST(awaits_wide_attention_block_readers)
                 ck_assert_msg(loom_form_has(k, "ATT_TAG") == !f16, "node %u: %s", i, k);
             }
             gated += (n->tag_in & LOOM_AWAIT_GATE) != 0;
+            behind_attention += n->tag_in && loom_graph_node(pg, i - 1)->op == LOOM_OP_ATTENTION;
         }
         ck_assert_uint_eq(attentions, c.n_layers);
-        ck_assert_uint_eq(gated, f16 ? 0 : c.n_layers);
+        ck_assert_uint_eq(gated, 0);
+        ck_assert_uint_eq(behind_attention, f16 ? 0 : c.n_layers);
         ck_assert_uint_eq(loom_plan_get_stats(a.plan)->awaited, f16 ? c.n_layers : 2 * c.n_layers);
         awaits_release(&a);
     }

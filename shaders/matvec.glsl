@@ -138,16 +138,17 @@
 #error "MV_LONG does not sum x^2 for a norm"
 #endif
 
-// Invocations a workgroup: 256, and 512 (64 a row) in the residual
-// projections' integer forms (MV_ADD with MV_IDOT). Their workgroups fill
-// shared memory with x before their first dot (quantizing it, or polling
-// the tagged quads), work that twice the invocations halve, and they are
-// few (dim / 16: 128 at 1b, 256 at 7b, under two an SM of an H100), so
-// each holds more loads in flight. The forms that read staged quads (the
-// gated FFN, q/k/v: MV_XQ) fill nothing and come in more workgroups:
-// they were slower so (docs/perf-log.md, "wider residual projections").
-// -DMV_WG=N overrides it for a probe.
-#if !defined(MV_WG) && defined(MV_IDOT) && (defined(MV_ADD) || (defined(MV_QKV) && defined(MV_XQ)))
+// Invocations a workgroup: 256, and 512 in the integer forms of the
+// residual projections (MV_ADD, 64 a row) and of q/k/v (MV_QKV, one row an
+// invocation: QRPT below). A residual projection's workgroups fill shared
+// memory with x before their first dot (quantizing it, or polling the
+// tagged quads), work that twice the invocations halve, and they are few
+// (dim / 16: 128 at 1b, 256 at 7b, under two an SM of an H100), so each
+// holds more loads in flight. The gated FFN, which reads staged quads
+// (MV_XQ), fills nothing and comes in more workgroups: it was slower so
+// (docs/perf-log.md, "wider residual projections"). -DMV_WG=N overrides
+// it for a probe.
+#if !defined(MV_WG) && defined(MV_IDOT) && (defined(MV_ADD) || defined(MV_QKV))
 #define MV_WG 512
 #endif
 #ifndef MV_WG
@@ -170,10 +171,13 @@ layout(local_size_x = MV_WG) in;
 #ifdef MV_Q
 #undef MV_ROWS
 #define MV_ROWS 16u
-// q/k/v's integer form reading staged quads: one row an invocation at 512
-// invocations (40 registers, from 59-64; a probe on an H200 gained about a
-// microsecond a layer: docs/perf-log.md, "by kernel, and two probes").
-#if defined(MV_IDOT) && defined(MV_QKV) && defined(MV_XQ)
+// q/k/v's integer forms: one row an invocation at 512 invocations (40
+// registers, from 59-64). On an H200 (docs/perf-log.md, "q/k/v at 512
+// invocations"): the forms reading staged quads took the 1b Q4_K_M step
+// 613.5 -> 598.7 us; the first layer's, which quantizes x itself (MV_EMBED),
+// 586.6 -> 585.5 (and 7b with 8 layers 656.4 -> 654.3), where 512 with two
+// rows an invocation took 590.4 and 658.1.
+#if defined(MV_IDOT) && defined(MV_QKV)
 #define QRPT 1u
 #else
 #define QRPT 2u

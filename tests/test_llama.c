@@ -355,8 +355,8 @@ static void awaits_release(awaits_case *a)
  * its MV_YQT form, the reader on MV_XQT); the o-projection behind the
  * attention stays on the f32 words, gated (MV_TAG_GATE) with f16 weights
  * and not with Q8_0 (passes/awaits.c: a block-typed reader polls as it
- * loads); the norms
- * read the staged t as quads (MV_XQ). With f16 weights nothing is quads. */
+ * loads); the norms read the staged t as quads (MV_XQ). With f16 weights
+ * nothing is quads. */
 START_TEST(awaits_block_typed_quads)
 {
     for (int f16 = 0; f16 < 2; f16++) {

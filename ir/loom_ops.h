@@ -215,12 +215,18 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
  * fastest. A node whose K is at least LOOM_MATMUL_COOP_L_COLS takes
  * MM_L=128 where those tiles number at least LOOM_MATMUL_COOP_L_FROM, else
  * MM_L=64 where its tiles do (passes/coopmat.c; docs/perf-log.md has the
- * measurements). */
+ * measurements: K 2048 took the large tiles 15% less time for `1b` pp512
+ * on an H200 once the gated FFN had them). */
 #define LOOM_MATMUL_COOP_L_ROWS 128u
 #define LOOM_MATMUL_COOP_L_T    128u
 #define LOOM_MATMUL_COOP_L_T64  64u
 #define LOOM_MATMUL_COOP_L_FROM 128u
-#define LOOM_MATMUL_COOP_L_COLS 4096u
+#define LOOM_MATMUL_COOP_L_COLS 2048u
+/* The gated FFN's large tiles (MATMUL_SILU_MUL, MM_L=128 with MM_SILU):
+ * LOOM_MATMUL_COOP_LS_ROWS rows of y (as many of each matrix: 128 staged
+ * rows) by LOOM_MATMUL_COOP_L_T token rows, taken where K reaches
+ * LOOM_MATMUL_COOP_L_COLS and the tiles number LOOM_MATMUL_COOP_L_FROM. */
+#define LOOM_MATMUL_COOP_LS_ROWS 64u
 /* ATTENTION_ROWS's cooperative-matrix form (shaders/attention_rows.glsl,
  * ATT_COOP; f16 caches, head_dim 64 or 128): a workgroup per
  * LOOM_ATTN_ROWS_COOP_Q query vectors of one kv head (T x the heads a kv

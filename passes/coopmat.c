@@ -10,12 +10,15 @@
  * where the tiles are too few to fill the device (`1b`'s residual
  * projections at T = 128: 27% less time on an H100), and the plain form
  * where they are many (T = 512: MM_KS took 2% more). Before either, a
- * node of one matrix whose K reaches LOOM_MATMUL_COOP_L_COLS
- * (loom_pass_ctx.coop_large_cols) takes the large tiles (MM_L=128, else
- * MM_L=64) where they number at least LOOM_MATMUL_COOP_L_FROM: `7b`'s
- * residual projections at T = 512 took 43% less time, `1b`'s down
- * projection about 25% less; at K 2048 they took a little more, and the
- * gated FFN more in tiles of 64 rows of each matrix.
+ * node whose K reaches LOOM_MATMUL_COOP_L_COLS
+ * (loom_pass_ctx.coop_large_cols) takes the large tiles where they number
+ * at least LOOM_MATMUL_COOP_L_FROM: a matrix of one weight MM_L=128, else
+ * MM_L=64 (`7b`'s residual projections at T = 512 took 43% less time on
+ * an H100, `1b`'s down projection about 25% less); the gated FFN MM_L=128
+ * with MM_SILU, 64 rows of each matrix, reading f16 x (on an H200 `7b`
+ * with 8 layers pp512 16.9 -> 13.6 ms, its gated FFN 1,381 -> 903 us a
+ * node; `1b` pp512 12.9 -> 10.9 ms with K 2048 taking the large tiles
+ * too: docs/perf-log.md, "the gated FFN in large tiles").
  * Nodes on the multi-column form (small T) keep it: they stream the weights
  * once, which is what bounds them. An ATTENTION_ROWS node over f16 caches
  * whose head_dim has a form (ATT_HD: 64, 128) and whose kv heads each serve
@@ -61,6 +64,9 @@ static const char *matmul_coop(const char *k, uint32_t op, const loom_op_args *p
                                uint64_t *groups)
 {
     bool one = op != LOOM_OP_MATMUL_SILU_MUL;
+    if (!one && pc->cols >= large_cols &&
+        (*groups = tiles(pc, LOOM_MATMUL_COOP_LS_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
+        return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
     if (one && pc->cols >= large_cols) {
         if ((*groups = tiles(pc, LOOM_MATMUL_COOP_L_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
             return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
@@ -103,8 +109,9 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
 /* Whether node i, a reader of y, may read it as f16: a matmul kind on its
  * coopmat form (not yet MM_X16, whose form it has), not a row block, reading
  * y whole as x and nothing else of it, in chunks of 8 (cols). The gated
- * FFN has no MM_X16 form: on an H100 it read f16 x slower (docs/perf-log.md,
- * "f16 x"), so the norm before it keeps writing f32. */
+ * FFN's small tiles have no MM_X16 form: on an H100 they read f16 x slower
+ * (docs/perf-log.md, "f16 x"), so the norm before them keeps writing f32;
+ * its large tiles have one. */
 static bool half_reader(const loom_graph *g, uint32_t i, const loom_binding *y)
 {
     const loom_node *nd = loom_graph_node(g, i);
@@ -194,5 +201,9 @@ loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
     if (!ctx || !ctx->coopmat)
         return LOOM_OK;
     loom_result rc = pass_rename_nodes(g, "split", to_coop, ctx, &count);
-    return rc ? rc : pass_rename_nodes(g, "split", half_pair, NULL, &count);
+    if (!rc)
+        rc = pass_rename_nodes(g, "split", half_pair, NULL, &count);
+    /* Again: a node that became a reader's f16 form in the first round (the
+     * gated FFN's large tiles, MM_X16) is a producer of f16 too (MM_Y16). */
+    return rc || !count ? rc : pass_rename_nodes(g, "split", half_pair, NULL, &count);
 }

@@ -22,14 +22,16 @@
 //             tile fastest. Only where the device has the extension with
 //             that shape (the split pass swaps it in). MM_KS (with MM_COOP,
 //             one matrix): two such groups a workgroup, splitting the K walk;
-//             MM_L (with MM_COOP, one matrix): tiles of 128 rows by MM_L
-//             token rows, eight subgroups, two slices in shared memory;
+//             MM_L (with MM_COOP): tiles of 128 rows by MM_L token rows,
+//             eight subgroups, two slices in shared memory; with MM_SILU
+//             (MM_L=128 only) the 128 staged rows are 64 rows of each
+//             matrix, so a tile is 64 rows of y by 128 token rows;
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
 //   MM_Y16    (with MM_COOP, MM_SILU) y is stored as f16 pairs, for a reader
 //             with MM_X16 (the split pass pairs them): rows even;
-//   MM_X16    (with MM_COOP, one matrix) x is stored as f16 (a y of
+//   MM_X16    (with MM_COOP; MM_SILU only with MM_L) x is stored as f16 (a y of
 //             MM_Y16, NORM_Y16 or ATT_O16): a chunk of x is one 16-byte
 //             load, not two; cols a multiple of 8. The coopmat form rounds
 //             x to f16 as it stages it either way, so the pair computes what
@@ -49,8 +51,8 @@
 #if (defined(MM_X16) || defined(MM_Y16)) && !defined(MM_COOP)
 #error "MM_X16, MM_Y16: the cooperative-matrix form"
 #endif
-#if defined(MM_X16) && defined(MM_SILU)
-#error "MM_X16: the forms of one matrix"
+#if defined(MM_X16) && defined(MM_SILU) && !defined(MM_L)
+#error "MM_X16: the forms of one matrix, or the gated large tiles"
 #endif
 #if defined(MM_Y16) && !defined(MM_SILU)
 #error "MM_Y16: the gated form"
@@ -623,21 +625,24 @@ void main()
 }
 #else
 // ---- the large-tile cooperative-matrix form (MM_L) -------------------------
-// For a matrix of one weight with many tiles and a long K: eight subgroups
-// take a tile of LBM rows by LBN token rows, each subgroup SGM weight
-// fragments by two token fragments (16 x 16 each). Shared memory holds two
-// slices: the next slice is stored while no one reads it, one barrier a
-// slice, and its global loads are in flight while this one is multiplied.
-// MM_L=64: 64 token rows a tile, twice the workgroups. On an H100 at 512
-// token rows the residual projections of `7b` took 43% less time than in
-// the small tiles, `1b`'s down projection (MM_L=64) about 25% less; at K
-// 2048 (`1b`'s q, o) a little more, and the gated FFN in such tiles (64
-// rows of each matrix) more at both shapes, so it keeps the small ones
-// (docs/perf-log.md).
-#ifdef MM_SILU
-#error "MM_L: the forms of one matrix"
+// For a matrix with many tiles and a long K: eight subgroups take a tile of
+// LBM rows by LBN token rows, each subgroup SGM weight fragments by two
+// token fragments (16 x 16 each). The gated FFN (MM_SILU, MM_L=128): the
+// LBM staged rows are 64 rows of Wg and the same 64 of Wu, and subgroup
+// (rg, tg) takes rows 32 rg .. 32 rg + 31 of both, so silu(g) u meets in
+// its own accumulators: on an H200 `7b`'s gated FFN at 512 token rows took
+// 35% less time than in the small tiles (docs/perf-log.md). Shared memory
+// holds two slices: the next slice is stored while no one reads it, one
+// barrier a slice, and its global loads are in flight while this one is
+// multiplied. MM_L=64: 64 token rows a tile, twice the workgroups. On an
+// H100 at 512 token rows the residual projections of `7b` took 43% less
+// time than in the small tiles, `1b`'s down projection (MM_L=64) about 25%
+// less; on an H200, with the gated FFN in these tiles, K 2048 (`1b`'s q/k/v,
+// o and gated FFN) took 15% less for the step (docs/perf-log.md).
+#if defined(MM_SILU) && MM_L != 128
+#error "MM_L with MM_SILU: 128 token rows"
 #endif
-#define LBM 128u   // rows a tile: LOOM_MATMUL_COOP_L_ROWS
+#define LBM 128u   // rows a tile: LOOM_MATMUL_COOP_L_ROWS (MM_SILU: 64 of each matrix, LOOM_MATMUL_COOP_LS_ROWS)
 #if MM_L == 64
 #define LBN 64u    // token rows a tile: LOOM_MATMUL_COOP_L_T64
 #define SGM 2u
@@ -658,6 +663,7 @@ void main()
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 shared uvec4 st[2u * LSTAGE];   // two slices, each LBM weight rows then LBN token rows
 
+#ifndef MM_SILU
 // A 16 x 16 result through the subgroup's 64 uvec4 of the staging,
 // column-major: a column is a token row, so lanes write 16 consecutive
 // rows of y.
@@ -679,6 +685,46 @@ void emit(FC g16, uint row0, uint t0)
             store(t, row, g[e], g[e]);
     }
 }
+#endif
+
+#ifdef MM_SILU
+// The gated tile's 16 x 16 results g16 (Wg x) and u16 (Wu x) through the
+// subgroup's staging, as emit: silu(g) u, stored as f32 or, with MM_Y16,
+// as f16 pairs (lanes 2k and 2k + 1 hold rows row and row + 1 of one token
+// row; rows even, so a pair never straddles the end).
+void emit_gated(FC g16, FC u16, uint row0, uint t0)
+{
+    uint base = gl_SubgroupID * 64u, lane = gl_SubgroupInvocationID;
+    float g[8], u[8];
+    coopMatStoreNV(g16, st, base, 4u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint f = lane + 32u * e;
+        g[e] = uintBitsToFloat(st[base + (f >> 2u)][f & 3u]);
+    }
+    subgroupBarrier();
+    coopMatStoreNV(u16, st, base, 4u, true);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint f = lane + 32u * e;
+        u[e] = uintBitsToFloat(st[base + (f >> 2u)][f & 3u]);
+    }
+    subgroupBarrier();
+    for (uint e = 0u; e < 8u; e++) {
+        uint idx = lane + 32u * e, row = row0 + idx % 16u, t = t0 + idx / 16u;
+#ifdef MM_Y16
+        uint pair = pair_half(silu(g[e]) * u[e]);
+        if ((lane & 1u) == 0u && row < pc.rows && t < pc.T)
+            yh[(t * pc.rows + row) >> 1u] = pair;
+#else
+        if (row < pc.rows && t < pc.T)
+            store(t, row, g[e], u[e]);
+#endif
+    }
+}
+#endif
 
 #define LMMA(i, w)                                 \
     a##i##0 = coopMatMulAddNV(w, fb0, a##i##0);    \
@@ -689,9 +735,22 @@ void main()
     // Subgroup (rg, tg): rows 16 SGM rg .. of the tile, token rows 32 tg ..
     uint sg = gl_SubgroupID, rg = sg % RGS, tg = sg / RGS, lid = gl_LocalInvocationID.x;
     uint tiles = (pc.T + LBN - 1u) / LBN;   // token tiles fastest: workgroups at once share weight rows
+#ifdef MM_SILU
+    // Staged rows p LRP + sr: row row0 + sr of matrix p (LAP = 2 passes of
+    // 64 rows). Subgroup rg takes rows 32 rg .. of y: its fragments 0, 1 are
+    // Wg's rows, 2, 3 Wu's same rows.
+    uint row0 = (gl_WorkGroupID.x / tiles) * (LBM / 2u), t0 = (gl_WorkGroupID.x % tiles) * LBN;
+#define WROW(p) (row0 + sr)
+#define WMAT(p) (p)
+    uint fo0 = 32u * rg, fo1 = fo0 + 16u, fo2 = 64u + fo0, fo3 = fo2 + 16u;
+#else
     uint row0 = (gl_WorkGroupID.x / tiles) * LBM, t0 = (gl_WorkGroupID.x % tiles) * LBN;
+#define WROW(p) (row0 + sr + LRP * (p))
+#define WMAT(p) 0u
+    uint fo0 = rg * 16u * SGM, fo1 = fo0 + 16u, fo2 = fo0 + 32u, fo3 = fo0 + 48u;
+#endif
     // Staging: chunk sq of staged rows sr + LRP p.
-    uint sr = lid / LCQ, sq = lid % LCQ, bt = LBM * LCS + (32u * tg) * LCS, ar = rg * 16u * SGM * LCS;
+    uint sr = lid / LCQ, sq = lid % LCQ, bt = LBM * LCS + (32u * tg) * LCS;
     FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
 #if MM_L != 64
     FC a20 = FC(0.0), a21 = FC(0.0), a30 = FC(0.0), a31 = FC(0.0);
@@ -699,7 +758,7 @@ void main()
     uvec4 pa[LAP];
     XREG px[LBP];
     for (uint p = 0u; p < LAP; p++)
-        pa[p] = wstage(0u, row0 + sr + LRP * p, sq);
+        pa[p] = wstage(WMAT(p), WROW(p), sq);
     for (uint p = 0u; p < LBP; p++)
         px[p] = xstage(t0 + sr + LRP * p, sq);
     for (uint p = 0u; p < LAP; p++)
@@ -715,7 +774,7 @@ void main()
         if (more) {   // the next slice's loads in flight while this one is multiplied
             uint c = (k + 1u) * LCQ + sq;
             for (uint p = 0u; p < LAP; p++)
-                pa[p] = wstage(0u, row0 + sr + LRP * p, c);
+                pa[p] = wstage(WMAT(p), WROW(p), c);
             for (uint p = 0u; p < LBP; p++)
                 px[p] = xstage(t0 + sr + LRP * p, c);
         }
@@ -723,14 +782,14 @@ void main()
             FA fb0, fb1, w0, w1;
             coopMatLoadNV(fb0, st, cur + bt + kk, LCS, true);
             coopMatLoadNV(fb1, st, cur + bt + 16u * LCS + kk, LCS, true);
-            coopMatLoadNV(w0, st, cur + ar + kk, LCS, false);
-            coopMatLoadNV(w1, st, cur + ar + 16u * LCS + kk, LCS, false);
+            coopMatLoadNV(w0, st, cur + fo0 * LCS + kk, LCS, false);
+            coopMatLoadNV(w1, st, cur + fo1 * LCS + kk, LCS, false);
             LMMA(0, w0)
             LMMA(1, w1)
 #if MM_L != 64
             FA w2, w3;
-            coopMatLoadNV(w2, st, cur + ar + 32u * LCS + kk, LCS, false);
-            coopMatLoadNV(w3, st, cur + ar + 48u * LCS + kk, LCS, false);
+            coopMatLoadNV(w2, st, cur + fo2 * LCS + kk, LCS, false);
+            coopMatLoadNV(w3, st, cur + fo3 * LCS + kk, LCS, false);
             LMMA(2, w2)
             LMMA(3, w3)
 #endif
@@ -745,7 +804,15 @@ void main()
         barrier();
     }
     // Every slice is multiplied (the loop's last barrier): the staging is free.
-    uint r0 = row0 + rg * 16u * SGM, tr = t0 + 32u * tg;
+    uint tr = t0 + 32u * tg;
+#ifdef MM_SILU
+    uint r0 = row0 + fo0;
+    emit_gated(a00, a20, r0, tr);
+    emit_gated(a01, a21, r0, tr + 16u);
+    emit_gated(a10, a30, r0 + 16u, tr);
+    emit_gated(a11, a31, r0 + 16u, tr + 16u);
+#else
+    uint r0 = row0 + fo0;
     emit(a00, r0, tr);
     emit(a01, r0, tr + 16u);
     emit(a10, r0 + 16u, tr);
@@ -755,6 +822,7 @@ void main()
     emit(a21, r0 + 32u, tr + 16u);
     emit(a30, r0 + 48u, tr);
     emit(a31, r0 + 48u, tr + 16u);
+#endif
 #endif
 }
 #endif

@@ -934,8 +934,9 @@ END_TEST
 /* The large tiles (MM_L) of a matrix of one weight where K reaches
  * LOOM_MATMUL_COOP_L_COLS (or ctx.coop_large_cols): 128 token rows where
  * those tiles are at least LOOM_MATMUL_COOP_L_FROM, else 64 where those
- * are; fewer, or a shorter K, keep the small tiles, and so does the gated
- * FFN. The shapes of `1b` and `7b` at T = 512. */
+ * are; the gated FFN's (64 rows of each matrix by 128 token rows) where
+ * those are. Fewer, or a shorter K, keep the small tiles. The shapes of
+ * `1b` and `7b` at T = 512. */
 START_TEST(test_split_coopmat_large)
 {
     static const struct {
@@ -949,14 +950,19 @@ START_TEST(test_split_coopmat_large)
         { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 512, 0, "matmul_add_coop_l64_f16", 16 * 8 },     /* 1b down */
         { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 449, 0, "matmul_add_coop_l64_f16", 16 * 8 },
         { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 8192, 448, 0, "matmul_add_coop_ks_f16", 32 * 7 },      /* 112 large */
-        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 0, "matmul_add_coop_f16", 32 * 8 },         /* 1b o */
-        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 2048, "matmul_add_coop_l64_f16", 16 * 8 },
-        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 3840, 512, 0, "matmul_coop_q4_k", 64 * 8 },              /* K 15 blocks */
-        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 4096, 512, 0, "matmul_coop_l_q4_k", 32 * 4 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 0, "matmul_add_coop_l64_f16", 16 * 8 },     /* 1b o */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 1024, 512, 0, "matmul_add_coop_f16", 32 * 8 },         /* K short */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, 4096, "matmul_add_coop_f16", 32 * 8 },
+        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 1792, 512, 0, "matmul_coop_q4_k", 64 * 8 },              /* K 7 blocks */
+        { LOOM_OP_MATMUL, LOOM_Q4_K, 4096, 3840, 512, 0, "matmul_coop_l_q4_k", 32 * 4 },
         { LOOM_OP_MATMUL, LOOM_Q8_0, 8192, 2048, 100, 64, "matmul_coop_l64_q8_0", 64 * 2 },
-        /* The gated FFN keeps the small tiles (7b, 1b). */
-        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 14336, 4096, 512, 0, "matmul_silu_mul_coop_f16", 224 * 8 },
-        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 8192, 2048, 512, 64, "matmul_silu_mul_coop_f16", 128 * 8 },
+        /* The gated FFN (7b, 1b) in its large tiles, of 64 rows; few tiles or a short K keep the small ones. */
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 14336, 4096, 512, 0, "matmul_silu_mul_coop_l_f16", 224 * 4 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 5632, 2048, 512, 0, "matmul_silu_mul_coop_l_f16", 88 * 4 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_Q4_K, 5632, 2048, 512, 0, "matmul_silu_mul_coop_l_q4_k", 88 * 4 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 5632, 2048, 128, 0, "matmul_silu_mul_coop_f16", 88 * 2 },  /* 88 large */
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 8192, 1024, 512, 0, "matmul_silu_mul_coop_f16", 128 * 8 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 8192, 2048, 512, 64, "matmul_silu_mul_coop_l_f16", 128 * 4 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);
@@ -991,22 +997,30 @@ END_TEST
 START_TEST(test_split_coopmat_half_pair)
 {
     enum { PAIR, TWO_READERS, PART_READER, NORM, NORM_FFN };
-    static const struct { int mode; uint32_t ffn; bool coop; const char *k[5]; } cases[] = {
-        { PAIR, 96, true, { "matmul_silu_mul_coop_y16_f16", "matmul_add_coop_ks_x16_f16" } },
-        { TWO_READERS, 96, true,
+    static const struct { int mode; uint32_t ffn; bool coop; uint32_t large; const char *k[5]; } cases[] = {
+        { PAIR, 96, true, 0, { "matmul_silu_mul_coop_y16_f16", "matmul_add_coop_ks_x16_f16" } },
+        { TWO_READERS, 96, true, 0,
           { "matmul_silu_mul_coop_y16_f16", "matmul_add_coop_ks_x16_f16", "matmul_add_coop_ks_x16_f16" } },
-        { PART_READER, 96, true, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16", "matmul_coop_ks_f16" } },
-        { PAIR, 98, true, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16" } },
-        { PAIR, 96, false, { "matmul_silu_mul_tiled_f16", "matmul_add_tiled_f16" } },
-        { NORM, 96, true,
+        { PART_READER, 96, true, 0, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16", "matmul_coop_ks_f16" } },
+        { PAIR, 98, true, 0, { "matmul_silu_mul_coop_f16", "matmul_add_coop_ks_f16" } },
+        { PAIR, 96, false, 0, { "matmul_silu_mul_tiled_f16", "matmul_add_tiled_f16" } },
+        { NORM, 96, true, 0,
           { "rms_norm_mul_rows_y16", "matmul_coop_ks_x16_f16", "matmul_coop_ks_x16_f16", "matmul_silu_mul_coop_y16_f16",
             "matmul_add_coop_ks_x16_f16" } },
-        { NORM_FFN, 96, true,
+        { NORM_FFN, 96, true, 0,
           { "rms_norm_mul_rows", "matmul_coop_ks_f16", "matmul_coop_ks_f16", "matmul_silu_mul_coop_y16_f16",
             "matmul_add_coop_ks_x16_f16" } },
-        { NORM, 96, false,
+        { NORM, 96, false, 0,
           { "rms_norm_mul_rows", "matmul_tiled_f16", "matmul_tiled_f16", "matmul_silu_mul_tiled_f16",
             "matmul_add_tiled_f16" } },
+        /* The gated FFN in its large tiles (128 of them: K from 64 here)
+         * reads the norm's f16 output and writes f16 for the down projection. */
+        { NORM_FFN, 8192, true, 64,
+          { "rms_norm_mul_rows_y16", "matmul_coop_ks_x16_f16", "matmul_coop_ks_x16_f16",
+            "matmul_silu_mul_coop_l_x16_y16_f16", "matmul_add_coop_ks_x16_f16" } },
+        { NORM_FFN, 8128, true, 64,
+          { "rms_norm_mul_rows", "matmul_coop_ks_f16", "matmul_coop_ks_f16", "matmul_silu_mul_coop_y16_f16",
+            "matmul_add_coop_ks_x16_f16" } },
     };
     const uint32_t T = 100, dim = 64;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -1045,7 +1059,9 @@ START_TEST(test_split_coopmat_half_pair)
                                             loom_mat(o, LOOM_F32, 80, dim), NULL),
                              LOOM_OK);
         uint32_t before = loom_graph_node_count(G);
-        ck_assert_int_eq(loom_pass_split(G, &(loom_pass_ctx){ .coopmat = cases[k].coop }), LOOM_OK);
+        ck_assert_int_eq(
+            loom_pass_split(G, &(loom_pass_ctx){ .coopmat = cases[k].coop, .coop_large_cols = cases[k].large }),
+            LOOM_OK);
         ck_assert_uint_eq(loom_graph_node_count(G), before);
         for (uint32_t i = 0; i < before; i++) {
             const loom_node *n = loom_graph_node(G, i);

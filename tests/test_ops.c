@@ -1457,12 +1457,13 @@ END_TEST
 /* The large-tile cooperative-matrix forms (MM_L), on a device that has
  * them: shapes of enough tiles that the split pass takes each, with a
  * partial tile of rows and of token rows; K of several slices (32 columns
- * each). _i: type * 2 + form (MATMUL, MATMUL_ADD; not f32, which keeps the
- * tiled form). */
+ * each). _i: type * 3 + form (MATMUL, MATMUL_ADD, MATMUL_SILU_MUL; not
+ * f32, which keeps the tiled form). The gated FFN's large tiles (64 rows
+ * of each matrix) read a norm's output as f16 too. */
 START_TEST(matmul_large)
 {
-    loom_dtype dt = MM_TYPES[1 + _i / 2];
-    int form = _i % 2;
+    loom_dtype dt = MM_TYPES[1 + _i / 3];
+    int form = _i % 3;
     loom_rt_info info;
     loom_rt_get_info(rt, &info);
     if (!info.coopmat)
@@ -1472,6 +1473,12 @@ START_TEST(matmul_large)
     /* At least LOOM_MATMUL_COOP_L_FROM tiles of 128 token rows at T 300
      * (3 tiles), of 64 at T 100 (2 tiles, and too few of 128). */
     uint32_t tiles128 = (LOOM_MATMUL_COOP_L_FROM + 2) / 3, tiles64 = (LOOM_MATMUL_COOP_L_FROM + 1) / 2;
+    if (form == 2) {
+        uint32_t grows = LOOM_MATMUL_COOP_LS_ROWS * tiles128 - 6;
+        matmul_case(dt, form, grows, cols, 300, 1900 + 8 * (uint64_t)_i, "_coop_l_");
+        matmul_case_x(dt, form, grows, cols, 300, 1901 + 8 * (uint64_t)_i, "_coop_l_x16_", true);
+        return;
+    }
     matmul_case(dt, form, lrows * tiles128 - 5, cols, 300, 1900 + 4 * (uint64_t)_i, "_coop_l_");
     matmul_case(dt, form, lrows * tiles64 - 3, cols, 100, 1901 + 4 * (uint64_t)_i, "_coop_l64_");
     /* x a norm's output, passed as f16: the large forms' _x16, and the
@@ -2044,7 +2051,7 @@ static Suite *ops_suite(void)
         { "rope_rows", rope_rows, 2 },   { "kv_append_rows", kv_append_rows, 2 },
         { "rms_norm_mul_rows_y16", rms_norm_mul_rows_y16, 1 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
-        { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 2 },
+        { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 3 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

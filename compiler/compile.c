@@ -46,6 +46,7 @@ static const struct {
     { "half_stage", LOOM_ENABLE_HALF_STAGE },
     { "half_act", LOOM_ENABLE_HALF_ACT },
     { "long_rows", LOOM_ENABLE_LONG_ROWS },
+    { "split_k", LOOM_ENABLE_SPLIT_K },
 };
 #define N_ENABLE_NAMES (sizeof ENABLE_NAMES / sizeof ENABLE_NAMES[0])
 

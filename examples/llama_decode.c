@@ -83,6 +83,7 @@ static const struct {
     { "--half-stage", LOOM_ENABLE_HALF_STAGE, "half stage", "half_stage" },
     { "--half-act", LOOM_ENABLE_HALF_ACT, "half FFN output", "half_act" },
     { "--long-rows", LOOM_ENABLE_LONG_ROWS, "long rows", "long_rows" },
+    { "--split-k", LOOM_ENABLE_SPLIT_K, "split K", "split_k" },
 };
 #define N_FORMS (sizeof FORMS / sizeof FORMS[0])
 
@@ -128,6 +129,8 @@ static void usage(FILE *f)
             "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
             "  --long-rows           f16 weights: residual-add projections whose rows span two\n"
             "                        or more chunks an invocation load two a trip (LOOM_ENABLE_LONG_ROWS)\n"
+            "  --split-k             prompts: a matrix of too few large tiles splits its K walk\n"
+            "                        between two workgroups a tile (LOOM_ENABLE_SPLIT_K)\n"
             "  --model FILE.gguf     GGUF weights: the shape, the context (at most %u unless --max-seq\n"
             "                        says more; --max-seq may only lower the file's) and each matrix's\n"
             "                        type (f32, f16, bf16 as f32, q8_0, q4_0, q4_k, q6_k, mixed per\n"

@@ -28,6 +28,8 @@
  * stay as they are; the new node stands for the same captured nodes. Then
  * the vectors that pass only between coopmat forms are stored as f16
  * (half_pair below). */
+#include <stdio.h>
+#include <string.h>
 #include "internal.h"
 #include "loom_ops.h"
 
@@ -58,23 +60,75 @@ static uint64_t tiles(const loom_op_args *pc, uint32_t rows, uint32_t t)
 
 /* The cooperative-matrix form of a matmul-kind node on tiled kernel k, and
  * its workgroups: a matrix of one weight whose K is long takes the large
- * tiles where they are many, 128 token rows before 64; else the small
- * tiles, K split where a matrix of one weight has few. */
+ * tiles where they are many, 128 token rows before 64 (with split_k, a
+ * split K walk where the large tiles are half as many: *sk); else the
+ * small tiles, K split where a matrix of one weight has few. */
 static const char *matmul_coop(const char *k, uint32_t op, const loom_op_args *pc, uint32_t large_cols,
-                               uint64_t *groups)
+                               bool split_k, uint64_t *groups, bool *sk)
 {
     bool one = op != LOOM_OP_MATMUL_SILU_MUL;
+    *sk = false;
     if (!one && pc->cols >= large_cols &&
         (*groups = tiles(pc, LOOM_MATMUL_COOP_LS_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
         return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
     if (one && pc->cols >= large_cols) {
         if ((*groups = tiles(pc, LOOM_MATMUL_COOP_L_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
             return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
+        if (split_k && *groups >= LOOM_MATMUL_COOP_L_FROM / 2) {
+            *sk = true;
+            *groups *= 2;
+            return loom_form_variant(k, "MM_COOP MM_L=128 MM_SK", NULL);
+        }
         if ((*groups = tiles(pc, LOOM_MATMUL_COOP_L_ROWS, LOOM_MATMUL_COOP_L_T64)) >= LOOM_MATMUL_COOP_L_FROM)
             return loom_form_variant(k, "MM_COOP MM_L=64", NULL);
     }
     *groups = tiles(pc, LOOM_MATMUL_COOP_ROWS, LOOM_MATMUL_COOP_T);
     return loom_form_variant(k, one && *groups < LOOM_MATMUL_COOP_KS_BELOW ? "MM_COOP MM_KS" : "MM_COOP", NULL);
+}
+
+/* Node i on the split K walk's form kernel (MM_SK) of `tiles` tiles of
+ * tile_elems elements: the same bindings, ranges and push constants, and
+ * after y a partial tile a half of each tile and a counter a tile. The
+ * partials are SCRATCH, bound and ranged as written only: the dispatch
+ * reads back only what its own workgroups wrote (the counter orders it),
+ * so no byte of them is live before or after the node and the arena may
+ * lend them. The counters are STATE (zeroed once, left at zero by each
+ * dispatch), read and written. */
+static loom_result retarget_split(loom_graph *g, uint32_t i, const char *kernel, uint64_t tiles, uint64_t tile_elems,
+                                  uint32_t *out)
+{
+    const loom_node *nd = loom_graph_node(g, i);
+    uint32_t nb = nd->n_bindings, nr = nd->n_reads, nw = nd->n_writes;
+    if (nb + 2 > LOOM_MAX_BINDINGS || nr + 1 > LOOM_MAX_RANGES || nw + 2 > LOOM_MAX_RANGES)
+        return loom_fail(LOOM_LIMIT, "split: node %u: no room for the split K walk's two workspaces", i);
+    uint64_t sizes[2] = { 2 * tiles * tile_elems * 4, tiles * 4 };
+    static const char *const what[2] = { "part", "count" };
+    static const loom_usage usage[2] = { LOOM_USAGE_SCRATCH, LOOM_USAGE_STATE };
+    uint32_t ids[2];
+    for (int w = 0; w < 2; w++) {
+        char name[64];
+        snprintf(name, sizeof name, "n%u.split_k.%s", i, what[w]);
+        loom_result rc = loom_graph_add_buffer(g, &(loom_buffer_desc){ .name = name, .size = sizes[w], .usage = usage[w] },
+                                               &ids[w]);
+        if (rc)
+            return rc;
+    }
+    nd = loom_graph_node(g, i);
+    loom_binding b[LOOM_MAX_BINDINGS];
+    loom_range r[2 * LOOM_MAX_RANGES];
+    uint8_t push[LOOM_MAX_PUSH];
+    const loom_range *rd = loom_node_reads(g, nd), *wr = loom_node_writes(g, nd);
+    memcpy(b, loom_node_bindings(g, nd), nb * sizeof *b);
+    memcpy(r, rd, nr * sizeof *r);
+    memcpy(r + nr + 1, wr, nw * sizeof *r);
+    memcpy(push, loom_node_push(g, nd), nd->push_size);
+    for (uint32_t w = 0; w < 2; w++) {
+        b[nb + w] = (loom_binding){ .buffer = ids[w], .slot = nb + w, .offset = 0, .size = sizes[w],
+                                    .access = w ? LOOM_ACCESS_READ | LOOM_ACCESS_WRITE : LOOM_ACCESS_WRITE };
+        r[nr + 1 + nw + w] = (loom_range){ .buffer = ids[w], .offset = 0, .size = sizes[w] };
+    }
+    r[nr] = (loom_range){ .buffer = ids[1], .offset = 0, .size = sizes[1] };
+    return pass_add_like(g, i, kernel, b, nb + 2, r, nr + 1, nw + 2, push, nd->push_size, out);
 }
 
 static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
@@ -88,17 +142,20 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
     const char *k = loom_graph_kernel_name(g, nd->kernel);
     const char *to = NULL;
     uint64_t groups = 0;
+    bool sk = false;
     if (nd->op == LOOM_OP_ATTENTION_ROWS) {
         to = attn_coop(k, &pc, &groups);
     } else if (loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
         to = matmul_coop(k, nd->op, &pc, ctx->coop_large_cols ? ctx->coop_large_cols : LOOM_MATMUL_COOP_L_COLS,
-                         &groups);
+                         (ctx->enable & LOOM_ENABLE_SPLIT_K) != 0, &groups, &sk);
     }
     if (!to)
         return LOOM_OK;
     if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: keep the form */
         return LOOM_OK;
-    loom_result rc = pass_retarget(g, i, to, &repl[i]);
+    loom_result rc = sk ? retarget_split(g, i, to, groups / 2,
+                                         (uint64_t)LOOM_MATMUL_COOP_L_ROWS * LOOM_MATMUL_COOP_L_T, &repl[i])
+                        : pass_retarget(g, i, to, &repl[i]);
     if (rc)
         return rc;
     loom_graph_node_mut(g, repl[i])->groups[0] = (uint32_t)groups;
@@ -195,9 +252,38 @@ static loom_result half_pair(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t
     return rc;
 }
 
+/* Without cooperative matrices, with split_k: a matrix of one weight on the
+ * portable tiles (MM_TILED) of fewer than LOOM_MATMUL_COOP_L_FROM tiles and
+ * at least two slices of K takes them with its K walk split (MM_SK). */
+static loom_result to_tiled_split(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
+{
+    (void)arg;
+    const loom_node *nd = loom_graph_node(g, i);
+    loom_op_args pc;
+    if (nd->type != LOOM_NODE_DISPATCH || (nd->op != LOOM_OP_MATMUL && nd->op != LOOM_OP_MATMUL_ADD) ||
+        (nd->flags & LOOM_NODE_SPLIT) || loom_op_args_of(g, i, &pc))
+        return LOOM_OK;
+    const char *k = loom_graph_kernel_name(g, nd->kernel);
+    uint64_t n = tiles(&pc, LOOM_MATMUL_TILE_ROWS, LOOM_MATMUL_TILE_T);
+    const char *to = loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_SK") && pc.cols > 32 &&
+                             n < LOOM_MATMUL_COOP_L_FROM && 2 * n <= 65535u
+                         ? loom_form_variant(k, "MM_SK", NULL)
+                         : NULL;
+    if (!to)
+        return LOOM_OK;
+    loom_result rc = retarget_split(g, i, to, n, (uint64_t)LOOM_MATMUL_TILE_ROWS * LOOM_MATMUL_TILE_T, &repl[i]);
+    if (rc)
+        return rc;
+    loom_graph_node_mut(g, repl[i])->groups[0] = (uint32_t)(2 * n);
+    (*count)++;
+    return LOOM_OK;
+}
+
 loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
 {
     uint32_t count;
+    if (ctx && !ctx->coopmat && (ctx->enable & LOOM_ENABLE_SPLIT_K))
+        return pass_rename_nodes(g, "split", to_tiled_split, NULL, &count);
     if (!ctx || !ctx->coopmat)
         return LOOM_OK;
     loom_result rc = pass_rename_nodes(g, "split", to_coop, ctx, &count);

@@ -26,6 +26,13 @@
 //             eight subgroups, two slices in shared memory; with MM_SILU
 //             (MM_L=128 only) the 128 staged rows are 64 rows of each
 //             matrix, so a tile is 64 rows of y by 128 token rows;
+//   MM_SK     (with MM_TILED, one matrix; the portable tiles or MM_L=128)
+//             the K walk split between two workgroups a tile: workgroup
+//             w < tiles walks the first half of the slices, w + tiles the
+//             second; each writes its partial tile to part, and the second
+//             to finish (a counter a tile, count) adds the two in a fixed
+//             order (half 0's + half 1's), with r, into y and zeroes the
+//             counter. For a matrix of few large tiles (passes/coopmat.c);
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
@@ -56,6 +63,9 @@
 #endif
 #if defined(MM_Y16) && !defined(MM_SILU)
 #error "MM_Y16: the gated form"
+#endif
+#if defined(MM_SK) && (!defined(MM_TILED) || defined(MM_SILU) || (defined(MM_COOP) && !defined(MM_L)) || (defined(MM_L) && MM_L != 128))
+#error "MM_SK: one matrix, the portable tiles or MM_L=128"
 #endif
 #ifdef MM_COOP
 #extension GL_NV_cooperative_matrix : require
@@ -211,6 +221,36 @@ layout(set = 0, binding = B_Y) writeonly buffer Yh { uint yh[]; };   // f16 pair
 #else
 layout(set = 0, binding = B_Y) writeonly buffer Y { float y[]; };
 #endif
+#ifdef MM_SK
+// The two halves' partial tiles (tile w's half h at (2 w + h) SK_TILE) and
+// a completion counter a tile (zero between dispatches).
+layout(set = 0, binding = B_Y + 1) coherent buffer SkPart { float part[]; };
+layout(set = 0, binding = B_Y + 2) coherent buffer SkCount { uint skcount[]; };
+shared bool sk_last;
+
+// Half h of the K walk's nk slices: [sk_from(h), sk_from(h + 1)).
+uint sk_from(uint h, uint nk) { return h == 0u ? 0u : h == 1u ? nk / 2u : nk; }
+
+// After this workgroup's partial tile is written: whether it finished
+// second (then the other half's partial is visible to it). Every
+// invocation calls it.
+bool sk_second(uint tile)
+{
+    memoryBarrierBuffer();
+    barrier();
+    if (gl_LocalInvocationID.x == 0u)
+        sk_last = atomicAdd(skcount[tile], 1u) == 1u;
+    memoryBarrierShared();
+    barrier();
+    bool last = sk_last;
+    if (last) {
+        memoryBarrierBuffer();
+        if (gl_LocalInvocationID.x == 0u)
+            skcount[tile] = 0u;   // ready for the next dispatch
+    }
+    return last;
+}
+#endif
 
 #ifndef MM_X16
 // Chunk c of token row t of x (0 past the row's end).
@@ -352,7 +392,13 @@ void main()
 {
     uint lid = gl_LocalInvocationID.x;
     uint tiles = (pc.rows + BM - 1u) / BM;
-    uint row0 = (gl_WorkGroupID.x % tiles) * BM, t0 = (gl_WorkGroupID.x / tiles) * BN;
+#ifdef MM_SK
+    uint ntile = tiles * ((pc.T + BN - 1u) / BN), wgi = gl_WorkGroupID.x % ntile, half_k = gl_WorkGroupID.x / ntile;
+    uint nk = (pc.cols + BK - 1u) / BK, kbeg = sk_from(half_k, nk) * BK, kend = sk_from(half_k + 1u, nk) * BK;
+#else
+    uint wgi = gl_WorkGroupID.x, kbeg = 0u, kend = pc.cols;
+#endif
+    uint row0 = (wgi % tiles) * BM, t0 = (wgi / tiles) * BN;
     // Outputs: rows tx + 16 i, token rows ty + 16 j of the tile (a warp's
     // lanes take consecutive rows: y's writes are contiguous, and the
     // shared reads of a row stride PAD apart, in distinct banks).
@@ -364,7 +410,7 @@ void main()
         for (uint i = 0u; i < 4u; i++)
             for (uint j = 0u; j < 4u; j++)
                 acc[m][i][j] = 0.0;
-    for (uint k0 = 0u; k0 < pc.cols; k0 += BK) {
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         uint c = k0 / 8u + sq;
         bool in_cols = 8u * c < pc.cols;
         for (uint m = 0u; m < NMAT; m++) {
@@ -400,6 +446,21 @@ void main()
         }
         barrier();
     }
+#ifdef MM_SK
+    // Element (token row ty + 16 j, row tx + 16 i) of the tile at
+    // (ty + 16 j) BM + tx + 16 i of its half's partial.
+    uint pb = 2u * wgi * (BM * BN);
+    for (uint j = 0u; j < 4u; j++)
+        for (uint i = 0u; i < 4u; i++)
+            part[pb + half_k * (BM * BN) + (ty + 16u * j) * BM + tx + 16u * i] = acc[0][i][j];
+    if (!sk_second(wgi))
+        return;
+    for (uint j = 0u; j < 4u; j++)
+        for (uint i = 0u; i < 4u; i++) {
+            uint e = (ty + 16u * j) * BM + tx + 16u * i;
+            acc[0][i][j] = part[pb + e] + part[pb + BM * BN + e];
+        }
+#endif
     for (uint j = 0u; j < 4u; j++)
         for (uint i = 0u; i < 4u; i++) {
             uint row = row0 + tx + 16u * i, t = t0 + ty + 16u * j;
@@ -744,7 +805,13 @@ void main()
 #define WMAT(p) (p)
     uint fo0 = 32u * rg, fo1 = fo0 + 16u, fo2 = 64u + fo0, fo3 = fo2 + 16u;
 #else
-    uint row0 = (gl_WorkGroupID.x / tiles) * LBM, t0 = (gl_WorkGroupID.x % tiles) * LBN;
+#ifdef MM_SK
+    uint ntile = ((pc.rows + LBM - 1u) / LBM) * tiles, wgi = gl_WorkGroupID.x % ntile;
+    uint half_k = gl_WorkGroupID.x / ntile;
+#else
+    uint wgi = gl_WorkGroupID.x;
+#endif
+    uint row0 = (wgi / tiles) * LBM, t0 = (wgi % tiles) * LBN;
 #define WROW(p) (row0 + sr + LRP * (p))
 #define WMAT(p) 0u
     uint fo0 = rg * 16u * SGM, fo1 = fo0 + 16u, fo2 = fo0 + 32u, fo3 = fo0 + 48u;
@@ -757,20 +824,25 @@ void main()
 #endif
     uvec4 pa[LAP];
     XREG px[LBP];
+    uint nk = (pc.cols + LBK - 1u) / LBK;
+#ifdef MM_SK
+    uint kbeg = sk_from(half_k, nk), kend = sk_from(half_k + 1u, nk);
+#else
+    uint kbeg = 0u, kend = nk;
+#endif
     for (uint p = 0u; p < LAP; p++)
-        pa[p] = wstage(WMAT(p), WROW(p), sq);
+        pa[p] = wstage(WMAT(p), WROW(p), kbeg * LCQ + sq);
     for (uint p = 0u; p < LBP; p++)
-        px[p] = xstage(t0 + sr + LRP * p, sq);
+        px[p] = xstage(t0 + sr + LRP * p, kbeg * LCQ + sq);
     for (uint p = 0u; p < LAP; p++)
         st[(sr + LRP * p) * LCS + sq] = pa[p];
     for (uint p = 0u; p < LBP; p++)
         st[LBM * LCS + (sr + LRP * p) * LCS + sq] = XPACK(px[p]);
     memoryBarrierShared();
     barrier();
-    uint nk = (pc.cols + LBK - 1u) / LBK;
-    for (uint k = 0u; k < nk; k++) {
-        uint cur = (k & 1u) * LSTAGE, nxt = LSTAGE - cur;
-        bool more = k + 1u < nk;
+    for (uint k = kbeg; k < kend; k++) {
+        uint cur = ((k - kbeg) & 1u) * LSTAGE, nxt = LSTAGE - cur;
+        bool more = k + 1u < kend;
         if (more) {   // the next slice's loads in flight while this one is multiplied
             uint c = (k + 1u) * LCQ + sq;
             for (uint p = 0u; p < LAP; p++)
@@ -811,6 +883,27 @@ void main()
     emit_gated(a01, a21, r0, tr + 16u);
     emit_gated(a10, a30, r0 + 16u, tr);
     emit_gated(a11, a31, r0 + 16u, tr + 16u);
+#elif defined(MM_SK)
+    // Each fragment into this half's partial tile, column-major (element
+    // (row r, token row t) of the tile at t LBM + r); the second half to
+    // finish adds both into y.
+    uint pb = 2u * wgi * (LBM * LBN), ph = pb + half_k * (LBM * LBN), lt = 32u * tg;
+    coopMatStoreNV(a00, part, ph + lt * LBM + fo0, LBM, true);
+    coopMatStoreNV(a01, part, ph + (lt + 16u) * LBM + fo0, LBM, true);
+    coopMatStoreNV(a10, part, ph + lt * LBM + fo1, LBM, true);
+    coopMatStoreNV(a11, part, ph + (lt + 16u) * LBM + fo1, LBM, true);
+    coopMatStoreNV(a20, part, ph + lt * LBM + fo2, LBM, true);
+    coopMatStoreNV(a21, part, ph + (lt + 16u) * LBM + fo2, LBM, true);
+    coopMatStoreNV(a30, part, ph + lt * LBM + fo3, LBM, true);
+    coopMatStoreNV(a31, part, ph + (lt + 16u) * LBM + fo3, LBM, true);
+    if (!sk_second(wgi))
+        return;
+    for (uint e = lid; e < LBM * LBN; e += WG) {
+        uint row = row0 + e % LBM, t = t0 + e / LBM;
+        float v = part[pb + e] + part[pb + LBM * LBN + e];
+        if (row < pc.rows && t < pc.T)
+            store(t, row, v, v);
+    }
 #else
     uint r0 = row0 + fo0;
     emit(a00, r0, tr);

@@ -208,6 +208,7 @@ static void setup(void)
  * apply), so that the device's own kernels meet the reference too; true
  * when the device has them. Elsewhere the graph as built. */
 static uint32_t coop_large_cols = 64;   /* the K from which the large tiles are taken, in these tests */
+static uint32_t split_enable;            /* loom_pass_ctx.enable: LOOM_ENABLE_SPLIT_K, the split K walk's forms */
 
 static bool coop_forms(loom_graph *g)
 {
@@ -216,9 +217,13 @@ static bool coop_forms(loom_graph *g)
 #ifdef LOOM_OPS_FUSE_TESTS
     /* The large tiles from K 64 (coop_large_cols; not
      * LOOM_MATMUL_COOP_L_COLS), so that shapes the reference can afford
-     * reach them. */
-    if (info.coopmat)
-        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = true, .coop_large_cols = coop_large_cols }), LOOM_OK);
+     * reach them. With split_enable, the split K walk's forms, which the
+     * pass takes without cooperative matrices too (the portable tiles'). */
+    if (info.coopmat || split_enable)
+        ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = info.coopmat,
+                                                              .coop_large_cols = coop_large_cols,
+                                                              .enable = split_enable }),
+                         LOOM_OK);
 #else
     (void)g;
 #endif
@@ -1421,11 +1426,30 @@ static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols,
     } else {
         loom_ref_matmul(dt, W, x, form == 1 ? r : NULL, want, rows, cols, T);
     }
-    run(&h, NULL);
     char what[80];
     snprintf(what, sizeof what, "%s %ux%u T=%u%s%s", loom_dtype_name(dt), rows, cols, T, in_place ? " in place" : "",
              coop ? " (coopmat)" : "");
-    expect_buffer_slack(&h, op, what, in_place ? br : by, want, ny, slack);
+    if (split_enable && !in_place) {
+        /* One program, two dispatches, y poisoned before each: a counter
+         * the first left behind would leave the second's y unwritten. */
+        loom_rt_program *p;
+        ck_assert_int_eq(loom_rt_program_create(rt, h.g, &p), LOOM_OK);
+        float *poison = alloc_f32(ny);
+        memset(poison, 0xff, ny * 4);
+        for (int k = 0; k < 2; k++) {
+            uint64_t step;
+            ck_assert_int_eq(loom_rt_buffer_write(rt, h.b[by], 0, poison, ny * 4), LOOM_OK);
+            ck_assert_int_eq(loom_rt_replay(rt, p, &(loom_step_params){ 0 }, &step), LOOM_OK);
+            ck_assert_int_eq(loom_rt_wait(rt, step), LOOM_OK);
+            ck_assert_uint_eq(loom_rt_validation_messages(rt), 0);
+            expect_buffer_slack(&h, op, what, by, want, ny, slack);
+        }
+        loom_rt_program_release(p);
+        free(poison);
+    } else {
+        run(&h, NULL);
+        expect_buffer_slack(&h, op, what, in_place ? br : by, want, ny, slack);
+    }
     free(slack);
     end(&h);
     free_all((void *[]){ W, U, x, r, want, xin, gn }, 7);
@@ -1490,6 +1514,41 @@ START_TEST(matmul_large)
     matmul_case_x(dt, form, LOOM_MATMUL_COOP_ROWS * LOOM_MATMUL_COOP_KS_BELOW / 2 - 7, cols, 100,
                   1905 + 4 * (uint64_t)_i, "_coop_x16_", true);
     coop_large_cols = 64;
+}
+END_TEST
+
+/* The split K walk (MM_SK; LOOM_ENABLE_SPLIT_K): the portable tiles' form
+ * without cooperative matrices (lavapipe: rows past a tile, token rows past
+ * a tile, K of an odd count of 32-column slices, and of two whose second is
+ * partial), the large tiles' where the device has them
+ * (64 to 127 tiles of 128 by 128: the pass's range). Each case runs one
+ * program twice (matmul_case_x). _i: type * 2 + form (MATMUL, MATMUL_ADD;
+ * f32 only without cooperative matrices: it keeps the portable tiles). */
+START_TEST(matmul_split_k)
+{
+    loom_dtype dt = MM_TYPES[_i / 2];
+    int form = _i % 2;
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+#ifndef LOOM_OPS_FUSE_TESTS
+    return;   /* the split pass is not in this build */
+#endif
+    uint32_t blk = loom_dtype_block(dt);
+    split_enable = LOOM_ENABLE_SPLIT_K;
+    if (info.coopmat) {
+        if (dt != LOOM_F32) {
+            uint32_t cols = blk == 1 ? 160 : blk == 32 ? 96 : 256, rows = LOOM_MATMUL_COOP_L_ROWS * 22 - 5;
+            matmul_case(dt, form, rows, cols, 300, 2100 + 8 * (uint64_t)_i, "_coop_l_sk_");
+            matmul_case_x(dt, form, rows, cols, 300, 2101 + 8 * (uint64_t)_i, "_coop_l_sk_x16_", true);
+        }
+    } else {
+        uint32_t k3 = blk > 1 ? 3 * blk : 96;   /* 3 slices, or blocks */
+        matmul_case(dt, form, 67, k3, 17, 2100 + 8 * (uint64_t)_i, "_tiled_sk_");
+        matmul_case(dt, form, 130, blk > 1 ? 2 * blk : 160, 100, 2101 + 8 * (uint64_t)_i, "_tiled_sk_");
+        if (blk == 1)   /* two slices, the second of 8 columns */
+            matmul_case(dt, form, 65, 40, 64, 2102 + 8 * (uint64_t)_i, "_tiled_sk_");
+    }
+    split_enable = 0;
 }
 END_TEST
 
@@ -2052,6 +2111,7 @@ static Suite *ops_suite(void)
         { "rms_norm_mul_rows_y16", rms_norm_mul_rows_y16, 1 },
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 3 },
+        { "matmul_split_k", matmul_split_k, N_MM_TYPES * 2 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

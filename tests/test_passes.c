@@ -987,6 +987,101 @@ START_TEST(test_split_coopmat_large)
 }
 END_TEST
 
+/* LOOM_ENABLE_SPLIT_K: a matrix of one weight whose large tiles number
+ * LOOM_MATMUL_COOP_L_FROM / 2 up to LOOM_MATMUL_COOP_L_FROM takes them with
+ * its K walk split (twice the workgroups), and two more bindings after y:
+ * a SCRATCH partial tile a half of each tile, written (the dispatch reads
+ * back only its own), and a STATE counter a tile, read and written; more
+ * tiles, fewer, the gated FFN, or the option
+ * off keep their forms. Without cooperative matrices the portable tiles of
+ * fewer than LOOM_MATMUL_COOP_L_FROM tiles split the same way. */
+START_TEST(test_split_coopmat_split_k)
+{
+    static const struct {
+        loom_op op;
+        loom_dtype t;
+        uint32_t rows, cols, T;
+        bool coop, on;
+        const char *k;
+        uint32_t groups, tiles;
+    } cases[] = {
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, true, true, "matmul_add_coop_l_sk_f16", 2 * 64, 64 },   /* 1b o */
+        { LOOM_OP_MATMUL, LOOM_Q4_K, 2048, 5632, 512, true, true, "matmul_coop_l_sk_q4_k", 2 * 64, 64 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2048, 512, true, false, "matmul_add_coop_l64_f16", 128, 0 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 4096, 4096, 512, true, true, "matmul_add_coop_l_f16", 128, 0 },      /* 7b o */
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048 - 128, 2048, 512, true, true, "matmul_add_coop_ks_f16", 30 * 8, 0 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 4096, 2048, 512, true, true, "matmul_silu_mul_coop_l_f16", 64 * 4, 0 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F32, 130, 160, 100, false, true, "matmul_add_tiled_sk_f32", 2 * 3 * 2, 3 * 2 },
+        { LOOM_OP_MATMUL, LOOM_Q8_0, 130, 96, 100, false, true, "matmul_tiled_sk_q8_0", 2 * 3 * 2, 3 * 2 },
+        { LOOM_OP_MATMUL, LOOM_F16, 130, 32, 100, false, true, "matmul_tiled_f16", 3 * 2, 0 },              /* one slice */
+        { LOOM_OP_MATMUL, LOOM_F16, 130, 160, 100, false, false, "matmul_tiled_f16", 3 * 2, 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t T = cases[k].T, rows = cases[k].rows, cols = cases[k].cols;
+        uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+        uint32_t u = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+        uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+        uint32_t r = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+        loom_tensor tw = loom_mat(w, cases[k].t, rows, cols), tx = loom_mat(x, LOOM_F32, T, cols);
+        loom_tensor ty = loom_mat(y, LOOM_F32, T, rows), tr = loom_mat(r, LOOM_F32, T, rows);
+        loom_result rc = cases[k].op == LOOM_OP_MATMUL       ? loom_op_matmul(G, tw, tx, ty, NULL)
+                         : cases[k].op == LOOM_OP_MATMUL_ADD ? loom_op_matmul_add(G, tw, tx, tr, ty, NULL)
+                                                             : loom_op_matmul_silu_mul(G, tw, loom_mat(u, cases[k].t, rows, cols), tx, ty, NULL);
+        ck_assert_int_eq(rc, LOOM_OK);
+        uint32_t nb0 = loom_graph_node(G, 0)->n_bindings, bufs = loom_graph_buffer_count(G);
+        loom_pass_ctx ctx = { .coopmat = cases[k].coop, .enable = cases[k].on ? LOOM_ENABLE_SPLIT_K : 0 };
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        const loom_node *n = loom_graph_node(G, 0);
+        ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].k), "case %zu: %s, want %s", k,
+                      loom_graph_kernel_name(G, n->kernel), cases[k].k);
+        ck_assert_uint_eq(n->groups[0], cases[k].groups);
+        uint32_t tiles = cases[k].tiles;
+        ck_assert_uint_eq(n->n_bindings, nb0 + (tiles ? 2 : 0));
+        ck_assert_uint_eq(loom_graph_buffer_count(G), bufs + (tiles ? 2 : 0));
+        if (tiles) {
+            const loom_binding *b = loom_node_bindings(G, n);
+            uint64_t tile = cases[k].coop ? (uint64_t)LOOM_MATMUL_COOP_L_ROWS * LOOM_MATMUL_COOP_L_T
+                                          : (uint64_t)LOOM_MATMUL_TILE_ROWS * LOOM_MATMUL_TILE_T;
+            const loom_binding *part = &b[nb0], *cnt = &b[nb0 + 1];
+            ck_assert_uint_eq(part->slot, nb0);
+            ck_assert_uint_eq(cnt->slot, nb0 + 1);
+            ck_assert_uint_eq(part->size, 2 * tiles * tile * 4);
+            ck_assert_uint_eq(cnt->size, tiles * 4);
+            ck_assert_int_eq(loom_graph_buffer(G, part->buffer)->usage, LOOM_USAGE_SCRATCH);
+            ck_assert_int_eq(loom_graph_buffer(G, cnt->buffer)->usage, LOOM_USAGE_STATE);
+            ck_assert(part->access == LOOM_ACCESS_WRITE);   /* read back within the dispatch only */
+            ck_assert(cnt->access == (LOOM_ACCESS_READ | LOOM_ACCESS_WRITE));
+            for (int d = 0; d < 2; d++) {   /* the counters read and written whole, the partials written */
+                const loom_range *rg = d ? loom_node_writes(G, n) : loom_node_reads(G, n);
+                uint32_t nr = d ? n->n_writes : n->n_reads, parts = 0, counts = 0;
+                for (uint32_t q = 0; q < nr; q++) {
+                    parts += rg[q].buffer == part->buffer && rg[q].size == part->size;
+                    counts += rg[q].buffer == cnt->buffer && rg[q].size == cnt->size;
+                }
+                ck_assert_uint_eq(parts, (uint32_t)d);
+                ck_assert_uint_eq(counts, 1);
+            }
+        }
+        ck_assert_msg(loom_graph_verify(G) == LOOM_OK, "case %zu: %s", k, loom_last_error());
+        if (!tiles)
+            continue;
+        /* The two bindings past the op's slots survive the JSON dump. */
+        loom_str js;
+        loom_str_init(&js, NULL);
+        ck_assert_int_eq(loom_graph_dump(G, LOOM_FORMAT_JSON, &js), LOOM_OK);
+        loom_graph *back = NULL;
+        ck_assert_msg(loom_graph_parse_json(js.data, js.len, NULL, &back) == LOOM_OK, "%s", loom_last_error());
+        loom_hash ha, hb;
+        ck_assert_int_eq(loom_graph_hash(G, &ha), LOOM_OK);
+        ck_assert_int_eq(loom_graph_hash(back, &hb), LOOM_OK);
+        ck_assert(ha.lo == hb.lo && ha.hi == hb.hi);
+        loom_graph_destroy(back);
+        loom_str_free(&js);
+    }
+}
+END_TEST
+
 /* The vectors that pass only between coopmat forms of one matrix go as
  * f16: the gated FFN's output to the down projection
  * (matmul_silu_mul_coop_y16, matmul_add_coop_*x16), the norm's to the q/k/v
@@ -2025,6 +2120,7 @@ static Suite *passes_suite(void)
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
                      test_split_coopmat_attention, test_split_coopmat_half_pair, test_split_coopmat_half_attention } },
+        { "split_k", { test_split_coopmat_split_k } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

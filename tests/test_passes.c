@@ -931,6 +931,23 @@ START_TEST(test_split_coopmat)
 }
 END_TEST
 
+/* One node of a matmul kind over fresh buffers: W (and Wu) rows x cols of
+ * type t, x T x cols, y T x rows; MATMUL_ADD's r is y itself where
+ * in_place, else a buffer of its own. */
+static void one_matmul(loom_op op, loom_dtype t, uint32_t rows, uint32_t cols, uint32_t T, bool in_place)
+{
+    uint32_t w = buf(loom_view_bytes(t, rows, cols), LOOM_USAGE_WEIGHT);
+    uint32_t u = buf(loom_view_bytes(t, rows, cols), LOOM_USAGE_WEIGHT);
+    uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
+    loom_tensor tw = loom_mat(w, t, rows, cols), tx = loom_mat(x, LOOM_F32, T, cols);
+    loom_tensor ty = loom_mat(y, LOOM_F32, T, rows);
+    loom_tensor tr = in_place ? ty : loom_mat(buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE), LOOM_F32, T, rows);
+    loom_result rc = op == LOOM_OP_MATMUL       ? loom_op_matmul(G, tw, tx, ty, NULL)
+                     : op == LOOM_OP_MATMUL_ADD ? loom_op_matmul_add(G, tw, tx, tr, ty, NULL)
+                                                : loom_op_matmul_silu_mul(G, tw, loom_mat(u, t, rows, cols), tx, ty, NULL);
+    ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+}
+
 /* The large tiles (MM_L) of a matrix of one weight where K reaches
  * LOOM_MATMUL_COOP_L_COLS (or ctx.coop_large_cols): 128 token rows where
  * those tiles are at least LOOM_MATMUL_COOP_L_FROM, else 64 where those
@@ -966,16 +983,7 @@ START_TEST(test_split_coopmat_large)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);
-        uint32_t T = cases[k].T, rows = cases[k].rows, cols = cases[k].cols;
-        uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
-        uint32_t u = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
-        uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
-        loom_tensor tw = loom_mat(w, cases[k].t, rows, cols), tx = loom_mat(x, LOOM_F32, T, cols);
-        loom_tensor ty = loom_mat(y, LOOM_F32, T, rows);
-        loom_result rc = cases[k].op == LOOM_OP_MATMUL       ? loom_op_matmul(G, tw, tx, ty, NULL)
-                         : cases[k].op == LOOM_OP_MATMUL_ADD ? loom_op_matmul_add(G, tw, tx, ty, ty, NULL)
-                                                             : loom_op_matmul_silu_mul(G, tw, loom_mat(u, cases[k].t, rows, cols), tx, ty, NULL);
-        ck_assert_int_eq(rc, LOOM_OK);
+        one_matmul(cases[k].op, cases[k].t, cases[k].rows, cases[k].cols, cases[k].T, true);
         loom_pass_ctx ctx = { .coopmat = true, .coop_large_cols = cases[k].large_cols };
         ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
         const loom_node *n = loom_graph_node(G, 0);
@@ -1018,17 +1026,7 @@ START_TEST(test_split_coopmat_split_k)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);
-        uint32_t T = cases[k].T, rows = cases[k].rows, cols = cases[k].cols;
-        uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
-        uint32_t u = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
-        uint32_t x = buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), y = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
-        uint32_t r = buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE);
-        loom_tensor tw = loom_mat(w, cases[k].t, rows, cols), tx = loom_mat(x, LOOM_F32, T, cols);
-        loom_tensor ty = loom_mat(y, LOOM_F32, T, rows), tr = loom_mat(r, LOOM_F32, T, rows);
-        loom_result rc = cases[k].op == LOOM_OP_MATMUL       ? loom_op_matmul(G, tw, tx, ty, NULL)
-                         : cases[k].op == LOOM_OP_MATMUL_ADD ? loom_op_matmul_add(G, tw, tx, tr, ty, NULL)
-                                                             : loom_op_matmul_silu_mul(G, tw, loom_mat(u, cases[k].t, rows, cols), tx, ty, NULL);
-        ck_assert_int_eq(rc, LOOM_OK);
+        one_matmul(cases[k].op, cases[k].t, cases[k].rows, cases[k].cols, cases[k].T, false);
         uint32_t nb0 = loom_graph_node(G, 0)->n_bindings, bufs = loom_graph_buffer_count(G);
         loom_pass_ctx ctx = { .coopmat = cases[k].coop, .enable = cases[k].on ? LOOM_ENABLE_SPLIT_K : 0 };
         ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);

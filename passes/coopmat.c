@@ -61,13 +61,12 @@ static uint64_t tiles(const loom_op_args *pc, uint32_t rows, uint32_t t)
 /* The cooperative-matrix form of a matmul-kind node on tiled kernel k, and
  * its workgroups: a matrix of one weight whose K is long takes the large
  * tiles where they are many, 128 token rows before 64 (with split_k, a
- * split K walk where the large tiles are half as many: *sk); else the
+ * split K walk, MM_SK, where the large tiles are half as many); else the
  * small tiles, K split where a matrix of one weight has few. */
 static const char *matmul_coop(const char *k, uint32_t op, const loom_op_args *pc, uint32_t large_cols,
-                               bool split_k, uint64_t *groups, bool *sk)
+                               bool split_k, uint64_t *groups)
 {
     bool one = op != LOOM_OP_MATMUL_SILU_MUL;
-    *sk = false;
     if (!one && pc->cols >= large_cols &&
         (*groups = tiles(pc, LOOM_MATMUL_COOP_LS_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
         return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
@@ -75,7 +74,6 @@ static const char *matmul_coop(const char *k, uint32_t op, const loom_op_args *p
         if ((*groups = tiles(pc, LOOM_MATMUL_COOP_L_ROWS, LOOM_MATMUL_COOP_L_T)) >= LOOM_MATMUL_COOP_L_FROM)
             return loom_form_variant(k, "MM_COOP MM_L=128", NULL);
         if (split_k && *groups >= LOOM_MATMUL_COOP_L_FROM / 2) {
-            *sk = true;
             *groups *= 2;
             return loom_form_variant(k, "MM_COOP MM_L=128 MM_SK", NULL);
         }
@@ -142,18 +140,17 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
     const char *k = loom_graph_kernel_name(g, nd->kernel);
     const char *to = NULL;
     uint64_t groups = 0;
-    bool sk = false;
     if (nd->op == LOOM_OP_ATTENTION_ROWS) {
         to = attn_coop(k, &pc, &groups);
     } else if (loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
         to = matmul_coop(k, nd->op, &pc, ctx->coop_large_cols ? ctx->coop_large_cols : LOOM_MATMUL_COOP_L_COLS,
-                         (ctx->enable & LOOM_ENABLE_SPLIT_K) != 0, &groups, &sk);
+                         (ctx->enable & LOOM_ENABLE_SPLIT_K) != 0, &groups);
     }
     if (!to)
         return LOOM_OK;
     if (groups == 0 || groups > 65535u)   /* Vulkan's minimum maxComputeWorkGroupCount: keep the form */
         return LOOM_OK;
-    loom_result rc = sk ? retarget_split(g, i, to, groups / 2,
+    loom_result rc = loom_form_has(to, "MM_SK") ? retarget_split(g, i, to, groups / 2,
                                          (uint64_t)LOOM_MATMUL_COOP_L_ROWS * LOOM_MATMUL_COOP_L_T, &repl[i])
                         : pass_retarget(g, i, to, &repl[i]);
     if (rc)

@@ -12,7 +12,7 @@
 # after P ids prefilled once (--bench-at; both binaries must have it).
 # BENV=... puts environment settings in front of B's runs only, so that one
 # binary can be timed against itself with a form switched on:
-#   A=.gl/bin/llama-decode B=.gl/bin/llama-decode BENV=LOOM_ENABLE=split_k sh bench/ab_prefill.sh "1b:512"
+#   A=.gl/bin/llama-decode B=.gl/bin/llama-decode BENV=LOOM_DISABLE=split_k sh bench/ab_prefill.sh "1b:512"
 #   A=.gl/base/llama-decode B=.gl/bin/llama-decode sh bench/ab_prefill.sh "1b:512 7b:512 1b:4v" [WTYPE]
 set -e
 A=${A:-.gl/base/llama-decode}

@@ -7,8 +7,8 @@
 #include <string.h>
 #include "internal.h"
 
-/* "fuse, stage, gather, reorder, barriers, lifetimes, cache": the switches LOOM_DISABLE
- * knows, from the pass table. */
+/* "fuse, stage, gather, reorder, barriers, lifetimes, cache, split_k": the
+ * switches LOOM_DISABLE knows, the passes' from the pass table. */
 static const char *known_switches(char *buf, size_t cap)
 {
     size_t len = 0;
@@ -19,16 +19,18 @@ static const char *known_switches(char *buf, size_t cap)
             len += (size_t)snprintf(buf + len, cap - len, "%s, ", p->name);
     }
     if (len < cap)
-        snprintf(buf + len, cap - len, "cache");
+        snprintf(buf + len, cap - len, "cache, split_k");
     return buf;
 }
 
 /* The LOOM_DISABLE_* bit of one name: a pass that may be skipped, or the
- * cache; 0 when unknown. */
+ * cache, or the split K walk; 0 when unknown. */
 static uint32_t switch_bit(const char *name, size_t len)
 {
     if (len == 5 && memcmp(name, "cache", 5) == 0)
         return LOOM_DISABLE_CACHE;
+    if (len == 7 && memcmp(name, "split_k", 7) == 0)
+        return LOOM_DISABLE_SPLIT_K;
     for (uint32_t i = 0; i < loom_pass_count(); i++) {
         const loom_pass *p = loom_pass_at(i);
         if (p->disable && strlen(p->name) == len && memcmp(p->name, name, len) == 0)
@@ -46,7 +48,6 @@ static const struct {
     { "half_stage", LOOM_ENABLE_HALF_STAGE },
     { "half_act", LOOM_ENABLE_HALF_ACT },
     { "long_rows", LOOM_ENABLE_LONG_ROWS },
-    { "split_k", LOOM_ENABLE_SPLIT_K },
 };
 #define N_ENABLE_NAMES (sizeof ENABLE_NAMES / sizeof ENABLE_NAMES[0])
 
@@ -241,7 +242,8 @@ loom_result plan_compile(const loom_graph *g, const loom_compile_options *opts, 
     loom_graph_clear_schedule(p->graph);
 
     loom_pass_ctx ctx = { .window = po.window, .max_binding_range = po.max_binding_range, .enable = po.enable,
-                          .wave_groups = po.wave_groups, .coopmat = po.coopmat, .awaits = po.awaits };
+                          .wave_groups = po.wave_groups, .coopmat = po.coopmat, .awaits = po.awaits,
+                          .split_k = !(po.disable & LOOM_DISABLE_SPLIT_K) };
     loom_pipeline_report rep;
     loom_pipeline_desc d = {
         .pipeline = po.pipeline,

@@ -35,7 +35,7 @@ extern "C" {
  *
  * The environment reaches every frontend without recompiling; loom_compile
  * and loom_cache_compile read it on each call:
- * - LOOM_DISABLE=fuse,stage,gather,reorder,barriers,lifetimes,cache (any subset) is ORed
+ * - LOOM_DISABLE=fuse,stage,gather,reorder,barriers,lifetimes,cache,split_k (any subset) is ORed
  *   into loom_compile_options.disable: it can switch more off, never back on.
  * - LOOM_PASSES=verify,fuse,... (the pass table's names) replaces the
  *   pipeline; a pass it names that a disable bit covers is still skipped.
@@ -44,6 +44,15 @@ extern "C" {
  * never returns a plan made under other settings. */
 enum {
     LOOM_DISABLE_CACHE     = LOOM_DISABLE_PASS_MASK + 1,  /* loom_cache_compile always compiles anew */
+    /* split: no split K walk. By default a matrix of one weight (MATMUL,
+     * MATMUL_ADD) whose large tiles are too few to fill the device
+     * (LOOM_MATMUL_COOP_L_FROM / 2 up to LOOM_MATMUL_COOP_L_FROM) takes them
+     * with its K walk split between two workgroups a tile, the second to
+     * finish adding both halves (MM_SK; a plan-owned partial tile and
+     * counter each); without cooperative matrices, the portable tiles of a
+     * matrix of fewer than LOOM_MATMUL_COOP_L_FROM tiles split the same way.
+     * On an H200 it took `1b` pp512 10.91 -> 10.06 ms (docs/perf-log.md). */
+    LOOM_DISABLE_SPLIT_K   = LOOM_DISABLE_PASS_MASK + 2,
 };
 
 /* Forms that are not the default (yet), switched on per compile for

@@ -83,7 +83,6 @@ static const struct {
     { "--half-stage", LOOM_ENABLE_HALF_STAGE, "half stage", "half_stage" },
     { "--half-act", LOOM_ENABLE_HALF_ACT, "half FFN output", "half_act" },
     { "--long-rows", LOOM_ENABLE_LONG_ROWS, "long rows", "long_rows" },
-    { "--split-k", LOOM_ENABLE_SPLIT_K, "split K", "split_k" },
 };
 #define N_FORMS (sizeof FORMS / sizeof FORMS[0])
 
@@ -129,8 +128,8 @@ static void usage(FILE *f)
             "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
             "  --long-rows           f16 weights: residual-add projections whose rows span two\n"
             "                        or more chunks an invocation load two a trip (LOOM_ENABLE_LONG_ROWS)\n"
-            "  --split-k             prompts: a matrix of too few large tiles splits its K walk\n"
-            "                        between two workgroups a tile (LOOM_ENABLE_SPLIT_K)\n"
+            "  --no-split-k          prompts: no matrix splits its K walk between two workgroups\n"
+            "                        a tile where its tiles are too few (LOOM_DISABLE_SPLIT_K)\n"
             "  --model FILE.gguf     GGUF weights: the shape, the context (at most %u unless --max-seq\n"
             "                        says more; --max-seq may only lower the file's) and each matrix's\n"
             "                        type (f32, f16, bf16 as f32, q8_0, q4_0, q4_k, q6_k, mixed per\n"
@@ -236,6 +235,7 @@ static int parse(int argc, char **argv, opts *o)
         { "--no-fuse", LOOM_DISABLE_FUSE }, { "--no-stage", LOOM_DISABLE_STAGE }, { "--no-gather", LOOM_DISABLE_GATHER },
         { "--no-reorder", LOOM_DISABLE_REORDER },
         { "--barrier-every", LOOM_DISABLE_BARRIERS }, { "--no-cache", LOOM_DISABLE_CACHE },
+        { "--no-split-k", LOOM_DISABLE_SPLIT_K },
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -393,13 +393,14 @@ static void print_header(const opts *o, const char *device)
     if (o->model)
         snprintf(context, sizeof context, " (the file's %u)", o->file_context);
     printf("llama-decode on %s: %s %s: dim %u, %u layers, %u/%u heads x %u, ffn %u, vocab %u, context %u%s, "
-           "%s weights (%s), %s KV cache; %u steps in flight%s%s%s%s%s",
+           "%s weights (%s), %s KV cache; %u steps in flight%s%s%s%s%s%s",
            device, o->model ? "model" : "config", o->model ? o->model : o->shape.config_name, c->dim, c->n_layers,
            c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq, context, wtype_label(o), types,
            loom_dtype_name(c->kvtype), o->in_flight ? o->in_flight : 3,
            o->disable & LOOM_DISABLE_FUSE ? ", no fuse" : "", o->disable & LOOM_DISABLE_REORDER ? ", no reorder" : "",
            o->disable & LOOM_DISABLE_BARRIERS ? ", barrier every dispatch" : "",
-           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->early_log ? ", early log" : "");
+           o->disable & LOOM_DISABLE_CACHE ? ", no cache" : "", o->disable & LOOM_DISABLE_SPLIT_K ? ", no split K" : "",
+           o->early_log ? ", early log" : "");
     for (size_t k = 0; k < N_FORMS; k++)
         if (o->enable & FORMS[k].bit)
             printf(", %s", FORMS[k].label);
@@ -484,11 +485,12 @@ static void print_json(const opts *o, loom_rt *rt, const char *device, const loo
                     o->dry_run ? "dry-run" : o->bench ? "bench" : o->check ? "check" : "decode", c->dim,
                     c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab, c->max_seq,
                     wtype_label(o), types, loom_dtype_name(c->kvtype));
-    loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s",
+    loom_str_printf(&s, ",\"no_fuse\":%s,\"no_reorder\":%s,\"barrier_every\":%s,\"no_cache\":%s,\"no_split_k\":%s",
                     o->disable & LOOM_DISABLE_FUSE ? "true" : "false",
                     o->disable & LOOM_DISABLE_REORDER ? "true" : "false",
                     o->disable & LOOM_DISABLE_BARRIERS ? "true" : "false",
-                    o->disable & LOOM_DISABLE_CACHE ? "true" : "false");
+                    o->disable & LOOM_DISABLE_CACHE ? "true" : "false",
+                    o->disable & LOOM_DISABLE_SPLIT_K ? "true" : "false");
     loom_str_printf(&s, ",\"early_log\":%s", o->early_log ? "true" : "false");
     for (size_t k = 0; k < N_FORMS; k++)
         loom_str_printf(&s, ",\"%s\":%s", FORMS[k].key, o->enable & FORMS[k].bit ? "true" : "false");

@@ -144,7 +144,7 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
         to = attn_coop(k, &pc, &groups);
     } else if (loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
         to = matmul_coop(k, nd->op, &pc, ctx->coop_large_cols ? ctx->coop_large_cols : LOOM_MATMUL_COOP_L_COLS,
-                         (ctx->enable & LOOM_ENABLE_SPLIT_K) != 0, &groups);
+                         ctx->split_k, &groups);
     }
     if (!to)
         return LOOM_OK;
@@ -279,7 +279,7 @@ static loom_result to_tiled_split(loom_graph *g, uint32_t i, uint32_t *repl, uin
 loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
 {
     uint32_t count;
-    if (ctx && !ctx->coopmat && (ctx->enable & LOOM_ENABLE_SPLIT_K))
+    if (ctx && !ctx->coopmat && ctx->split_k)
         return pass_rename_nodes(g, "split", to_tiled_split, NULL, &count);
     if (!ctx || !ctx->coopmat)
         return LOOM_OK;

@@ -36,16 +36,6 @@ enum {
      * are at least two chunks an invocation long loads two chunks a trip
      * (matvec_add_stage_long_f16, MV_LONG). */
     LOOM_ENABLE_LONG_ROWS   = 1u << 3,
-    /* split: a matrix of one weight (MATMUL, MATMUL_ADD) whose large tiles
-     * are too few to take them (LOOM_MATMUL_COOP_L_FROM / 2 up to
-     * LOOM_MATMUL_COOP_L_FROM) takes them with its K walk split between two
-     * workgroups a tile, the second to finish adding both halves (MM_SK;
-     * a plan-owned partial tile and counter each); without cooperative
-     * matrices, the portable tiles of a matrix of fewer than
-     * LOOM_MATMUL_COOP_L_FROM tiles take the same split. On an H200 a
-     * probe of the split without its combine took `1b` pp512 10.9 -> 9.3
-     * ms (docs/perf-log.md); the form itself is not yet timed on a GPU. */
-    LOOM_ENABLE_SPLIT_K     = 1u << 4,
     /* the forms whose kernels pair neighbouring invocations by subgroup
      * shuffles (a device with subgroups of one cannot run them) */
     LOOM_ENABLE_HALF_ALL    = LOOM_ENABLE_HALF_SHARES | LOOM_ENABLE_HALF_STAGE | LOOM_ENABLE_HALF_ACT,

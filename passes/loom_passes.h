@@ -37,6 +37,7 @@ typedef struct loom_pass_ctx {
     uint32_t enable;              /* LOOM_ENABLE_* forms asked for (gather) */
     uint32_t wave_groups;         /* split: the argmax forms' workgroup cap (loom_compile_options); 0: none */
     bool coopmat;                 /* split: the tiled matmul forms take their cooperative-matrix forms */
+    bool split_k;                 /* split: a matrix of too few tiles splits its K walk (LOOM_DISABLE_SPLIT_K) */
     uint32_t coop_large_cols;     /* split: K from which a matmul may take the large tiles; 0: LOOM_MATMUL_COOP_L_COLS */
     bool awaits;                  /* awaits: the device allows awaited edges (loom_compile_options.awaits) */
     uint32_t fused_chains;        /* fuse: chains replaced by one node */

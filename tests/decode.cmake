@@ -106,13 +106,15 @@ if(TARGET llama-decode)
   decode_test(decode_check_prefill_kv-f16 ${check} ${prompt40} --steps 4 --prefill-chunk 16 --f16 --kv-f16)
   decode_test(decode_check_prefill_q4_k_m ${check} ${prompt40} --steps 4 --prefill-chunk 16 --wtype q4_k_m
               --ffn 768 --kv-f16)
-  # The split K walk (LOOM_ENABLE=split_k): steps of 32 ids take the
-  # portable tiles, whose matrices of one weight (q/k/v and the residual
-  # projections) then split their K walk in two; f32 and Q4_K_M.
+  # The split K walk (the default): steps of 32 ids take the portable
+  # tiles, whose matrices of one weight (q/k/v and the residual
+  # projections) then split their K walk in two; f32 and Q4_K_M. And the
+  # same steps without it (LOOM_DISABLE=split_k), the tiles unsplit.
   foreach(w f32 q4_k_m)
     decode_test(decode_check_prefill_split-k_${w} ${check} ${prompt40} --steps 4 --prefill-chunk 32 --wtype ${w})
-    set_tests_properties(decode_check_prefill_split-k_${w} PROPERTIES ENVIRONMENT "${decode_env};LOOM_ENABLE=split_k")
   endforeach()
+  decode_test(decode_check_prefill_no-split-k_f32 ${check} ${prompt40} --steps 4 --prefill-chunk 32)
+  set_tests_properties(decode_check_prefill_no-split-k_f32 PROPERTIES ENVIRONMENT "${decode_env};LOOM_DISABLE=split_k")
   # The prefill benchmark end to end on a small model: the stable warm-up,
   # the timed prefills (steps of 4, the last of 1) and the time to the
   # first token, and the verification form; its JSON line names the mode.

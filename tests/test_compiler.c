@@ -395,8 +395,10 @@ static void expect_unknown(const char *var, const char *value, bool only_switche
         if (!only_switches || ps->disable)
             ck_assert_msg(strstr(msg, ps->name), "%s=%s: '%s' does not name pass %s", var, value, msg, ps->name);
     }
-    if (only_switches)
+    if (only_switches) {
         ck_assert_msg(strstr(msg, "cache"), "'%s' does not name the cache switch", msg);
+        ck_assert_msg(strstr(msg, "split_k"), "'%s' does not name the split_k switch", msg);
+    }
     loom_cache *c;
     ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
     bool hit = true;
@@ -477,6 +479,56 @@ START_TEST(test_env_enable)
     unsetenv("LOOM_ENABLE");
     for (int i = 0; i < 3; i++)
         loom_plan_release(p[i]);
+    loom_cache_destroy(c);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* The split K walk is the default: a matrix of one weight on the portable
+ * tiles with fewer than LOOM_MATMUL_COOP_L_FROM tiles compiles to its split
+ * form (twice the workgroups), and loom_compile_options.disable's
+ * LOOM_DISABLE_SPLIT_K or LOOM_DISABLE=split_k keeps the tiles whole, each
+ * under a key of its own. */
+START_TEST(test_disable_split_k)
+{
+    unsetenv("LOOM_DISABLE");
+    unsetenv("LOOM_PASSES");
+    unsetenv("LOOM_ENABLE");
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    uint32_t rows = 130, cols = 96, T = 100, w, x, y;
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = rows * cols * 4, .usage = LOOM_USAGE_WEIGHT },
+                                           &w), LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = T * cols * 4, .usage = LOOM_USAGE_INPUT }, &x),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_graph_add_buffer(g, &(loom_buffer_desc){ .size = T * rows * 4, .usage = LOOM_USAGE_OUTPUT }, &y),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_op_matmul(g, loom_mat(w, LOOM_F32, rows, cols), loom_mat(x, LOOM_F32, T, cols),
+                                    loom_mat(y, LOOM_F32, T, rows), NULL),
+                     LOOM_OK);
+    loom_cache *c;
+    ck_assert_int_eq(loom_cache_create(NULL, &c), LOOM_OK);
+    loom_plan *p[3];
+    bool hit = true;
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[0], &hit), LOOM_OK);
+    ck_assert(!hit);
+    ck_assert_int_eq(loom_cache_compile(c, g, &(loom_compile_options){ .disable = LOOM_DISABLE_SPLIT_K }, &p[1], &hit),
+                     LOOM_OK);
+    ck_assert(!hit);
+    setenv("LOOM_DISABLE", "split_k", 1);
+    ck_assert_int_eq(loom_cache_compile(c, g, NULL, &p[2], &hit), LOOM_OK);
+    unsetenv("LOOM_DISABLE");
+    static const char *want[3] = { "matmul_tiled_sk_f32", "matmul_tiled_f32", "matmul_tiled_f32" };
+    static const uint32_t groups[3] = { 2 * 3 * 2, 3 * 2, 3 * 2 };   /* 3 x 2 tiles of 64 by 64, twice split */
+    for (int k = 0; k < 3; k++) {
+        const loom_graph *pg = loom_plan_graph(p[k]);
+        ck_assert_uint_eq(loom_graph_node_count(pg), 1);
+        const loom_node *n = loom_graph_node(pg, 0);
+        ck_assert_str_eq(loom_graph_kernel_name(pg, n->kernel), want[k]);
+        ck_assert_uint_eq(n->groups[0], groups[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        loom_plan_release(p[k]);
     loom_cache_destroy(c);
     loom_graph_destroy(g);
 }
@@ -661,6 +713,7 @@ static Suite *compiler_suite(void)
     tcase_add_test(tc, test_env_cache);
     tcase_add_test(tc, test_env_unknown);
     tcase_add_test(tc, test_env_enable);
+    tcase_add_test(tc, test_disable_split_k);
     suite_add_tcase(s, tc);
     tc = tcase_create("checker");
     tcase_add_test(tc, test_stage_round_trip);

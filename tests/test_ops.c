@@ -208,7 +208,7 @@ static void setup(void)
  * apply), so that the device's own kernels meet the reference too; true
  * when the device has them. Elsewhere the graph as built. */
 static uint32_t coop_large_cols = 64;   /* the K from which the large tiles are taken, in these tests */
-static uint32_t split_enable;            /* loom_pass_ctx.enable: LOOM_ENABLE_SPLIT_K, the split K walk's forms */
+static bool split_k;                     /* loom_pass_ctx.split_k: the split K walk's forms (off in the other cases) */
 
 static bool coop_forms(loom_graph *g)
 {
@@ -217,12 +217,12 @@ static bool coop_forms(loom_graph *g)
 #ifdef LOOM_OPS_FUSE_TESTS
     /* The large tiles from K 64 (coop_large_cols; not
      * LOOM_MATMUL_COOP_L_COLS), so that shapes the reference can afford
-     * reach them. With split_enable, the split K walk's forms, which the
+     * reach them. With split_k, the split K walk's forms, which the
      * pass takes without cooperative matrices too (the portable tiles'). */
-    if (info.coopmat || split_enable)
+    if (info.coopmat || split_k)
         ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = info.coopmat,
                                                               .coop_large_cols = coop_large_cols,
-                                                              .enable = split_enable }),
+                                                              .split_k = split_k }),
                          LOOM_OK);
 #else
     (void)g;
@@ -1429,7 +1429,7 @@ static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols,
     char what[80];
     snprintf(what, sizeof what, "%s %ux%u T=%u%s%s", loom_dtype_name(dt), rows, cols, T, in_place ? " in place" : "",
              coop ? " (coopmat)" : "");
-    if (split_enable && !in_place) {
+    if (split_k && !in_place) {
         /* One program, two dispatches, y poisoned before each: a counter
          * the first left behind would leave the second's y unwritten. */
         loom_rt_program *p;
@@ -1517,7 +1517,7 @@ START_TEST(matmul_large)
 }
 END_TEST
 
-/* The split K walk (MM_SK; LOOM_ENABLE_SPLIT_K): the portable tiles' form
+/* The split K walk (MM_SK; on unless LOOM_DISABLE_SPLIT_K): the portable tiles' form
  * without cooperative matrices (lavapipe: rows past a tile, token rows past
  * a tile, K of an odd count of 32-column slices, and of two whose second is
  * partial), the large tiles' where the device has them
@@ -1534,7 +1534,7 @@ START_TEST(matmul_split_k)
     return;   /* the split pass is not in this build */
 #endif
     uint32_t blk = loom_dtype_block(dt);
-    split_enable = LOOM_ENABLE_SPLIT_K;
+    split_k = true;
     if (info.coopmat) {
         if (dt != LOOM_F32) {
             uint32_t cols = blk == 1 ? 160 : blk == 32 ? 96 : 256, rows = LOOM_MATMUL_COOP_L_ROWS * 22 - 5;
@@ -1548,7 +1548,7 @@ START_TEST(matmul_split_k)
         if (blk == 1)   /* two slices, the second of 8 columns */
             matmul_case(dt, form, 65, 40, 64, 2102 + 8 * (uint64_t)_i, "_tiled_sk_");
     }
-    split_enable = 0;
+    split_k = false;
 }
 END_TEST
 

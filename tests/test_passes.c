@@ -995,8 +995,9 @@ START_TEST(test_split_coopmat_large)
 }
 END_TEST
 
-/* LOOM_ENABLE_SPLIT_K: a matrix of one weight whose large tiles number
- * LOOM_MATMUL_COOP_L_FROM / 2 up to LOOM_MATMUL_COOP_L_FROM takes them with
+/* loom_pass_ctx.split_k (on unless LOOM_DISABLE_SPLIT_K): a matrix of one
+ * weight whose large tiles number LOOM_MATMUL_COOP_L_FROM / 2 up to
+ * LOOM_MATMUL_COOP_L_FROM takes them with
  * its K walk split (twice the workgroups), and two more bindings after y:
  * a SCRATCH partial tile a half of each tile, written (the dispatch reads
  * back only its own), and a STATE counter a tile, read and written; more
@@ -1028,7 +1029,7 @@ START_TEST(test_split_coopmat_split_k)
         loom_graph_reset(G);
         one_matmul(cases[k].op, cases[k].t, cases[k].rows, cases[k].cols, cases[k].T, false);
         uint32_t nb0 = loom_graph_node(G, 0)->n_bindings, bufs = loom_graph_buffer_count(G);
-        loom_pass_ctx ctx = { .coopmat = cases[k].coop, .enable = cases[k].on ? LOOM_ENABLE_SPLIT_K : 0 };
+        loom_pass_ctx ctx = { .coopmat = cases[k].coop, .split_k = cases[k].on };
         ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
         const loom_node *n = loom_graph_node(G, 0);
         ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].k), "case %zu: %s, want %s", k,

@@ -48,6 +48,7 @@ static const struct {
     { "half_stage", LOOM_ENABLE_HALF_STAGE },
     { "half_act", LOOM_ENABLE_HALF_ACT },
     { "long_rows", LOOM_ENABLE_LONG_ROWS },
+    { "qkv_await", LOOM_ENABLE_QKV_AWAIT },
 };
 #define N_ENABLE_NAMES (sizeof ENABLE_NAMES / sizeof ENABLE_NAMES[0])
 

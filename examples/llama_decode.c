@@ -83,6 +83,7 @@ static const struct {
     { "--half-stage", LOOM_ENABLE_HALF_STAGE, "half stage", "half_stage" },
     { "--half-act", LOOM_ENABLE_HALF_ACT, "half FFN output", "half_act" },
     { "--long-rows", LOOM_ENABLE_LONG_ROWS, "long rows", "long_rows" },
+    { "--qkv-await", LOOM_ENABLE_QKV_AWAIT, "q/k/v awaited", "qkv_await" },
 };
 #define N_FORMS (sizeof FORMS / sizeof FORMS[0])
 
@@ -128,6 +129,8 @@ static void usage(FILE *f)
             "                        projection, is stored as f16 (LOOM_ENABLE_HALF_ACT)\n"
             "  --long-rows           f16 weights: residual-add projections whose rows span two\n"
             "                        or more chunks an invocation load two a trip (LOOM_ENABLE_LONG_ROWS)\n"
+            "  --qkv-await           the attention polls q/k/v's tagged output instead of waiting at\n"
+            "                        a barrier (LOOM_ENABLE_QKV_AWAIT; slower on an H200)\n"
             "  --no-split-k          prompts: no matrix splits its K walk between two workgroups\n"
             "                        a tile where its tiles are too few (LOOM_DISABLE_SPLIT_K)\n"
             "  --model FILE.gguf     GGUF weights: the shape, the context (at most %u unless --max-seq\n"

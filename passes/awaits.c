@@ -46,6 +46,18 @@
  *   weights and polls word by word as it quantizes x, which on an H200
  *   took the `1b` Q4_K_M step 598.7 -> 591.4 us and `7b` with 8 layers
  *   667.5 -> 665.7 (docs/perf-log.md, "the o-projection not gated").
+ * - q/k/v (MV_QKV), only with LOOM_ENABLE_QKV_AWAIT (on an H200 the
+ *   polls cost more than the barrier: docs/perf-log.md, "q/k/v awaited"):
+ *   its tagged y is q and then the step's k and v rows
+ *   (the bytes of y's buffer grow to hold them), and the attention behind
+ *   it (ATT_QKVT) polls its head's q words and takes the step's own row
+ *   from the k and v words, the cache rows before it from the caches,
+ *   written by earlier steps. An attention workgroup polls only its head,
+ *   so that edge also needs the attention's writes to meet none of q/k/v's
+ *   reads, in the arena too; the o-projection behind the attention sees
+ *   every q/k/v workgroup finished through the attention's (each of their
+ *   words is polled by some attention workgroup, the k and v rows by the
+ *   workgroup of the last share of each head).
  * Tagging the other vectors of a layer gained nothing: behind a one-wave
  * producer nothing starts early. */
 static const struct tag_form {
@@ -53,29 +65,53 @@ static const struct tag_form {
     int x, y;
     bool gate;   /* as a producer: an f16 reader waits for all of y before loading anything */
     bool block_reader;   /* as a producer: only a reader of block-typed weights polls */
+    const char *read_flags;   /* as a reader, where they differ from tag_flags */
+    bool qkv;   /* as a producer: q/k/v, y tagged with the step's k and v rows after q */
 } tag_forms[] = {
-    { "attention", "ATT_TAG", NULL, -1, 4, true, false },
-    { "attention_kh", "ATT_TAG", NULL, -1, 4, true, false },
+    { "attention", "ATT_TAG", NULL, 1, 4, true, false, "ATT_QKVT", false },
+    { "attention_kh", "ATT_TAG", NULL, 1, 4, true, false, "ATT_QKVT", false },
+    { "attention_qkvt", "ATT_TAG", NULL, -1, 4, true, false, NULL, false },
+    { "attention_kh_qkvt", "ATT_TAG", NULL, -1, 4, true, false, NULL, false },
+    /* tagged already (q/k/v's edges are marked last): as readers only */
+    { "attention_tag", "ATT_TAG", NULL, 1, -1, true, false, "ATT_QKVT", false },
+    { "attention_kh_tag", "ATT_TAG", NULL, 1, -1, true, false, "ATT_QKVT", false },
+    { "attention_wide_tag", "ATT_TAG", NULL, 1, -1, true, true, "ATT_QKVT", false },
+    { "attention_wide_kh_tag", "ATT_TAG", NULL, 1, -1, true, true, "ATT_QKVT", false },
     /* The wide attention (head_dim 128): on an H200 its o-projection
      * polling took the 7b Q4_K_M step 2,486.2 -> 2,457.7 us, and the f16
      * step with 8 layers 1,066.9 -> 1,078.6 (docs/perf-log.md, "wider
      * residual projections"): f16's 2048 o-projection workgroups of 2 rows
      * spin beside the attention where Q4_K's 256 of 16 rows do not. */
-    { "attention_wide", "ATT_TAG", NULL, -1, 4, true, true },
-    { "attention_wide_kh", "ATT_TAG", NULL, -1, 4, true, true },
-    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false, false },
-    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false, false },
-    { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false, false },
-    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
-    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false },
-    { "matvec_add_stage_tq", "MV_TAG", NULL, 1, -1, false, false },
+    { "attention_wide", "ATT_TAG", NULL, 1, 4, true, true, "ATT_QKVT", false },
+    { "attention_wide_kh", "ATT_TAG", NULL, 1, 4, true, true, "ATT_QKVT", false },
+    { "attention_wide_qkvt", "ATT_TAG", NULL, -1, 4, true, true, NULL, false },
+    { "attention_wide_kh_qkvt", "ATT_TAG", NULL, -1, 4, true, true, NULL, false },
+    /* q/k/v: y at binding 6 (7 where the form also reads the embedding) */
+    { "rms_norm_qkv_rope", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_pre", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_pre_x16", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_pre_xq", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_kh", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_kh_pre", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_kh_pre_x16", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "rms_norm_qkv_rope_kh_pre_xq", "MV_TAG", NULL, -1, 6, false, false, NULL, true },
+    { "embed_rms_norm_qkv_rope", "MV_TAG", NULL, -1, 7, false, false, NULL, true },
+    { "embed_rms_norm_qkv_rope_kh", "MV_TAG", NULL, -1, 7, false, false, NULL, true },
+    { "rms_norm_matvec_silu_mul", "MV_TAG", NULL, -1, 4, false, false, NULL, false },
+    { "rms_norm_matvec_silu_mul_pre", "MV_TAG", NULL, -1, 4, false, false, NULL, false },
+    { "rms_norm_matvec_silu_mul_pre_xq", "MV_TAG", NULL, -1, 4, false, false, NULL, false },
+    { "matvec_add", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false, NULL, false },
+    { "matvec_add_stage", "MV_TAG", "MV_TAG MV_TAG_GATE", 1, -1, false, false, NULL, false },
+    { "matvec_add_stage_tq", "MV_TAG", NULL, 1, -1, false, false, NULL, false },
 };
 
-/* Node n's tagged kernels, where its form has them for its weights. */
+/* Node n's tagged kernels, where its form has them for its weights:
+ * tag_name as a producer, read_name (gate_name behind a gate producer) as a
+ * reader. */
 typedef struct tag_kernel {
-    const char *tag_name, *gate_name;
+    const char *tag_name, *read_name, *gate_name;
     int x, y;
-    bool gate, block_reader;
+    bool gate, block_reader, qkv;
 } tag_kernel;
 
 static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *out)
@@ -86,10 +122,11 @@ static bool tag_kernel_of(const loom_graph *g, const loom_node *n, tag_kernel *o
     for (size_t k = 0; row && k < sizeof tag_forms / sizeof tag_forms[0]; k++)
         if (!strcmp(row, tag_forms[k].form)) {
             const struct tag_form *f = &tag_forms[k];
-            *out = (tag_kernel){ loom_form_variant(name, f->tag_flags, NULL),
+            const char *tag = loom_form_variant(name, f->tag_flags, NULL);
+            *out = (tag_kernel){ tag, f->read_flags ? loom_form_variant(name, f->read_flags, NULL) : tag,
                                  f->gate_flags ? loom_form_variant(name, f->gate_flags, NULL) : NULL, f->x, f->y,
-                                 f->gate, f->block_reader };
-            return out->tag_name != NULL;
+                                 f->gate, f->block_reader, f->qkv };
+            return out->tag_name != NULL && (out->x < 0 || out->read_name != NULL);
         }
     return false;
 }
@@ -162,13 +199,104 @@ static bool has_params(const loom_graph *g)
     return false;
 }
 
+/* Is buffer b an awaited edge's vector already (it then lives apart from
+ * the arena: runtime/tags.c)? */
+static bool tagged_vector(const loom_graph *g, uint32_t b)
+{
+    for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        const loom_binding *y = n->tag_out ? loom_node_slot(g, n, n->tag_out_slot) : NULL;
+        if (y && y->buffer == b)
+            return true;
+    }
+    return false;
+}
+
+/* Do ranges a and b share a byte, in their buffer or, both scratch, in the
+ * arena the lifetimes pass packed them into? */
+static bool placed_meet(const loom_graph *g, const loom_range *a, const loom_range *b)
+{
+    if (a->buffer == b->buffer)
+        return loom_ranges_overlap(a, b);
+    const loom_buffer *ba = loom_graph_buffer(g, a->buffer), *bb = loom_graph_buffer(g, b->buffer);
+    if (ba->cls != LOOM_CLASS_SCRATCH || bb->cls != LOOM_CLASS_SCRATCH)
+        return false;
+    uint64_t a0 = ba->arena_offset + a->offset, b0 = bb->arena_offset + b->offset;
+    return a0 < b0 + b->size && b0 < a0 + a->size && !tagged_vector(g, a->buffer) && !tagged_vector(g, b->buffer);
+}
+
+/* q/k/v (j) before an attention (j + 1) polling only its head: is every
+ * write of j but y to bytes no node other than the two touches, the
+ * attention only reading them (the caches: it takes the step's own row
+ * from y), and does no write of the attention meet a read of j? */
+static bool qkv_pair_ok(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    const loom_node *p = loom_graph_node(g, j), *r = loom_graph_node(g, j + 1);
+    const loom_range *pw = loom_node_writes(g, p), *pr = loom_node_reads(g, p), *rw = loom_node_writes(g, r);
+    for (uint32_t k = 0; k < p->n_writes; k++) {
+        if (pw[k].buffer == y->buffer)
+            continue;
+        for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
+            const loom_node *m = loom_graph_node(g, i);
+            const loom_range *mr = loom_node_reads(g, m), *mw = loom_node_writes(g, m);
+            for (uint32_t b = 0; i != j && b < m->n_writes; b++)
+                if (placed_meet(g, &mw[b], &pw[k]))
+                    return false;
+            for (uint32_t b = 0; i != j && i != j + 1 && b < m->n_reads; b++)
+                if (placed_meet(g, &mr[b], &pw[k]))
+                    return false;
+        }
+    }
+    for (uint32_t a = 0; a < r->n_writes; a++)
+        for (uint32_t b = 0; b < p->n_reads; b++)
+            if (placed_meet(g, &rw[a], &pr[b]))
+                return false;
+    return true;
+}
+
+/* The bytes q/k/v's tagged y needs (q, then the step's k and v rows); 0
+ * where y does not bind its buffer whole or the buffer cannot grow to
+ * them inside the arena. */
+static uint64_t qkv_tagged_bytes(const loom_graph *g, uint32_t j, const loom_binding *y)
+{
+    loom_op_args a;
+    const loom_buffer *b = loom_graph_buffer(g, y->buffer);
+    if (loom_op_args_of(g, j, &a) || y->offset != 0 || y->size != b->size || y->size != (uint64_t)a.q_rows * 4)
+        return 0;
+    uint64_t bytes = ((uint64_t)a.q_rows + 2ull * a.kv_rows) * 4;
+    return bytes <= loom_graph_arena_size(g) ? bytes : 0;
+}
+
+/* y's buffer grows to bytes (its words live apart from the arena once
+ * tagged: runtime/tags.c; placed at the arena's start where it would
+ * reach past the end, so that it stays inside), and with it every binding
+ * and range of it in nodes j and j + 1, the only ones touching it. */
+static void qkv_widen(loom_graph *g, uint32_t j, uint32_t buffer, uint64_t bytes)
+{
+    loom_buffer *b = loom_graph_buffer_mut(g, buffer);
+    if (b->arena_offset + bytes > loom_graph_arena_size(g))
+        b->arena_offset = 0;
+    b->size = bytes;
+    for (uint32_t i = j; i <= j + 1; i++) {
+        loom_node *n = loom_graph_node_mut(g, i);
+        loom_binding *bd = (loom_binding *)loom_node_bindings(g, n);
+        loom_range *rg = (loom_range *)loom_node_reads(g, n);   /* the reads, then the writes */
+        for (uint32_t k = 0; k < n->n_bindings; k++)
+            if (bd[k].buffer == buffer)
+                bd[k].size = bytes;
+        for (uint32_t k = 0; k < (uint32_t)n->n_reads + n->n_writes; k++)
+            if (rg[k].buffer == buffer)
+                rg[k].size = bytes;
+    }
+}
+
 /* Producer j and reader j + 1 with the vector y (at the producer's slot
  * t->y and the reader's u->x) become awaited edge v; gate: the reader on
  * its gate form. */
 static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, bool gate, uint32_t v)
 {
     uint32_t kp, kr;
-    const char *pk = t->tag_name, *rk = gate ? u->gate_name : u->tag_name;
+    const char *pk = t->tag_name, *rk = gate ? u->gate_name : u->read_name;
     /* Block-typed on both sides: the vector as tagged int8 quads (MV_YQT,
      * MV_XQT), which the reader takes as its integer dots do, instead of
      * quantizing the producer's f32 words itself. */
@@ -183,6 +311,10 @@ static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const ta
         rc = loom_graph_kernel(g, rk, &kr);
     if (rc)
         return rc;
+    if (t->qkv) {
+        const loom_binding *y = loom_node_slot(g, loom_graph_node(g, j), (uint32_t)t->y);
+        qkv_widen(g, j, y->buffer, qkv_tagged_bytes(g, j, y));
+    }
     loom_node *p = loom_graph_node_mut(g, j), *r = loom_graph_node_mut(g, j + 1);
     p->kernel = kp;
     p->tag_out = (uint16_t)v;
@@ -217,10 +349,18 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
             return LOOM_OK;   /* already decided: a second run changes nothing */
     if (!ctx || !ctx->awaits || !loom_graph_scheduled(g) || nn < 2 || !has_params(g))
         return LOOM_OK;
-    for (uint32_t j = 0; j + 1 < nn && v < LOOM_AWAIT_MAX; j++) {
+    /* q/k/v's edges (with LOOM_ENABLE_QKV_AWAIT) last: its attention's
+     * output is then a tagged vector, out of the arena, where it may have
+     * shared q/k/v's input's bytes. */
+    uint32_t rounds = ctx->enable & LOOM_ENABLE_QKV_AWAIT ? 2 : 1;
+    for (uint32_t j = 0, round = 0; round < rounds; j = 0, round++)
+    for (; j + 1 < nn && v < LOOM_AWAIT_MAX; j++) {
         const loom_node *n = loom_graph_node(g, j);
         tag_kernel t, u;
-        if (!tag_kernel_of(g, n, &t) || t.y < 0 || !tag_kernel_of(g, loom_graph_node(g, j + 1), &u) || u.x < 0)
+        if (!tag_kernel_of(g, n, &t) || t.y < 0 || t.qkv != (round == 1) ||
+            !tag_kernel_of(g, loom_graph_node(g, j + 1), &u) || u.x < 0)
+            continue;
+        if (t.qkv != loom_form_has(u.read_name, "ATT_QKVT"))   /* q/k/v's y is for that reader alone */
             continue;
         loom_dtype w, wv;
         const char *rk = loom_graph_kernel_name(g, loom_graph_node(g, j + 1)->kernel);
@@ -232,9 +372,12 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         bool gate = t.gate && !block;
         if (gate && !u.gate_name)
             continue;
+        /* A reader may be a producer in turn (the attention between q/k/v
+         * and the o-projection): whatever reads its y reads all of it. */
         const loom_binding *y = loom_node_slot(g, n, (uint32_t)t.y);
-        if (!y || n->tag_in || !level_alone(g, j) || !level_alone(g, j + 1) || !writes_only(g, j, y) ||
-            !sole_reader(g, j, y))
+        if (!y || !level_alone(g, j) || !level_alone(g, j + 1) || !sole_reader(g, j, y))
+            continue;
+        if (t.qkv ? !qkv_pair_ok(g, j, y) || !qkv_tagged_bytes(g, j, y) : !writes_only(g, j, y))
             continue;
         loom_result rc = mark(g, j, &t, &u, gate, ++v);
         if (rc)

@@ -36,6 +36,13 @@ enum {
      * are at least two chunks an invocation long loads two chunks a trip
      * (matvec_add_stage_long_f16, MV_LONG). */
     LOOM_ENABLE_LONG_ROWS   = 1u << 3,
+    /* awaits: the attention behind q/k/v polls them instead of waiting at a
+     * barrier, taking the step's own k and v rows from q/k/v's tagged
+     * vector (MV_QKV with MV_TAG, ATT_QKVT). On an H200 it took the `1b`
+     * Q4_K_M step 589.7 -> 632.8 us, `1b` f16 800.1 -> 819.3, `7b` with 8
+     * layers Q4_K_M 655.5 -> 655.4-664.5 (docs/perf-log.md): the polls
+     * cost more than the barrier they replace. */
+    LOOM_ENABLE_QKV_AWAIT   = 1u << 4,
     /* the forms whose kernels pair neighbouring invocations by subgroup
      * shuffles (a device with subgroups of one cannot run them) */
     LOOM_ENABLE_HALF_ALL    = LOOM_ENABLE_HALF_SHARES | LOOM_ENABLE_HALF_STAGE | LOOM_ENABLE_HALF_ACT,

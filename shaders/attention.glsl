@@ -39,6 +39,16 @@
 // With ATT_TAG (not with ATT_PART or ATT_O16) the output may be a tagged
 // vector (tag.glsl), as the push constants say, for a matvec recorded
 // behind the dispatch with no barrier.
+// With ATT_QKVT q may be a tagged vector (tag_in) of n_heads * head_dim + 2
+// kv_dim words: q, then the step's k and v rows (MV_QKV with MV_TAG in
+// matvec.glsl), so that the dispatch runs behind its q/k/v with no barrier.
+// Each invocation polls its q words; the cache rows before the step's own
+// were written by earlier steps, and row kv_len - 1, which the producer
+// has just appended where kv_len <= max_seq, is taken from the tagged words
+// instead: the workgroup whose share holds it loads them with its cache
+// rows and weighs the row after them, every invocation scoring it alike
+// and row slot 0 adding its V. (passes/awaits.c: LOOM_ENABLE_QKV_AWAIT,
+// off by default.)
 // With ATT_KH the caches are f16: an invocation keeps its DPT (8) values of
 // a row packed, one uvec4 for K and one for V, and unpacks them where they
 // are used, so a row in flight costs half the registers of an f32 row
@@ -80,10 +90,10 @@ layout(local_size_x = 256) in;
 #error "KH_ROWS: 1, 8 or 16"
 #endif
 #endif
-#ifdef ATT_TAG
-#if defined(ATT_PART) || defined(ATT_O16)
+#if defined(ATT_TAG) && (defined(ATT_PART) || defined(ATT_O16))
 #error "ATT_TAG writes the output as f32 words"
 #endif
+#if defined(ATT_TAG) || defined(ATT_QKVT)
 #include "tag.glsl"
 #define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
 #else
@@ -92,6 +102,9 @@ layout(local_size_x = 256) in;
 #include "params.glsl"
 layout(set = 0, binding = 1) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1) readonly buffer Q4 { vec4 q4[]; };
+#ifdef ATT_QKVT
+layout(set = 0, binding = 1) volatile coherent readonly buffer Qt { uint qt[]; };
+#endif
 #ifdef ATT_KH
 layout(set = 0, binding = 2) readonly buffer KC { float16_t kcache[]; };
 layout(set = 0, binding = 2) readonly buffer KC8 { uvec4 kcache8[]; };
@@ -156,6 +169,42 @@ uint dim_of(uint c, uint k)
     return c + k * TPR;
 #endif
 }
+
+#ifdef ATT_QKVT
+// Words at + dim_of(c, k) of the tagged q/k/v vector, loaded together
+// (past hd: the tag, so that they pass).
+void qkvt_load(uint at, uint c, uint hd, out uint w[DPT])
+{
+    uint tag = tag_of(pc.tag_in);
+    for (uint k = 0u; k < DPT; k++) {
+        uint d = dim_of(c, k);
+        w[k] = d < hd ? qt[at + d] : tag;
+    }
+}
+
+// Those words polled until every one carries this step's tag, at most
+// TAG_SPINS times, as values (0 past hd); TAG_LOST, with the fault word
+// set, where they never do.
+void qkvt_finish(uint at, uint c, uint hd, inout uint w[DPT], out float v[DPT])
+{
+    uint tag = tag_of(pc.tag_in);
+    bool ok = true;
+    for (uint k = 0u; k < DPT; k++)
+        ok = ok && (w[k] & 0xffu) == tag;
+    for (uint spins = 0u; !ok && spins < TAG_SPINS; spins++) {
+        ok = true;
+        for (uint k = 0u; k < DPT; k++) {
+            if ((w[k] & 0xffu) != tag)
+                w[k] = qt[at + dim_of(c, k)];
+            ok = ok && (w[k] & 0xffu) == tag;
+        }
+    }
+    if (!ok)
+        tag_give_up();
+    for (uint k = 0u; k < DPT; k++)
+        v[k] = !ok ? TAG_LOST : dim_of(c, k) < hd ? tag_value(w[k]) : 0.0;
+}
+#endif
 
 #ifdef ATT_KH
 // The 8 f16 values packed in w, in order.
@@ -239,6 +288,16 @@ void main()
 #else
     float qv[DPT], kv[RPT][DPT], vv[RPT][DPT], acc[DPT];
 #endif
+#ifdef ATT_QKVT
+    bool tq = pc.tag_in != 0u;
+    if (tq) {
+        uint qw[DPT];
+        qkvt_load(h * hd, c, hd, qw);
+        qkvt_finish(h * hd, c, hd, qw, qv);
+        for (uint k = 0u; k < DPT; k++)
+            qv[k] *= pc.scale;
+    } else
+#endif
 #ifdef ATT_CONTIG
     if (vec) {
         uint at = (h * hd + c * DPT) / 4u;
@@ -256,6 +315,21 @@ void main()
     for (uint k = 0u; k < DPT; k++)
         acc[k] = 0.0;
     float m = NEG_BIG, l = 0.0;
+#ifdef ATT_QKVT
+    // The step's own row: its k and v words are loaded now, beside the
+    // cache rows, and weighed after them. The workgroup of the last share
+    // polls them even where the row is past the caches (kv_len > max_seq),
+    // so that every word of q/k/v is waited for by some workgroup.
+    uint own = step_params.kv_len - 1u, kat = pc.n_heads * hd + koff, kw[DPT], vw[DPT];
+    bool poll_kv = tq && step_params.kv_len >= 1u && first < last && last == len;
+    bool has_own = poll_kv && step_params.kv_len <= pc.max_seq;   // then own == last - 1
+    if (poll_kv && r == 0u) {
+        qkvt_load(kat, c, hd, kw);
+        qkvt_load(kat + dim, c, hd, vw);
+    }
+    if (has_own)
+        last = own;   // the cache rows before it
+#endif
     for (uint base = first; base < last; base += RPT * RPP) {
 #ifdef ATT_KH
         // One branch on the load path for the whole pass, every row's
@@ -365,6 +439,33 @@ void main()
 #endif
         m = mx;
     }
+#ifdef ATT_QKVT
+    if (poll_kv) {
+        float kn[DPT], vn[DPT];
+        if (r == 0u) {
+            qkvt_finish(kat, c, hd, kw, kn);
+            qkvt_finish(kat + dim, c, hd, vw, vn);
+            float sp = 0.0;
+            for (uint k = 0u; k < DPT; k++)
+                sp += qv[k] * kn[k];
+            sdot[c] = sp;   // free: the passes' last barrier is behind every read of it
+        }
+        memoryBarrierShared();
+        barrier();
+        if (has_own) {
+            // Every invocation scores the row alike, so m stays uniform;
+            // row slot 0 weighs its V.
+            float sn = 0.0;
+            for (uint j = 0u; j < TPR; j++)
+                sn += sdot[j];
+            float mx = max(m, sn), alpha = exp(m - mx), p = exp(sn - mx);
+            for (uint k = 0u; k < DPT; k++)
+                acc[k] = acc[k] * alpha + (r == 0u ? p * vn[k] : 0.0);
+            l = l * alpha + (r == 0u && c == 0u ? p : 0.0);
+            m = mx;
+        }
+    }
+#endif
 
     // Sum the rows' partial outputs: dimension dim_of(c, k) of this
     // workgroup's share is the sum over r of acc[k] of invocation (r, c).

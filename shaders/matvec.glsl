@@ -72,12 +72,15 @@
 //             into slot step % slots of a ring (STEP_LOG fused): the step
 //             parameters take binding 0, the others move up one;
 //   MV_TAG    (with MV_F16; not with MV_COMB, MV_X16, MV_Y16, MV_T16,
-//             MV_LONG, MV_QKV, MV_ARGMAX) x and y may each be a tagged
+//             MV_LONG, MV_ARGMAX) x and y may each be a tagged
 //             vector (tag.glsl), as the push constants say: a tagged x is
 //             polled chunk by chunk until its words carry this step's tag,
 //             so the dispatch may start while its producer still runs (the
 //             down projection behind the gated FFN); a tagged y is written
-//             as tagged words (mv_tag.glsl);
+//             as tagged words (mv_tag.glsl). With MV_QKV (any weights, x
+//             never tagged) a tagged y holds q, then the step's k and v
+//             rows as the caches get them (mv_qkv.glsl), for an attention
+//             reading them so (ATT_QKVT in attention.glsl);
 //   MV_YQT    (with MV_TAG, MV_SILU, block types) y is written as tagged
 //             quads (mv_tag.glsl): the workgroup's 16 rows as 16 int8
 //             codes with their scale and sum, every word carrying the tag;
@@ -115,8 +118,12 @@
 #ifdef MV_TAG
 #include "tag.glsl"
 #define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
-#if defined(MV_COMB) || defined(MV_X16) || defined(MV_Y16) || defined(MV_T16) || defined(MV_LONG) || \
-    defined(MV_QKV) || defined(MV_ARGMAX) || !defined(MV_VW8)
+#if defined(MV_QKV)
+#if defined(MV_TAG_GATE) || defined(MV_XQT) || defined(MV_YQT)
+#error "MV_TAG with MV_QKV: y alone is tagged, as f32 words"
+#endif
+#elif defined(MV_COMB) || defined(MV_X16) || defined(MV_Y16) || defined(MV_T16) || defined(MV_LONG) || \
+    defined(MV_ARGMAX) || !defined(MV_VW8)
 #error "MV_TAG: the f16-weight forms that read x and write y as whole f32 words"
 #endif
 #else
@@ -265,6 +272,7 @@ layout(push_constant) uniform Pc {
 #ifdef MV_EMBED
     uint vocab; uint token_index;
 #endif
+    TAG_PC
 } pc;
 #ifdef MV_EMBED
 #define B_TAB 1
@@ -622,7 +630,7 @@ vec4 xq_decode(uint w, float d)
 }
 #endif
 
-#ifdef MV_TAG
+#if defined(MV_TAG) && !defined(MV_QKV)
 #include "mv_tag.glsl"
 #endif
 
@@ -802,7 +810,7 @@ vec2 x_pair(uint c) { return unpackHalf2x16(xh1[c]); }
 #else
 void x_chunk(uint c, out vec4 xa, out vec4 xb)
 {
-#ifdef MV_TAG
+#if defined(MV_TAG) && !defined(MV_QKV)
     if (x_chunk_tag(c, xa, xb))
         return;
 #endif
@@ -816,7 +824,7 @@ void x_chunk(uint c, out vec4 xa, out vec4 xb)
 }
 vec2 x_pair(uint c)
 {
-#ifdef MV_TAG
+#if defined(MV_TAG) && !defined(MV_QKV)
     vec2 xs;
     if (x_pair_tag(c, xs))
         return xs;

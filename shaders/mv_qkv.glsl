@@ -1,7 +1,14 @@
 // MV_QKV, q/k/v with RoPE and the KV append fused (matvec.glsl includes
 // this before block()): which matrix and row each of a workgroup's rows is,
 // and the epilogue that rotates q and k in RoPE pairs and writes k and v
-// straight into the caches at the step's position.
+// straight into the caches at the step's position. With MV_TAG, where the
+// push constants say y is tagged (tag_out), y is q_rows + 2 kv_rows tagged
+// words: q, then the step's k and v rows as the caches hold them (f16
+// values are exact in a tagged word), so that the attention behind it with
+// no barrier (ATT_QKVT) takes the step's own row from there, not from the
+// caches, whose untagged writes it cannot see land. The caches are written
+// too, for the steps after; the tagged words every step, whatever the
+// position, since every word of a tagged vector is rewritten each step.
 
 #ifdef MV_KH
 layout(set = 0, binding = B_KC) writeonly buffer KC { float16_t kcache[]; };
@@ -11,6 +18,9 @@ layout(set = 0, binding = B_VC) writeonly buffer VC { float16_t vcache[]; };
 layout(set = 0, binding = B_KC) writeonly buffer KC { float kcache[]; };
 layout(set = 0, binding = B_VC) writeonly buffer VC { float vcache[]; };
 #define CACHED(v) (v)
+#endif
+#ifdef MV_TAG   // tag.glsl: matvec.glsl includes it
+layout(set = 0, binding = B_Y) writeonly buffer Yt { uint yt[]; };
 #endif
 
 // Rows are numbered q, then k, then v. Pair p covers rows (a, a + hd/2) of
@@ -55,9 +65,20 @@ void qkv_store(uint t, uint rows, float scale, uint pos)
             va = ra;
             vb = rb;
         }
+        bool tagged = false;
+#ifdef MV_TAG
+        tagged = pc.tag_out != 0u;
+        if (tagged) {
+            uint tag = tag_of(pc.tag_out), at = m == 0u ? 0u : pc.q_rows + (m - 1u) * pc.kv_rows;
+            yt[at + la] = tag_word(m == 0u ? va : float(CACHED(va)), tag);
+            yt[at + lb] = tag_word(m == 0u ? vb : float(CACHED(vb)), tag);
+        }
+#endif
         if (m == 0u) {
-            y[la] = va;
-            y[lb] = vb;
+            if (!tagged) {
+                y[la] = va;
+                y[lb] = vb;
+            }
         } else if (pos < pc.max_seq) {
             uint off = pos * pc.kv_rows;
             if (m == 1u) {

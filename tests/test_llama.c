@@ -322,6 +322,56 @@ START_TEST(awaits_marks_the_edges)
 }
 END_TEST
 
+/* LOOM_ENABLE_QKV_AWAIT: q/k/v -> attention awaited too, where q/k/v
+ * writes nothing else a later node reads (not the first layer's, which
+ * writes the embedding row): q/k/v on its MV_TAG form, the attention on its
+ * ATT_QKVT form reading q's buffer, grown to q and the step's k and v rows,
+ * whole at the slot the producer tags, and the attention a producer for
+ * the o-projection in turn, all three in one group. */
+START_TEST(qkv_await_marks_the_edge)
+{
+    loom_llama *m = NULL;
+    loom_graph *g = NULL;
+    loom_plan *on = NULL, *base = NULL;
+    ck_assert_int_eq(loom_llama_create(rt, weights, NULL, &m), LOOM_OK);
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    ck_assert_int_eq(loom_llama_capture_step(m, g), LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true, .enable = LOOM_ENABLE_QKV_AWAIT }, &on),
+                     LOOM_OK);
+    ck_assert_int_eq(loom_compile(g, &(loom_compile_options){ .awaits = true }, &base), LOOM_OK);
+    const loom_llama_config *c = &weights->cfg;
+    uint64_t bytes = ((uint64_t)c->n_heads + 2ull * c->n_kv_heads) * c->head_dim * 4;
+    const loom_graph *pg = loom_plan_graph(on);
+    uint32_t edges = 0;
+    for (uint32_t i = 1; i + 1 < loom_graph_node_count(pg); i++) {
+        const loom_node *n = loom_graph_node(pg, i), *p = loom_graph_node(pg, i - 1), *o = loom_graph_node(pg, i + 1);
+        const char *k = loom_graph_kernel_name(pg, n->kernel);
+        if (!loom_form_has(k, "ATT_QKVT"))
+            continue;
+        edges++;
+        ck_assert_uint_eq(n->op, LOOM_OP_ATTENTION);
+        ck_assert(loom_form_has(loom_graph_kernel_name(pg, p->kernel), "MV_QKV MV_TAG"));
+        ck_assert_uint_eq(n->tag_in, p->tag_out);
+        ck_assert_uint_eq(n->tag_in_slot, 1);
+        const loom_binding *x = loom_node_slot(pg, n, 1), *y = loom_node_slot(pg, p, p->tag_out_slot);
+        ck_assert(loom_binding_same(x, y));
+        ck_assert_uint_eq(y->size, bytes);
+        ck_assert_uint_eq(loom_graph_buffer(pg, y->buffer)->size, bytes);
+        ck_assert(n->tag_out && (o->tag_in & ~LOOM_AWAIT_GATE) == n->tag_out);   /* the o-projection polls it */
+        ck_assert_uint_eq(n->group, p->group);
+        ck_assert_uint_eq(o->group, p->group);
+    }
+    ck_assert_uint_eq(edges, c->n_layers - 1);
+    ck_assert_uint_eq(loom_plan_get_stats(on)->awaited, loom_plan_get_stats(base)->awaited + edges);
+    ck_assert_uint_eq(loom_plan_get_stats(on)->barriers + edges, loom_plan_get_stats(base)->barriers);
+    ck_assert_int_eq(loom_graph_verify(pg), LOOM_OK);
+    loom_plan_release(on);
+    loom_plan_release(base);
+    loom_graph_destroy(g);
+    loom_llama_destroy(m);
+}
+END_TEST
+
 /* A model of config c captured and compiled with awaited edges, and what
  * its release needs. */
 typedef struct awaits_case {
@@ -1116,6 +1166,7 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, optimized_matches_unoptimized_f16_caches);
     tcase_add_test(tc, poll_fault_falls_back);
     tcase_add_test(tc, awaits_marks_the_edges);
+    tcase_add_test(tc, qkv_await_marks_the_edge);
     tcase_add_test(tc, awaits_block_typed_quads);
     tcase_add_test(tc, awaits_wide_attention_block_readers);
     tcase_add_test(tc, recorded_barriers_follow_the_plan);

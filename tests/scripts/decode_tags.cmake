@@ -36,15 +36,19 @@ set(tiny ${DECODE} --config tiny --f16 --kv-f16 --steps 24 --check --quiet --jso
 # o-projection read their tagged x two words at a time, and the attention's
 # head_dim of 12 takes the 16-bit path.
 set(awkward --dim 64 --heads 5 --kv-heads 1 --head-dim 12 --ffn 684)
-# A default run: k steps in flight, ENV settings, OPTS; 8 polled a token,
-# 8 barriers fewer than the bound, and no mismatch. OUT gets the JSON.
+# A default run: k steps in flight, ENV settings, OPTS; POLLED (default 8)
+# polled a token, as many barriers fewer than the bound, and no mismatch.
+# OUT gets the JSON.
 function(polled_run out k)
-  cmake_parse_arguments(R "" "" "ENV;OPTS" ${ARGN})
+  cmake_parse_arguments(R "" "POLLED" "ENV;OPTS" ${ARGN})
+  if(NOT R_POLLED)
+    set(R_POLLED 8)
+  endif()
   last_json(json ${env} --unset=LOOM_TAGS ${R_ENV} ${tiny} --in-flight ${k} ${R_OPTS})
   string(JSON b GET "${json}" barrier_lower_bound)
-  math(EXPR want "${b} - 8")
+  math(EXPR want "${b} - ${R_POLLED}")
   set(what "default, ${k} in flight ${R_ENV} ${R_OPTS}")
-  expect("${json}" polled_per_token 8 "${what}")
+  expect("${json}" polled_per_token ${R_POLLED} "${what}")
   expect("${json}" barriers_per_token ${want} "${what}")
   expect("${json}" mismatches 0 "${what}")
   expect("${json}" poll_timeouts 0 "${what}")
@@ -95,6 +99,24 @@ if(PROBES)
                   RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
   if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
     message(FATAL_ERROR "a poll of quads that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
+  endif()
+endif()
+# LOOM_ENABLE=qkv_await: the attention polls q/k/v's tagged output too
+# (q, then the step's k and v rows) in every layer but the first (whose
+# q/k/v also writes the embedding row): 3 more polled a token, 3 barriers
+# fewer, no mismatch; narrow and wide attention (head_dim 128, 40 steps
+# over shares of the cache), f16 and f32 caches. A dropped q/k/v tag (the
+# third tagged producer: layer 1's q/k/v) is a poll that gives up.
+set(qkv ENV LOOM_ENABLE=qkv_await POLLED 11)
+polled_run(json 3 ${qkv})
+polled_run(json 1 ${qkv} OPTS --kv-f32 ${awkward})
+polled_run(json 3 ${qkv} OPTS --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --wtype q4_k_m --ffn 768 --max-seq 256
+           --steps 40)
+if(PROBES)
+  execute_process(COMMAND ${env} --unset=LOOM_TAGS LOOM_ENABLE=qkv_await LOOM_PROBE_DROP_TAG=3 ${tiny} --in-flight 1
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
+    message(FATAL_ERROR "a poll of q/k/v that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
   endif()
 endif()
 last_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)

@@ -292,8 +292,9 @@ static void qkv_widen(loom_graph *g, uint32_t j, uint32_t buffer, uint64_t bytes
 
 /* Producer j and reader j + 1 with the vector y (at the producer's slot
  * t->y and the reader's u->x) become awaited edge v; gate: the reader on
- * its gate form. */
-static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, bool gate, uint32_t v)
+ * its gate form; grow: the bytes y's buffer grows to (q/k/v; 0: as it is). */
+static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const tag_kernel *u, bool gate, uint64_t grow,
+                        uint32_t v)
 {
     uint32_t kp, kr;
     const char *pk = t->tag_name, *rk = gate ? u->gate_name : u->read_name;
@@ -311,10 +312,8 @@ static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const ta
         rc = loom_graph_kernel(g, rk, &kr);
     if (rc)
         return rc;
-    if (t->qkv) {
-        const loom_binding *y = loom_node_slot(g, loom_graph_node(g, j), (uint32_t)t->y);
-        qkv_widen(g, j, y->buffer, qkv_tagged_bytes(g, j, y));
-    }
+    if (grow)
+        qkv_widen(g, j, loom_node_slot(g, loom_graph_node(g, j), (uint32_t)t->y)->buffer, grow);
     loom_node *p = loom_graph_node_mut(g, j), *r = loom_graph_node_mut(g, j + 1);
     p->kernel = kp;
     p->tag_out = (uint16_t)v;
@@ -353,8 +352,8 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
      * output is then a tagged vector, out of the arena, where it may have
      * shared q/k/v's input's bytes. */
     uint32_t rounds = ctx->enable & LOOM_ENABLE_QKV_AWAIT ? 2 : 1;
-    for (uint32_t j = 0, round = 0; round < rounds; j = 0, round++)
-    for (; j + 1 < nn && v < LOOM_AWAIT_MAX; j++) {
+    for (uint32_t round = 0; round < rounds; round++)
+    for (uint32_t j = 0; j + 1 < nn && v < LOOM_AWAIT_MAX; j++) {
         const loom_node *n = loom_graph_node(g, j);
         tag_kernel t, u;
         if (!tag_kernel_of(g, n, &t) || t.y < 0 || t.qkv != (round == 1) ||
@@ -377,9 +376,10 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         const loom_binding *y = loom_node_slot(g, n, (uint32_t)t.y);
         if (!y || !level_alone(g, j) || !level_alone(g, j + 1) || !sole_reader(g, j, y))
             continue;
-        if (t.qkv ? !qkv_pair_ok(g, j, y) || !qkv_tagged_bytes(g, j, y) : !writes_only(g, j, y))
+        uint64_t grow = t.qkv ? qkv_tagged_bytes(g, j, y) : 0;
+        if (t.qkv ? !grow || !qkv_pair_ok(g, j, y) : !writes_only(g, j, y))
             continue;
-        loom_result rc = mark(g, j, &t, &u, gate, ++v);
+        loom_result rc = mark(g, j, &t, &u, gate, grow, ++v);
         if (rc)
             return rc;
     }

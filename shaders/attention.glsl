@@ -440,30 +440,28 @@ void main()
         m = mx;
     }
 #ifdef ATT_QKVT
-    if (poll_kv) {
-        float kn[DPT], vn[DPT];
-        if (r == 0u) {
-            qkvt_finish(kat, c, hd, kw, kn);
-            qkvt_finish(kat + dim, c, hd, vw, vn);
-            float sp = 0.0;
-            for (uint k = 0u; k < DPT; k++)
-                sp += qv[k] * kn[k];
-            sdot[c] = sp;   // free: the passes' last barrier is behind every read of it
-        }
+    float kn[DPT], vn[DPT];
+    if (poll_kv && r == 0u) {
+        qkvt_finish(kat, c, hd, kw, kn);
+        qkvt_finish(kat + dim, c, hd, vw, vn);
+        float sp = 0.0;
+        for (uint k = 0u; k < DPT; k++)
+            sp += qv[k] * kn[k];
+        sdot[c] = sp;   // free: the passes' last barrier is behind every read of it
+    }
+    if (has_own) {
+        // Every invocation scores the row alike, so m stays uniform; row
+        // slot 0 weighs its V.
         memoryBarrierShared();
         barrier();
-        if (has_own) {
-            // Every invocation scores the row alike, so m stays uniform;
-            // row slot 0 weighs its V.
-            float sn = 0.0;
-            for (uint j = 0u; j < TPR; j++)
-                sn += sdot[j];
-            float mx = max(m, sn), alpha = exp(m - mx), p = exp(sn - mx);
-            for (uint k = 0u; k < DPT; k++)
-                acc[k] = acc[k] * alpha + (r == 0u ? p * vn[k] : 0.0);
-            l = l * alpha + (r == 0u && c == 0u ? p : 0.0);
-            m = mx;
-        }
+        float sn = 0.0;
+        for (uint j = 0u; j < TPR; j++)
+            sn += sdot[j];
+        float mx = max(m, sn), alpha = exp(m - mx), p = exp(sn - mx);
+        for (uint k = 0u; k < DPT; k++)
+            acc[k] = acc[k] * alpha + (r == 0u ? p * vn[k] : 0.0);
+        l = l * alpha + (r == 0u && c == 0u ? p : 0.0);
+        m = mx;
     }
 #endif
 

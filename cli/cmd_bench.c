@@ -13,6 +13,7 @@ int loom_bench_cache(int argc, char **argv) WEAK;    /* capture + hash + lookup 
 int loom_bench_compile(int argc, char **argv) WEAK;  /* pass pipeline scaling, 1k..100k nodes */
 int loom_bench_decode(int argc, char **argv) WEAK;   /* the example decoder's step under each plan variant */
 int loom_bench_profile(int argc, char **argv) WEAK;  /* the same step untimed, profiled and traced */
+int loom_bench_occupancy(int argc, char **argv) WEAK;  /* resident workgroups by size, shared memory, registers */
 
 static const struct {
     const char *name, *options, *summary;
@@ -34,6 +35,9 @@ static const struct {
       "[--in-flight K] [--device NAME] [--quick]",
       "what profiling costs: the decoder's step untimed, with step, group and node timestamps, and traced",
       loom_bench_profile },
+    { "occupancy", "[--quick] [--device INDEX|NAME]",
+      "how many workgroups stay resident at once, by invocations, shared memory and live registers",
+      loom_bench_occupancy },
 };
 #define N_BENCHES (sizeof benches / sizeof benches[0])
 
@@ -48,7 +52,7 @@ void loom_bench_usage(FILE *f)
 int loom_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: loom bench micro|ops|matmul|cache|compile|decode|profile [options]\n");
+        fprintf(stderr, "usage: loom bench micro|ops|matmul|cache|compile|decode|profile|occupancy [options]\n");
         loom_bench_usage(stderr);
         return 2;
     }

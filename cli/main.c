@@ -30,7 +30,7 @@ static const struct {
       "      --max-binding-range are cut into row blocks (default: no limit)", loom_cmd_compile },
     { "info", "info [--device INDEX|NAME] [--validate]",
       "list Vulkan devices, then the one loom would choose and its limits", loom_cmd_info },
-    { "bench", "bench micro|ops|cache|compile|decode|profile [OPTIONS]",
+    { "bench", "bench micro|ops|cache|compile|decode|profile|occupancy [OPTIONS]",
       "print a benchmark table; `loom bench WHICH --help` lists its options", loom_cmd_bench },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

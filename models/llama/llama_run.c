@@ -32,8 +32,11 @@ bool loom_llama_warm_end(loom_rt *rt, loom_llama_warm *w, uint32_t units, double
     w->us = timed ? (double)(c1.gpu_ns - w->c0.gpu_ns) / 1e3 / (double)timed
                   : (now_us() - w->window_t0) / (double)units;
     w->stable = w->prev > 0 && fabs(w->us - w->prev) <= LOOM_LLAMA_WARM_AGREE * w->prev;
-    double elapsed = (now_us() - w->t0) / 1e6;
-    return (w->stable && elapsed >= min_s) || elapsed >= cap_s;
+    double now = now_us();
+    if (w->windows++ == 0)
+        w->work_t0 = now;
+    double elapsed = (now - w->t0) / 1e6, worked = (now - w->work_t0) / 1e6;
+    return (w->stable && worked >= min_s) || elapsed >= cap_s;
 }
 
 /* ---- shapes and flags ----------------------------------------------------- */

@@ -91,12 +91,18 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
  * else wall time) per unit, until at least min_s have passed and the last
  * two windows agree within LOOM_LLAMA_WARM_AGREE, or cap_s have: a clock
  * that has not risen yet reads slow, and a fixed time is not always
- * enough for it. Set t0 to the wall clock (us) at the start; then
+ * enough for it. min_s counts from the end of the first window, which
+ * may hold seconds of host work with the GPU idle (a plan compiled and its
+ * pipelines created on first use): counted, it let a warm-up end at the
+ * start clock's speed, two windows agreeing after a fraction of a second of
+ * GPU work. Set t0 to the wall clock (us) at the start; then
  * loom_llama_warm_begin before each window, loom_llama_warm_end after it
  * (its units of work all complete), which returns true when the warm-up
  * is over. */
 typedef struct loom_llama_warm {
     double t0, window_t0;   /* wall us: the warm-up's start, the window's */
+    double work_t0;         /* wall us: the first window's end, from which min_s counts */
+    uint32_t windows;
     double prev, us;        /* the last two windows' time per unit (0: none yet) */
     bool stable;
     loom_rt_counters c0;

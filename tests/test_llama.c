@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "llama_run.h"
 #include "loom_ops.h"
 #include "loom_ir_edit.h"
@@ -1148,6 +1149,45 @@ START_TEST(config_is_checked)
 }
 END_TEST
 
+static double wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* The warm-up rule's minimum counts from the end of its first window: the
+ * host time before that (a plan compiled, its pipelines made, with the GPU
+ * idle) is no warm-up. Here the warm-up "began" 5 s before its first
+ * window, and windows of equal sleeps agree: a rule counting from t0 ends
+ * at the second window, 20 ms after the first; it must not end before
+ * min_s have passed since the first window (it may run on if no two
+ * windows agree, up to the cap). */
+START_TEST(warm_up_minimum_follows_first_window)
+{
+    loom_rt *r;
+    ck_assert_int_eq(loom_rt_create(&(loom_rt_desc){ .validate = false }, &r), LOOM_OK);
+    const double min_s = 0.3;
+    loom_llama_warm w = { .t0 = wall_us() - 5e6 };
+    double first_end = 0, over_at = 0;
+    for (uint32_t i = 0; i < 60 && !over_at; i++) {
+        loom_llama_warm_begin(r, &w);
+        nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+        bool over = loom_llama_warm_end(r, &w, 1, min_s, 60.0);
+        double now = wall_us();
+        if (i == 0)
+            first_end = now;
+        if (over)
+            over_at = now;
+    }
+    if (over_at > 0)
+        ck_assert_msg((over_at - first_end) / 1e6 >= min_s - 0.005,
+                      "the warm-up ended %.3f s after its first window (minimum %.1f s)",
+                      (over_at - first_end) / 1e6, min_s);
+    loom_rt_destroy(r);
+}
+END_TEST
+
 static Suite *llama_suite(void)
 {
     Suite *s = suite_create("llama");
@@ -1196,6 +1236,7 @@ static Suite *llama_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, config_is_checked);
+    tcase_add_test(tc, warm_up_minimum_follows_first_window);
     tcase_add_test(tc, dry_figures_of_1b);
     tcase_add_test(tc, dry_figures_count_quantized_bytes);
     tcase_add_test(tc, matrix_types_follow_the_mix);

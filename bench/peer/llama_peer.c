@@ -387,6 +387,18 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* One batch of ids into an empty cache, finished on the GPU; *s: its
+ * seconds, the emptying of the cache not counted. */
+static int pp_batch(peer *p, llama_token *ids, int n, double *s)
+{
+    peer_reset(p);
+    double t0 = now_s();
+    int ok = peer_decode(p, ids, n, NULL, NULL);
+    llama_synchronize(p->ctx);
+    *s = now_s() - t0;
+    return ok;
+}
+
 /* One untimed batch (it compiles its kernels), then untimed batches back
  * to back for PP_WARM_S (at least three), which bring the clock up as
  * loom's --bench-prefill warm-up does, then PP_REPS timed, each into an
@@ -400,24 +412,15 @@ static int time_pp(peer *p, int n, bench_result *r)
         ids[i] = (llama_token)((7u * (unsigned)i + 3u) % (unsigned)p->n_vocab);
     /* The first batch compiles the kernels it needs (seconds): the warm-up
      * is counted from its end. */
-    peer_reset(p);
-    int ok = peer_decode(p, ids, n, NULL, NULL);
-    llama_synchronize(p->ctx);
+    double s;
+    int ok = pp_batch(p, ids, n, &s);
     double w0 = now_s();
-    r->pp_warm_batches = 0;
-    while (ok && (r->pp_warm_batches < 3 || now_s() - w0 < PP_WARM_S)) {
-        peer_reset(p);
-        ok = peer_decode(p, ids, n, NULL, NULL);
-        llama_synchronize(p->ctx);
-        r->pp_warm_batches++;
-    }
+    for (r->pp_warm_batches = 0; ok && (r->pp_warm_batches < 3 || now_s() - w0 < PP_WARM_S); r->pp_warm_batches++)
+        ok = pp_batch(p, ids, n, &s);
     r->pp_warm_s = now_s() - w0;
     for (int rep = 0; rep < PP_REPS && ok; rep++) {
-        peer_reset(p);
-        double t0 = now_s();
-        ok = peer_decode(p, ids, n, NULL, NULL);
-        llama_synchronize(p->ctx);
-        r->pp_tps[rep] = n / (now_s() - t0);
+        ok = pp_batch(p, ids, n, &s);
+        r->pp_tps[rep] = n / s;
     }
     free(ids);
     double sorted[PP_REPS];

@@ -33,7 +33,7 @@ bool loom_llama_warm_end(loom_rt *rt, loom_llama_warm *w, uint32_t units, double
                   : (now_us() - w->window_t0) / (double)units;
     w->stable = w->prev > 0 && fabs(w->us - w->prev) <= LOOM_LLAMA_WARM_AGREE * w->prev;
     double now = now_us();
-    if (w->windows++ == 0)
+    if (w->work_t0 == 0)   /* the first window's end */
         w->work_t0 = now;
     double elapsed = (now - w->t0) / 1e6, worked = (now - w->work_t0) / 1e6;
     return (w->stable && worked >= min_s) || elapsed >= cap_s;

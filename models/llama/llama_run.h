@@ -101,8 +101,7 @@ loom_result loom_llama_copy_gbps(loom_rt *rt, uint64_t bytes, double min_seconds
  * is over. */
 typedef struct loom_llama_warm {
     double t0, window_t0;   /* wall us: the warm-up's start, the window's */
-    double work_t0;         /* wall us: the first window's end, from which min_s counts */
-    uint32_t windows;
+    double work_t0;         /* wall us: the first window's end, from which min_s counts (0: none yet) */
     double prev, us;        /* the last two windows' time per unit (0: none yet) */
     bool stable;
     loom_rt_counters c0;

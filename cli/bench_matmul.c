@@ -77,7 +77,8 @@ static const char *form_kernel(int form, int op, loom_dtype t, uint32_t rows, ui
         { "matmul_add", "matmul_add_tiled", "matmul_add_coop" },
         { "matmul_silu_mul", "matmul_silu_mul_tiled", "matmul_silu_mul_coop" },
     };
-    uint64_t g = form == FORM_SMALL ? ceil_div(rows, LOOM_MATMUL_SMALL_ROWS)
+    uint64_t sr = op == 2 ? LOOM_MATMUL_SMALL_GATED_ROWS : LOOM_MATMUL_SMALL_ROWS;
+    uint64_t g = form == FORM_SMALL ? (ceil_div(rows, sr) < 65535u ? ceil_div(rows, sr) : 65535u)
                  : form == FORM_TILED
                      ? ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T)
                      : ceil_div(rows, LOOM_MATMUL_COOP_ROWS) * ceil_div(T, LOOM_MATMUL_COOP_T);

@@ -193,14 +193,16 @@ typedef struct loom_pc_rows_n     { uint32_t n, T; } loom_pc_rows_n;            
 typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 /* The matmul kinds' forms (shaders/matmul.glsl): T up to LOOM_MATMUL_SMALL_T
  * takes the multi-column matvec form, LOOM_MATMUL_SMALL_ROWS rows a
- * workgroup, every weight read once for all T token rows; above it the
+ * workgroup (MATMUL_SILU_MUL: LOOM_MATMUL_SMALL_GATED_ROWS; past 65535
+ * workgroups they loop), every weight read once for all T token rows; above it the
  * tiled form, a workgroup per tile of LOOM_MATMUL_TILE_ROWS rows by
  * LOOM_MATMUL_TILE_T token rows, or on devices with cooperative matrices
  * (loom_compile_options.coopmat) the cooperative-matrix form, tiles of
  * LOOM_MATMUL_COOP_ROWS by LOOM_MATMUL_COOP_T. Workgroups are numbered row
  * tile fastest, but the cooperative-matrix form's token tile fastest. */
 #define LOOM_MATMUL_SMALL_T     16u
-#define LOOM_MATMUL_SMALL_ROWS  8u
+#define LOOM_MATMUL_SMALL_ROWS  2u
+#define LOOM_MATMUL_SMALL_GATED_ROWS 8u   /* MATMUL_SILU_MUL's */
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 #define LOOM_MATMUL_COOP_ROWS   64u

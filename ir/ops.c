@@ -1363,10 +1363,13 @@ loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, u
 
 /* Workgroups of a matmul form over rows x T (ops.def's KT variants: 0 and
  * 1 the multi-column matvec, 2 and 3 the tiled form). */
-static uint64_t matmul_groups(uint32_t rows, uint32_t T, bool tiled)
+static uint64_t matmul_groups(loom_op op, uint32_t rows, uint32_t T, bool tiled)
 {
-    if (!tiled)
-        return ceil_div(rows, LOOM_MATMUL_SMALL_ROWS);
+    if (!tiled) {   /* row blocks past MAX_GROUPS loop (matmul.glsl) */
+        uint64_t n = ceil_div(rows, op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_SMALL_GATED_ROWS
+                                                                   : LOOM_MATMUL_SMALL_ROWS);
+        return n < MAX_GROUPS ? n : MAX_GROUPS;
+    }
     return ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T);
 }
 
@@ -1393,7 +1396,7 @@ static loom_result matmul_common(loom_graph *g, loom_op op, const loom_tensor *W
     bool tiled = T > LOOM_MATMUL_SMALL_T;
     loom_pc_matmul pc = { W->rows, W->cols, T };
     op_call c = { .op = op, .variant = (uint8_t)((W->dtype == LOOM_F16) + 2 * tiled), .wt = block_of(W->dtype),
-                  .wv = block_of(W->dtype), .push = &pc, .groups = matmul_groups(W->rows, T, tiled) };
+                  .wv = block_of(W->dtype), .push = &pc, .groups = matmul_groups(op, W->rows, T, tiled) };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
         c.v[c.n++] = (op_view){ *U, false };

@@ -3,13 +3,16 @@
 // LOOM_MATMUL_*, whose tile sizes the builder and the split pass count
 // workgroups by):
 //   (none)    the multi-column matvec, for small T: a workgroup of 256 takes
-//             SR rows, a subgroup a row, each lane 8-weight chunks c, c +
-//             subgroup size, ... of it (two a trip), decoded once and dotted
-//             with the same chunk of TG token rows of x at a time; the sums
-//             meet through subgroupAdd alone. Past TG token rows the
-//             subgroup goes round its row again (its weights then come from
-//             the caches), so the registers are sized for TG, not for the
-//             largest T;
+//             SR rows, each invocation 8-weight chunks i, i + 256, ... of
+//             every one of them (decoded once) and the same chunk of TG token
+//             rows of x at a time, as the decode's matvec does; the sums meet
+//             through subgroupAdd, then shared memory. The gated FFN
+//             (MM_SILU) takes a subgroup a row instead, SR rows a workgroup,
+//             its lanes chunks c, c + subgroup size, ... (two a trip), the
+//             sums through subgroupAdd alone. Past TG token rows the
+//             workgroup goes round its rows again (the weights then come
+//             from the caches), so the registers are sized for TG, not for
+//             the largest T;
 //   MM_TILED  tiles of BM rows by BN token rows: a BK-column slice of the
 //             weights (decoded to f32) and of x staged in shared memory, each
 //             invocation 4 x 4 outputs accumulated in f32. Portable GLSL 450;
@@ -55,6 +58,7 @@
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 #if (defined(MM_X16) || defined(MM_Y16)) && !defined(MM_COOP)
 #error "MM_X16, MM_Y16: the cooperative-matrix form"
 #endif
@@ -166,7 +170,7 @@ uvec4 wchunk16(uint m, uint row, uint c)
     if (pc.cols % 8u == 0u)
         return WV(m, e >> 3u);
     uint h[8];
-    for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
         uint w = 8u * c + i < pc.cols ? WS(m, (e + i) >> 1u) : 0u;
         h[i] = ((e + i) & 1u) != 0u ? w >> 16u : w & 0xffffu;
     }
@@ -199,7 +203,7 @@ void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
         return;
     }
     float v[8];
-    for (uint i = 0u; i < 8u; i++)
+    [[unroll]] for (uint i = 0u; i < 8u; i++)
         v[i] = 8u * c + i < pc.cols ? WS(m, e + i) : 0.0;
     a = vec4(v[0], v[1], v[2], v[3]);
     b = vec4(v[4], v[5], v[6], v[7]);
@@ -263,7 +267,7 @@ void xchunk(uint t, uint c, out vec4 a, out vec4 b)
         return;
     }
     float v[8];
-    for (uint i = 0u; i < 8u; i++)
+    [[unroll]] for (uint i = 0u; i < 8u; i++)
         v[i] = 8u * c + i < pc.cols ? x1[e + i] : 0.0;
     a = vec4(v[0], v[1], v[2], v[3]);
     b = vec4(v[4], v[5], v[6], v[7]);
@@ -326,55 +330,133 @@ vec4[2] xstage(uint t, uint c)
 #endif
 #endif
 
-#ifndef MM_TILED
-// ---- the multi-column matvec (small T) ------------------------------------
-#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
-#define TG 4u    // token rows a pass
-#define NACC (NMAT * TG)
+#if !defined(MM_TILED) && defined(MM_SILU)
+// ---- the multi-column matvec (small T), the gated FFN -----------------------
+#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
+#define TG 4u    // token rows a pass (GATED_TOKEN below: four)
 
 void main()
 {
-    uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID, row0 = gl_WorkGroupID.x * SR;
+    uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
     uint chunks = (pc.cols + 7u) / 8u;
-    // A subgroup a row (rows sg, sg + subgroups, ...): its lanes take chunks
-    // lane, lane + sgs, ..., two a trip, and the sums meet in one
-    // subgroupAdd each, with no shared memory and no barrier.
-    for (uint k = gl_SubgroupID; k < SR; k += gl_NumSubgroups) {
-        uint row = row0 + k;
-        if (row >= pc.rows)
-            break;
-        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
-            float acc[NACC];
-            for (uint s = 0u; s < NACC; s++)
-                acc[s] = 0.0;
-            for (uint c = lane; c < chunks; c += 2u * sgs) {
-                uint c2 = c + sgs;
-                bool two = c2 < chunks;
-                vec4 wa[2u * NMAT], wb[2u * NMAT];
-                for (uint m = 0u; m < NMAT; m++) {
-                    wchunk(m, row, c, wa[m], wb[m]);
-                    wa[NMAT + m] = vec4(0.0);
-                    wb[NMAT + m] = vec4(0.0);
-                    if (two)
-                        wchunk(m, row, c2, wa[NMAT + m], wb[NMAT + m]);
-                }
-                for (uint j = 0u; j < TG; j++) {
-                    if (t0 + j < pc.T) {
-                        vec4 xa, xb, xc = vec4(0.0), xd = vec4(0.0);
-                        xchunk(t0 + j, c, xa, xb);
+    // A subgroup a row of both matrices (rows sg, sg + subgroups, ... of
+    // the block): its lanes take chunks lane, lane + sgs, ..., two a trip,
+    // and the sums meet in one subgroupAdd each, with no shared memory and
+    // no barrier. On an H200 this took the gated FFN of a verification
+    // step less time than the form of the other matrices (docs/perf-log.md,
+    // "the multi-column form as the decode's matvec"). Row blocks past the
+    // workgroups (the builder caps them at 65535) loop.
+    for (uint r0 = gl_WorkGroupID.x * SR; r0 < pc.rows; r0 += gl_NumWorkGroups.x * SR) {
+        for (uint k = gl_SubgroupID; k < SR; k += gl_NumSubgroups) {
+            uint row = r0 + k;
+            if (row >= pc.rows)
+                break;
+            for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+                float acc[2u * TG];
+                [[unroll]] for (uint s = 0u; s < 2u * TG; s++)
+                    acc[s] = 0.0;
+                for (uint c = lane; c < chunks; c += 2u * sgs) {
+                    uint c2 = c + sgs;
+                    bool two = c2 < chunks;
+                    vec4 wa[4], wb[4];
+                    [[unroll]] for (uint m = 0u; m < 2u; m++) {
+                        wchunk(m, row, c, wa[m], wb[m]);
+                        wa[2u + m] = vec4(0.0);
+                        wb[2u + m] = vec4(0.0);
                         if (two)
-                            xchunk(t0 + j, c2, xc, xd);
-                        for (uint m = 0u; m < NMAT; m++)
-                            acc[m * TG + j] += dot(wa[m], xa) + dot(wb[m], xb) + dot(wa[NMAT + m], xc) +
-                                               dot(wb[NMAT + m], xd);
+                            wchunk(m, row, c2, wa[2u + m], wb[2u + m]);
                     }
+#define GATED_TOKEN(J)                                                                                  \
+                    if (t0 + J < pc.T) {                                                                \
+                        vec4 xa, xb, xc = vec4(0.0), xd = vec4(0.0);                                    \
+                        xchunk(t0 + J, c, xa, xb);                                                      \
+                        if (two)                                                                        \
+                            xchunk(t0 + J, c2, xc, xd);                                                 \
+                        [[unroll]] for (uint m = 0u; m < 2u; m++)                                       \
+                            acc[m * TG + J] += dot(wa[m], xa) + dot(wb[m], xb) + dot(wa[2u + m], xc) + \
+                                               dot(wb[2u + m], xd);                                     \
+                    }
+                    GATED_TOKEN(0u)
+                    GATED_TOKEN(1u)
+                    GATED_TOKEN(2u)
+                    GATED_TOKEN(3u)
+                }
+                [[unroll]] for (uint j = 0u; j < TG; j++) {
+                    float g = subgroupAdd(acc[j]), u = subgroupAdd(acc[TG + j]);
+                    if (subgroupElect() && t0 + j < pc.T)
+                        store(t0 + j, row, g, u);
                 }
             }
-            for (uint j = 0u; j < TG; j++) {
-                float g = subgroupAdd(acc[j]), u = subgroupAdd(acc[(NMAT - 1u) * TG + j]);
-                if (subgroupElect() && t0 + j < pc.T)
-                    store(t0 + j, row, g, u);
+        }
+    }
+}
+
+#elif !defined(MM_TILED)
+// ---- the multi-column matvec (small T) ------------------------------------
+#define SR 2u                   // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
+#define TG 4u                   // token rows a pass (SMALL_TOKEN below: four)
+#define RP SR                   // rows a pass
+#define NA (RP * NMAT * TG)     // sums an invocation keeps
+shared float red[NA][WG / 4u];  // a subgroup's sums (subgroups of 4 lanes or more)
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, chunks = (pc.cols + 7u) / 8u;
+    // As the decode's matvec: invocation i takes chunks i, i + WG, ...; for
+    // each it loads the chunk of every row of the pass (RP x NMAT weight
+    // loads in flight) and of each of TG token rows of x once, so x is read
+    // once a workgroup, not once a row. The sums meet through subgroupAdd,
+    // then shared memory. Past TG token rows the pass goes round its rows
+    // again (the weights then come from the caches), so the registers are
+    // sized for TG, not for the largest T.
+    // Row blocks of SR: workgroup w takes w, w + workgroups, ... (the
+    // builder caps the workgroups at 65535, Vulkan's minimum limit).
+    for (uint r0 = gl_WorkGroupID.x * SR; r0 < pc.rows; r0 += gl_NumWorkGroups.x * SR) {
+        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+            float acc[NA];
+            [[unroll]] for (uint s = 0u; s < NA; s++)
+                acc[s] = 0.0;
+            for (uint c = lid; c < chunks; c += WG) {
+                vec4 wa[RP * NMAT], wb[RP * NMAT];
+                [[unroll]] for (uint r = 0u; r < RP; r++)
+                    [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+                        wa[r * NMAT + m] = vec4(0.0);
+                        wb[r * NMAT + m] = vec4(0.0);
+                        if (r0 + r < pc.rows)
+                            wchunk(m, r0 + r, c, wa[r * NMAT + m], wb[r * NMAT + m]);
+                    }
+                // Token row t0 + J (written out: a loop over J kept acc in
+                // memory, where the early return of xchunk stopped its unrolling).
+#define SMALL_TOKEN(J)                                                     \
+                if (t0 + J < pc.T) {                                       \
+                    vec4 xa, xb;                                           \
+                    xchunk(t0 + J, c, xa, xb);                             \
+                    [[unroll]] for (uint k = 0u; k < RP * NMAT; k++)       \
+                        acc[k * TG + J] += dot(wa[k], xa) + dot(wb[k], xb); \
+                }
+                SMALL_TOKEN(0u)
+                SMALL_TOKEN(1u)
+                SMALL_TOKEN(2u)
+                SMALL_TOKEN(3u)
             }
+            [[unroll]] for (uint s = 0u; s < NA; s++) {
+                float v = subgroupAdd(acc[s]);
+                if (subgroupElect())
+                    red[s][gl_SubgroupID] = v;
+            }
+            memoryBarrierShared();
+            barrier();
+            if (lid < RP * TG) {   // invocation (r, j): row r0 + r of token row t0 + j
+                uint r = lid / TG, j = lid % TG;
+                float g = 0.0, u = 0.0;
+                for (uint i = 0u; i < gl_NumSubgroups; i++) {
+                    g += red[(r * NMAT) * TG + j][i];
+                    u += red[(r * NMAT + NMAT - 1u) * TG + j][i];
+                }
+                if (r0 + r < pc.rows && t0 + j < pc.T)
+                    store(t0 + j, r0 + r, g, u);
+            }
+            barrier();   // red is free again
         }
     }
 }

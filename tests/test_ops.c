@@ -1478,6 +1478,18 @@ START_TEST(matmul)
 }
 END_TEST
 
+/* The multi-column forms past 65535 workgroups of their rows
+ * (LOOM_MATMUL_SMALL_ROWS; the gated FFN's LOOM_MATMUL_SMALL_GATED_ROWS):
+ * the builder caps them there, Vulkan's minimum limit, and the workgroups
+ * loop over the row blocks left; the last rows are checked. _i: MATMUL,
+ * MATMUL_SILU_MUL. */
+START_TEST(matmul_row_blocks)
+{
+    uint32_t per = _i ? LOOM_MATMUL_SMALL_GATED_ROWS : LOOM_MATMUL_SMALL_ROWS;
+    matmul_case(LOOM_F32, _i ? 2 : 0, 65535u * per + 2 * per + 1, 8, 2, 1800 + (uint64_t)_i, NULL);
+}
+END_TEST
+
 /* The large-tile cooperative-matrix forms (MM_L), on a device that has
  * them: shapes of enough tiles that the split pass takes each, with a
  * partial tile of rows and of token rows; K of several slices (32 columns
@@ -2112,6 +2124,7 @@ static Suite *ops_suite(void)
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 3 },
         { "matmul_split_k", matmul_split_k, N_MM_TYPES * 2 },
+        { "matmul_row_blocks", matmul_row_blocks, 2 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -70,6 +70,9 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* The kernel and workgroups of a form (ir/loom_ops.h: LOOM_MATMUL_*); op
  * 0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL. NULL where there is none. */
+/* The op of each op index below (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL). */
+static const loom_op mm_ops[3] = { LOOM_OP_MATMUL, LOOM_OP_MATMUL_ADD, LOOM_OP_MATMUL_SILU_MUL };
+
 static const char *form_kernel(int form, int op, loom_dtype t, uint32_t rows, uint32_t T, uint32_t *groups)
 {
     static const char *const rowname[3][3] = {
@@ -77,8 +80,7 @@ static const char *form_kernel(int form, int op, loom_dtype t, uint32_t rows, ui
         { "matmul_add", "matmul_add_tiled", "matmul_add_coop" },
         { "matmul_silu_mul", "matmul_silu_mul_tiled", "matmul_silu_mul_coop" },
     };
-    uint64_t sr = op == 2 ? LOOM_MATMUL_SMALL_GATED_ROWS : LOOM_MATMUL_SMALL_ROWS;
-    uint64_t g = form == FORM_SMALL ? (ceil_div(rows, sr) < 65535u ? ceil_div(rows, sr) : 65535u)
+    uint64_t g = form == FORM_SMALL ? loom_matmul_small_groups(mm_ops[op], rows)
                  : form == FORM_TILED
                      ? ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T)
                      : ceil_div(rows, LOOM_MATMUL_COOP_ROWS) * ceil_div(T, LOOM_MATMUL_COOP_T);
@@ -90,12 +92,11 @@ static const char *form_kernel(int form, int op, loom_dtype t, uint32_t rows, ui
 static loom_result add_node(loom_graph *g, const char *kernel, int op, uint32_t groups, const uint32_t *bufs,
                             const uint64_t *sizes, uint32_t nb, const loom_pc_matmul *pc)
 {
-    static const loom_op ops[3] = { LOOM_OP_MATMUL, LOOM_OP_MATMUL_ADD, LOOM_OP_MATMUL_SILU_MUL };
     loom_binding b[5];
     for (uint32_t i = 0; i < nb; i++)
         b[i] = (loom_binding){ .buffer = bufs[i], .slot = i, .offset = 0, .size = sizes[i],
                                .access = i + 1 == nb ? LOOM_ACCESS_WRITE : LOOM_ACCESS_READ };
-    loom_dispatch_desc d = { .kernel = kernel, .op = ops[op], .groups = { groups, 1, 1 }, .bindings = b,
+    loom_dispatch_desc d = { .kernel = kernel, .op = mm_ops[op], .groups = { groups, 1, 1 }, .bindings = b,
                              .n_bindings = nb, .push = pc, .push_size = sizeof *pc };
     return loom_graph_add_dispatch(g, &d, NULL);
 }

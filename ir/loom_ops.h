@@ -205,6 +205,16 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 #define LOOM_MATMUL_SMALL_GATED_ROWS 8u   /* MATMUL_SILU_MUL's */
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
+/* Workgroups of op's multi-column form over rows: a block of
+ * LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL: _GATED_ROWS), at most
+ * 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups loop
+ * over the blocks left (shaders/matmul.glsl). */
+static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows)
+{
+    uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_SMALL_GATED_ROWS : LOOM_MATMUL_SMALL_ROWS;
+    uint32_t n = rows / per + (rows % per != 0);
+    return n < 65535u ? n : 65535u;
+}
 #define LOOM_MATMUL_COOP_ROWS   64u
 #define LOOM_MATMUL_COOP_T      64u
 /* A matrix of one weight (MATMUL, MATMUL_ADD) of fewer cooperative-matrix

@@ -1365,11 +1365,8 @@ loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, u
  * 1 the multi-column matvec, 2 and 3 the tiled form). */
 static uint64_t matmul_groups(loom_op op, uint32_t rows, uint32_t T, bool tiled)
 {
-    if (!tiled) {   /* row blocks past MAX_GROUPS loop (matmul.glsl) */
-        uint64_t n = ceil_div(rows, op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_SMALL_GATED_ROWS
-                                                                   : LOOM_MATMUL_SMALL_ROWS);
-        return n < MAX_GROUPS ? n : MAX_GROUPS;
-    }
+    if (!tiled)
+        return loom_matmul_small_groups(op, rows);
     return ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T);
 }
 

@@ -395,15 +395,14 @@ void main()
 // ---- the multi-column matvec (small T) ------------------------------------
 #define SR 2u                   // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
 #define TG 4u                   // token rows a pass (SMALL_TOKEN below: four)
-#define RP SR                   // rows a pass
-#define NA (RP * NMAT * TG)     // sums an invocation keeps
+#define NA (SR * NMAT * TG)     // sums an invocation keeps
 shared float red[NA][WG / 4u];  // a subgroup's sums (subgroups of 4 lanes or more)
 
 void main()
 {
     uint lid = gl_LocalInvocationID.x, chunks = (pc.cols + 7u) / 8u;
     // As the decode's matvec: invocation i takes chunks i, i + WG, ...; for
-    // each it loads the chunk of every row of the pass (RP x NMAT weight
+    // each it loads the chunk of every row of the block (SR x NMAT weight
     // loads in flight) and of each of TG token rows of x once, so x is read
     // once a workgroup, not once a row. The sums meet through subgroupAdd,
     // then shared memory. Past TG token rows the pass goes round its rows
@@ -417,8 +416,8 @@ void main()
             [[unroll]] for (uint s = 0u; s < NA; s++)
                 acc[s] = 0.0;
             for (uint c = lid; c < chunks; c += WG) {
-                vec4 wa[RP * NMAT], wb[RP * NMAT];
-                [[unroll]] for (uint r = 0u; r < RP; r++)
+                vec4 wa[SR * NMAT], wb[SR * NMAT];
+                [[unroll]] for (uint r = 0u; r < SR; r++)
                     [[unroll]] for (uint m = 0u; m < NMAT; m++) {
                         wa[r * NMAT + m] = vec4(0.0);
                         wb[r * NMAT + m] = vec4(0.0);
@@ -431,7 +430,7 @@ void main()
                 if (t0 + J < pc.T) {                                       \
                     vec4 xa, xb;                                           \
                     xchunk(t0 + J, c, xa, xb);                             \
-                    [[unroll]] for (uint k = 0u; k < RP * NMAT; k++)       \
+                    [[unroll]] for (uint k = 0u; k < SR * NMAT; k++)       \
                         acc[k * TG + J] += dot(wa[k], xa) + dot(wb[k], xb); \
                 }
                 SMALL_TOKEN(0u)
@@ -446,7 +445,7 @@ void main()
             }
             memoryBarrierShared();
             barrier();
-            if (lid < RP * TG) {   // invocation (r, j): row r0 + r of token row t0 + j
+            if (lid < SR * TG) {   // invocation (r, j): row r0 + r of token row t0 + j
                 uint r = lid / TG, j = lid % TG;
                 float g = 0.0, u = 0.0;
                 for (uint i = 0u; i < gl_NumSubgroups; i++) {

@@ -191,6 +191,8 @@ typedef struct loom_pc_rows_n     { uint32_t n, T; } loom_pc_rows_n;            
 /* MATMUL, MATMUL_ADD, MATMUL_SILU_MUL: W rows x cols; x T x cols; y (and r)
  * T x rows. */
 typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
+/* RMS_NORM_QKV_ROPE_KV_ROWS: the q/k/v form's, then T. */
+typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_rows;
 /* The matmul kinds' forms (shaders/matmul.glsl): T up to LOOM_MATMUL_SMALL_T
  * takes the multi-column matvec form, LOOM_MATMUL_SMALL_ROWS rows a
  * workgroup (MATMUL_SILU_MUL: LOOM_MATMUL_SMALL_GATED_ROWS; past 65535
@@ -203,6 +205,11 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 #define LOOM_MATMUL_SMALL_T     16u
 #define LOOM_MATMUL_SMALL_ROWS  2u
 #define LOOM_MATMUL_SMALL_GATED_ROWS 8u   /* MATMUL_SILU_MUL's */
+/* The fuse pass folds a T-row norm, q/k/v, RoPE and KV append into
+ * RMS_NORM_QKV_ROPE_KV_ROWS up to this T: on an H200 at 4 rows the step
+ * took 5-6% less time at `1b` and 0.4% less at `7b`; at 8 rows 2% less at
+ * `1b` but 2% more at `7b` (docs/perf-log.md, "the T-row q/k/v form"). */
+#define LOOM_QKV_ROWS_FUSE_T    4u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 /* Workgroups of op's multi-column form over rows: a block of
@@ -444,6 +451,18 @@ loom_result loom_op_matmul_add(loom_graph *g, loom_tensor W, loom_tensor x, loom
 /* y[t] = silu(Wg x[t]) * (Wu x[t]); Wu of Wg's dtype and shape. */
 loom_result loom_op_matmul_silu_mul(loom_graph *g, loom_tensor Wg, loom_tensor Wu, loom_tensor x, loom_tensor y,
                                     uint32_t *out_node);
+/* The q/k/v form over T = x.rows token rows, T <= LOOM_MATMUL_SMALL_T (a
+ * verification step's, or a short prompt's): n[t] = x[t] / rms(x[t]) * g;
+ * q[t] = rope(Wq n[t]) at position params.pos + t; cache row pos + t =
+ * rope(Wk n[t]) and Wv n[t] for t < params.rows (padding rows and rows past
+ * max_seq write no cache row). x T x cols f32, q T x (n_heads * head_dim)
+ * f32; the weights and caches as loom_op_rms_norm_qkv_rope_kv's. A larger T
+ * is LOOM_INVALID_ARGUMENT naming x.rows: the matrices are streamed once
+ * a pass of 4 token rows, which only a small T pays for. */
+loom_result loom_op_rms_norm_qkv_rope_kv_rows(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                                              loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
+                                              loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                              uint32_t *out_node);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -32,6 +32,7 @@ static const uint8_t L_kv_rows[] = { F(n), F(max_seq), F(T) };
 static const uint8_t L_attn_rows[] = { F(heads), F(kv_heads), F(head_dim), F(max_seq), F(scale), F(splits), F(T) };
 static const uint8_t L_rows_n[] = { F(n), F(T) };
 static const uint8_t L_matmul[] = { F(rows), F(cols), F(T) };
+static const uint8_t L_qkv_rows[] = { F(q_rows), F(kv_rows), F(cols), F(eps), F(head_dim), F(max_seq), F(theta), F(T) };
 #undef F
 
 /* sizeof(loom_pc_l), and a compile error where L_l has not one field for

@@ -1170,6 +1170,38 @@ static loom_result need_rows(loom_graph *g, loom_op op, const char *name, const 
     return LOOM_OK;
 }
 
+loom_result loom_op_rms_norm_qkv_rope_kv_rows(loom_graph *g, loom_tensor x, loom_tensor gw, loom_tensor Wq,
+                                              loom_tensor Wk, loom_tensor Wv, loom_tensor q, loom_tensor kcache,
+                                              loom_tensor vcache, uint32_t head_dim, float theta, float eps,
+                                              uint32_t *out_node)
+{
+    if (!g)
+        return loom_fail(LOOM_INVALID_ARGUMENT, "loom_op_rms_norm_qkv_rope_kv_rows: graph is NULL");
+    const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS;
+    /* The decode form's checks on one row of x and q, then the rows. */
+    loom_tensor x1 = x, q1 = q;
+    x1.rows = q1.rows = 1;
+    loom_pc_qkv_rows pc;
+    loom_result rc = qkv_check(g, op, x1, gw, Wq, Wk, Wv, q1, kcache, vcache, head_dim, theta, eps, &pc.qkv);
+    if (!rc && (x.rows == 0 || x.rows > LOOM_MATMUL_SMALL_T))
+        rc = bad(g, op, "x", ".rows (T, 1 to LOOM_MATMUL_SMALL_T)", x.rows, LOOM_MATMUL_SMALL_T);
+    if (!rc)
+        rc = need_rows(g, op, "x", &x, x.rows, Wq.cols);
+    if (!rc)
+        rc = need_rows(g, op, "q", &q, x.rows, Wq.rows);
+    if (rc)
+        return rc;
+    pc.T = x.rows;
+    /* A workgroup a RoPE pair (rows i and i + head_dim / 2 of a head), up
+     * to 65535 of them; past that they loop (matmul.glsl, MM_QKV). */
+    op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
+                  .wv = block_of(Wv.dtype), .n = 8, .push = &pc,
+                  .groups = loom_matmul_small_groups(op, pc.qkv.q_rows + 2 * pc.qkv.kv_rows),
+                  .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
+                         { kcache, false }, { vcache, false } } };
+    return emit(g, &c, out_node);
+}
+
 loom_result loom_op_embed_rows(loom_graph *g, loom_tensor table, loom_tensor tokens, loom_tensor out,
                                uint32_t *out_node)
 {

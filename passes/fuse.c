@@ -104,6 +104,9 @@ static bool view(const fuse_state *fs, uint32_t id, loom_op op, op_view *v)
     case LOOM_OP_ROPE:
         v->n = v->a.heads * v->a.head_dim;
         break;
+    case LOOM_OP_ROPE_ROWS:
+        v->n = v->a.heads * v->a.head_dim * v->a.T;
+        break;
     case LOOM_OP_RMS_NORM_QKV_ROPE_KV: case LOOM_OP_EMBED:
         v->n = v->a.cols;
         break;
@@ -618,6 +621,14 @@ static bool qkv_weights(const fuse_state *fs, const fuse_find *f)
            mq->b[0]->size / mq->a.rows == mk->b[0]->size / mk->a.rows;
 }
 
+/* The T-row q/k/v form reads each weight once a pass of 4 token rows:
+ * only a step of few rows (a verification's, a short prompt's) takes it
+ * (LOOM_QKV_ROWS_FUSE_T). */
+static bool qkv_rows_small(const fuse_state *fs, const fuse_find *f)
+{
+    return f->v[QKV_MK].a.T <= LOOM_QKV_ROWS_FUSE_T && qkv_weights(fs, f);
+}
+
 /* ---- the rules ---------------------------------------------------------- */
 
 #define ANCHOR(op) { op, PAT_ANCHOR, 0, 0, 0, 0, 0 }
@@ -713,6 +724,26 @@ static const fuse_rule rules[] = {
                 MAT(QKV_MQ, 0, QKV_MQ, ARG(rows), ARG(cols), DT_WT), MAT(QKV_MK, 0, QKV_MK, ARG(rows), ARG(cols), DT_WT),
                 MAT(QKV_MV, 0, QKV_MV, ARG(rows), ARG(cols), DT_WT), VEC(QKV_RQ, 2, QKV_RQ, ELEMS),
                 MAT(QKV_KV, 3, QKV_KV, ARG(max_seq), ELEMS, DT_F32), MAT(QKV_KV, 4, QKV_KV, ARG(max_seq), ELEMS, DT_F32) } },
+    /* The same over a few token rows: KV_APPEND_ROWS(ROPE_ROWS(MATMUL(Wk, n)),
+     * MATMUL(Wv, n)), n = RMS_NORM_MUL_ROWS(x, g), and ROPE_ROWS(MATMUL(Wq,
+     * n)) among n's readers, at T <= LOOM_QKV_ROWS_FUSE_T: four levels (the
+     * norm, the products, RoPE, the append) become one. */
+    { .name = "qkv_rope_kv_rows", .fused = LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS,
+      .pat = { [QKV_KV] = ANCHOR(LOOM_OP_KV_APPEND_ROWS), [QKV_RK] = PRODUCER(LOOM_OP_ROPE_ROWS, QKV_KV, 1, 2),
+               [QKV_MV] = PRODUCER(LOOM_OP_MATMUL, QKV_KV, 2, 2), [QKV_MK] = PRODUCER(LOOM_OP_MATMUL, QKV_RK, 1, 2),
+               [QKV_NORM] = PRODUCER_BEFORE(LOOM_OP_RMS_NORM_MUL_ROWS, QKV_MK, 1, 2, QKV_MV),
+               [QKV_MQ] = READER(LOOM_OP_MATMUL, QKV_NORM, 2, 1), [QKV_RQ] = READER(LOOM_OP_ROPE_ROWS, QKV_MQ, 2, 1) },
+      .eq = { VIEWS(QKV_MK, 1, QKV_MV, 1), FIELDS(QKV_MK, ARG(rows), QKV_KV, ELEMS),
+              FIELDS(QKV_MV, ARG(rows), QKV_KV, ELEMS), FIELDS(QKV_MK, ARG(cols), QKV_MV, ARG(cols)),
+              FIELDS(QKV_NORM, ELEMS, QKV_MK, ARG(cols)), FIELDS(QKV_MQ, ARG(cols), QKV_MK, ARG(cols)),
+              FIELDS(QKV_RQ, ARG(head_dim), QKV_RK, ARG(head_dim)), FIELDS(QKV_RQ, ARG(theta), QKV_RK, ARG(theta)),
+              FIELDS(QKV_RQ, ELEMS, QKV_MQ, ELEMS), FIELDS(QKV_RK, ELEMS, QKV_MK, ELEMS) },
+      .check = qkv_rows_small, .elim = BIT(QKV_NORM) | BIT(QKV_MQ) | BIT(QKV_MK) | BIT(QKV_MV) | BIT(QKV_RK),
+      .n_in = 5, .like = { { 2, 3 }, { 6, 7 } }, .eps = QKV_NORM, .rope = QKV_RK,
+      .wire = { ROWS(QKV_NORM, 0, QKV_NORM, ARG(T), ELEMS), VEC(QKV_NORM, 1, QKV_NORM, ELEMS),
+                MAT(QKV_MQ, 0, QKV_MQ, ARG(rows), ARG(cols), DT_WT), MAT(QKV_MK, 0, QKV_MK, ARG(rows), ARG(cols), DT_WT),
+                MAT(QKV_MV, 0, QKV_MV, ARG(rows), ARG(cols), DT_WT), ROWS(QKV_RQ, 2, QKV_MQ, ARG(T), ARG(rows)),
+                MAT(QKV_KV, 3, QKV_KV, ARG(max_seq), ELEMS, DT_F32), MAT(QKV_KV, 4, QKV_KV, ARG(max_seq), ELEMS, DT_F32) } },
     /* A matvec-family node whose x is RMS_NORM_MUL's output read by nothing
      * else: the matvec normalises x itself. */
     { .name = "rms_norm_matvec", .fused = LOOM_OP_RMS_NORM_MATVEC,
@@ -777,6 +808,9 @@ static loom_result build(loom_graph *g, loom_op op, const fuse_match *m, uint32_
     case LOOM_OP_RMS_NORM_QKV_ROPE_KV:
         return loom_op_rms_norm_qkv_rope_kv(g, i[0], i[1], i[2], i[3], i[4], o[0], o[1], o[2], m->head_dim, m->theta,
                                             m->eps, out);
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS:
+        return loom_op_rms_norm_qkv_rope_kv_rows(g, i[0], i[1], i[2], i[3], i[4], o[0], o[1], o[2], m->head_dim,
+                                                 m->theta, m->eps, out);
     case LOOM_OP_RMS_NORM_MATVEC:
         return loom_op_rms_norm_matvec(g, i[0], i[1], i[2], o[0], m->eps, out);
     case LOOM_OP_RMS_NORM_MATVEC_SILU_MUL:

@@ -86,6 +86,14 @@ void loom_ref_rms_norm_mul_rows(const float *x, const float *w, float *y, uint32
 /* Row t of x (T x n_heads*head_dim) rotated at pos + t. */
 void loom_ref_rope_rows(const float *x, float *y, uint32_t n_heads, uint32_t head_dim, float theta, uint32_t pos,
                         uint32_t T);
+/* loom_ref_rms_norm_qkv_rope_kv of each row t < T of x (T x cols) at
+ * position pos + t into row t of q (T x q_rows); the caches only for
+ * t < rows. Wv of vdtype (Q6_K beside Q4_K, as Q4_K_M files have it). */
+void loom_ref_rms_norm_qkv_rope_kv_rows(loom_dtype dtype, loom_dtype vdtype, const float *x, const float *g,
+                                        const void *Wq, const void *Wk, const void *Wv, float *q, float *kcache,
+                                        float *vcache, uint32_t q_rows, uint32_t kv_rows, uint32_t cols,
+                                        uint32_t head_dim, uint32_t max_seq, float theta, float eps, uint32_t pos,
+                                        uint32_t rows, uint32_t T);
 /* Cache row pos + t = k[t], v[t] for t < rows (nothing past max_seq). */
 void loom_ref_kv_append_rows(const float *k, const float *v, float *kcache, float *vcache, uint32_t dim,
                              uint32_t max_seq, uint32_t pos, uint32_t rows);

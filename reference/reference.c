@@ -258,23 +258,26 @@ static void rope_pair(double *a, double *b, uint32_t i, uint32_t head_dim, float
     *b = x0 * s + x1 * c;
 }
 
-void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float *g, const void *Wq, const void *Wk,
-                                   const void *Wv, float *q, float *kcache, float *vcache, uint32_t q_rows,
-                                   uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta,
-                                   float eps, uint32_t pos)
+/* One row of q/k/v: q at q; k and v into cache row pos where cache is true
+ * and pos < max_seq. Wv of its own dtype (Q6_K beside Q4_K). */
+static void qkv_row(loom_dtype dtype, loom_dtype vdtype, const float *x, const float *g, const void *Wq,
+                    const void *Wk, const void *Wv, float *q, float *kcache, float *vcache, uint32_t q_rows,
+                    uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta, float eps,
+                    uint32_t pos, bool cache)
 {
     double r = inv_rms(x, cols, eps);
     uint32_t half = head_dim / 2;
     for (int m = 0; m < 3; m++) {
         const void *W = m == 0 ? Wq : m == 1 ? Wk : Wv;
+        loom_dtype dt = m == 2 ? vdtype : dtype;
         uint32_t rows = m == 0 ? q_rows : kv_rows;
-        float *out = m == 0 ? q : pos < max_seq ? (m == 1 ? kcache : vcache) + (uint64_t)pos * kv_rows : NULL;
+        float *out = m == 0 ? q : cache && pos < max_seq ? (m == 1 ? kcache : vcache) + (uint64_t)pos * kv_rows : NULL;
         if (!out)
             continue;
         for (uint32_t h = 0; h < rows / head_dim; h++)
             for (uint32_t i = 0; i < half; i++) {
                 uint32_t a = h * head_dim + i, b = a + half;
-                double va = norm_row_dot(dtype, W, x, g, r, a, cols), vb = norm_row_dot(dtype, W, x, g, r, b, cols);
+                double va = norm_row_dot(dt, W, x, g, r, a, cols), vb = norm_row_dot(dt, W, x, g, r, b, cols);
                 if (m < 2)
                     rope_pair(&va, &vb, i, head_dim, theta, pos);
                 out[a] = (float)va;
@@ -283,10 +286,31 @@ void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float
     }
 }
 
+void loom_ref_rms_norm_qkv_rope_kv(loom_dtype dtype, const float *x, const float *g, const void *Wq, const void *Wk,
+                                   const void *Wv, float *q, float *kcache, float *vcache, uint32_t q_rows,
+                                   uint32_t kv_rows, uint32_t cols, uint32_t head_dim, uint32_t max_seq, float theta,
+                                   float eps, uint32_t pos)
+{
+    qkv_row(dtype, dtype, x, g, Wq, Wk, Wv, q, kcache, vcache, q_rows, kv_rows, cols, head_dim, max_seq, theta, eps,
+            pos, true);
+}
+
 /* ---- T-row ops ---- */
 
 /* The kernels take rows in [1, T]. */
 static uint32_t clamp_rows(uint32_t rows, uint32_t T) { return rows < 1 ? 1 : rows > T ? T : rows; }
+
+void loom_ref_rms_norm_qkv_rope_kv_rows(loom_dtype dtype, loom_dtype vdtype, const float *x, const float *g,
+                                        const void *Wq, const void *Wk, const void *Wv, float *q, float *kcache,
+                                        float *vcache, uint32_t q_rows, uint32_t kv_rows, uint32_t cols,
+                                        uint32_t head_dim, uint32_t max_seq, float theta, float eps, uint32_t pos,
+                                        uint32_t rows, uint32_t T)
+{
+    uint32_t real = clamp_rows(rows, T);
+    for (uint32_t t = 0; t < T; t++)
+        qkv_row(dtype, vdtype, x + (uint64_t)t * cols, g, Wq, Wk, Wv, q + (uint64_t)t * q_rows, kcache, vcache, q_rows,
+                kv_rows, cols, head_dim, max_seq, theta, eps, pos + t, t < real);
+}
 
 void loom_ref_embed_rows(loom_dtype dtype, const void *table, uint32_t vocab, uint32_t dim, const uint32_t *tokens,
                          uint32_t n_tokens, uint32_t pos, uint32_t rows, uint32_t T, float *out)

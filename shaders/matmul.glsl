@@ -36,6 +36,9 @@
 //             to finish (a counter a tile, count) adds the two in a fixed
 //             order (half 0's + half 1's), with r, into y and zeroes the
 //             counter. For a matrix of few large tiles (passes/coopmat.c);
+//   MM_QKV    (the multi-column form alone) RMS_NORM_QKV_ROPE_KV_ROWS: the
+//             norm, q/k/v, RoPE and the KV append of a few token rows, a
+//             workgroup a RoPE pair (its section below);
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
@@ -91,8 +94,26 @@ layout(local_size_x = 128) in;
 #define WG 256u
 layout(local_size_x = 256) in;
 #endif
+#ifdef MM_QKV
+#if defined(MM_TILED) || defined(MM_ADD) || defined(MM_SILU)
+#error "MM_QKV: the multi-column form, alone"
+#endif
+#include "params.glsl"
+layout(push_constant) uniform Pc {
+    uint q_rows; uint kv_rows; uint cols; float eps; uint head_dim; uint max_seq; float theta; uint T;
+} pc;
+#define B_X 1
+#define B_G 2
+#define B_W0 3
+#define B_W1 4
+#define B_W2 5
+#define B_Y 6
+#define B_KC 7
+#define B_VC 8
+#else
 layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
-
+#define B_W0 0
+#define B_W1 1
 #ifdef MM_SILU
 #define NMAT 2u
 #define B_X 2
@@ -105,6 +126,7 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define B_Y (B_X + 2)
 #else
 #define B_Y (B_X + 1)
+#endif
 #endif
 
 // ---- weights: chunk c (weights 8c .. 8c + 7) of a row --------------------
@@ -134,9 +156,13 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
     layout(set = 0, binding = b) readonly buffer W##k##q { uint w##k##q[]; };    \
     layout(set = 0, binding = b) readonly buffer W##k##q2 { uvec2 w##k##q2[]; }; \
     layout(set = 0, binding = b) readonly buffer W##k##q4 { uvec4 w##k##q4[]; };
-QBIND(0, 0)
-#ifdef MM_SILU
-QBIND(1, 1)
+QBIND(0, B_W0)
+#if defined(MM_QKV)
+QBIND(1, B_W1)
+QBIND(2, B_W2)
+#define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : (m) == 1u ? w1##v[i] : w2##v[i])
+#elif defined(MM_SILU)
+QBIND(1, B_W1)
 #define QSEL(m, v, i) ((m) == 0u ? w0##v[i] : w1##v[i])
 #else
 #define QSEL(m, v, i) w0##v[i]
@@ -148,15 +174,29 @@ QBIND(1, 1)
 
 void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
 {
+#ifdef MV_W2_Q6_K
+    // MM_QKV with a Q6_K Wv beside Q4_K (Q4_K_M's mix): its own decoder.
+    if (m == 2u) {
+        q_weights(q6_k_chunk(m, row * (pc.cols / 256u) * 210u, c / Q6_K_CHUNKS, c % Q6_K_CHUNKS), a, b);
+        return;
+    }
+#endif
     QChunk q = QCHUNK(m, row * (pc.cols / QK) * QB, c / QCPB, c % QCPB);
     q_weights(q, a, b);
 }
 #elif defined(MV_F16)
-layout(set = 0, binding = 0) readonly buffer W0v { uvec4 w0v[]; };
-layout(set = 0, binding = 0) readonly buffer W0s { uint w0s[]; };
-#ifdef MM_SILU
-layout(set = 0, binding = 1) readonly buffer W1v { uvec4 w1v[]; };
-layout(set = 0, binding = 1) readonly buffer W1s { uint w1s[]; };
+layout(set = 0, binding = B_W0) readonly buffer W0v { uvec4 w0v[]; };
+layout(set = 0, binding = B_W0) readonly buffer W0s { uint w0s[]; };
+#ifdef MM_QKV
+layout(set = 0, binding = B_W1) readonly buffer W1v { uvec4 w1v[]; };
+layout(set = 0, binding = B_W1) readonly buffer W1s { uint w1s[]; };
+layout(set = 0, binding = B_W2) readonly buffer W2v { uvec4 w2v[]; };
+layout(set = 0, binding = B_W2) readonly buffer W2s { uint w2s[]; };
+#define WV(m, i) ((m) == 0u ? w0v[i] : (m) == 1u ? w1v[i] : w2v[i])
+#define WS(m, i) ((m) == 0u ? w0s[i] : (m) == 1u ? w1s[i] : w2s[i])
+#elif defined(MM_SILU)
+layout(set = 0, binding = B_W1) readonly buffer W1v { uvec4 w1v[]; };
+layout(set = 0, binding = B_W1) readonly buffer W1s { uint w1s[]; };
 #define WV(m, i) ((m) == 0u ? w0v[i] : w1v[i])
 #define WS(m, i) ((m) == 0u ? w0s[i] : w1s[i])
 #else
@@ -183,11 +223,18 @@ void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
     b = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
 }
 #else
-layout(set = 0, binding = 0) readonly buffer W0v { vec4 w0v[]; };
-layout(set = 0, binding = 0) readonly buffer W0s { float w0s[]; };
-#ifdef MM_SILU
-layout(set = 0, binding = 1) readonly buffer W1v { vec4 w1v[]; };
-layout(set = 0, binding = 1) readonly buffer W1s { float w1s[]; };
+layout(set = 0, binding = B_W0) readonly buffer W0v { vec4 w0v[]; };
+layout(set = 0, binding = B_W0) readonly buffer W0s { float w0s[]; };
+#ifdef MM_QKV
+layout(set = 0, binding = B_W1) readonly buffer W1v { vec4 w1v[]; };
+layout(set = 0, binding = B_W1) readonly buffer W1s { float w1s[]; };
+layout(set = 0, binding = B_W2) readonly buffer W2v { vec4 w2v[]; };
+layout(set = 0, binding = B_W2) readonly buffer W2s { float w2s[]; };
+#define WV(m, i) ((m) == 0u ? w0v[i] : (m) == 1u ? w1v[i] : w2v[i])
+#define WS(m, i) ((m) == 0u ? w0s[i] : (m) == 1u ? w1s[i] : w2s[i])
+#elif defined(MM_SILU)
+layout(set = 0, binding = B_W1) readonly buffer W1v { vec4 w1v[]; };
+layout(set = 0, binding = B_W1) readonly buffer W1s { float w1s[]; };
 #define WV(m, i) ((m) == 0u ? w0v[i] : w1v[i])
 #define WS(m, i) ((m) == 0u ? w0s[i] : w1s[i])
 #else
@@ -219,6 +266,18 @@ layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
 #endif
 #ifdef MM_ADD
 layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
+#endif
+#ifdef MM_QKV
+layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
+layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
+#ifdef MM_KH
+#extension GL_EXT_shader_16bit_storage : require
+#define CACHE_T float16_t
+#else
+#define CACHE_T float
+#endif
+layout(set = 0, binding = B_KC) writeonly buffer KC { CACHE_T kcache[]; };
+layout(set = 0, binding = B_VC) writeonly buffer VC { CACHE_T vcache[]; };
 #endif
 #ifdef MM_Y16
 layout(set = 0, binding = B_Y) writeonly buffer Yh { uint yh[]; };   // f16 pairs
@@ -277,7 +336,7 @@ void xchunk(uint t, uint c, out vec4 a, out vec4 b)
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
 // y[t][row] from the row's products: g = Wg x[t] (or W x[t]), u = Wu x[t].
-#ifndef MM_Y16
+#if !defined(MM_Y16) && !defined(MM_QKV)
 void store(uint t, uint row, float g, float u)
 {
     uint i = t * pc.rows + row;
@@ -330,7 +389,112 @@ vec4[2] xstage(uint t, uint c)
 #endif
 #endif
 
-#if !defined(MM_TILED) && defined(MM_SILU)
+#if defined(MM_QKV)
+// ---- q/k/v over a few token rows (RMS_NORM_QKV_ROPE_KV_ROWS) ---------------
+// The multi-column matvec below, for the three matrices of q/k/v with the
+// norm before them and RoPE and the KV append after: a workgroup takes one
+// RoPE pair, rows a and a + head_dim/2 of one head of the stacked rows (q's,
+// then k's, then v's), every invocation chunks i, i + 256, ... of both rows
+// and the same chunk of TG token rows of x, which it scales by g as it sums
+// x's squares. The sums meet through subgroupAdd, then shared memory; then
+// invocation j scales token row t0 + j's pair by its norm, rotates it (q,
+// k) at position pos + t0 + j and stores it: q to its row of y, k and v
+// to cache row pos + t0 + j for the step's real rows alone.
+#define TG 4u                // token rows a pass (QKV_TOKEN below: four)
+#define NQ (3u * TG)         // sums an invocation keeps: row a, row b, x's squares
+shared float red[NQ][WG / 4u];
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, chunks = (pc.cols + 7u) / 8u;
+    uint half_hd = pc.head_dim / 2u, pairs = (pc.q_rows + 2u * pc.kv_rows) / 2u;
+    uint real = clamp(step_params.rows, 1u, pc.T);   // the step's real rows (the reference's clamp)
+    for (uint p = gl_WorkGroupID.x; p < pairs; p += gl_NumWorkGroups.x) {
+        uint ra = (p / half_hd) * pc.head_dim + p % half_hd;
+        uint m = ra < pc.q_rows ? 0u : ra < pc.q_rows + pc.kv_rows ? 1u : 2u;
+        uint la = ra - (m == 0u ? 0u : m == 1u ? pc.q_rows : pc.q_rows + pc.kv_rows), lb = la + half_hd;
+        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+            float acc[NQ];
+            [[unroll]] for (uint s = 0u; s < NQ; s++)
+                acc[s] = 0.0;
+            for (uint c = lid; c < chunks; c += WG) {
+                vec4 wa0, wb0, wa1, wb1, ga = vec4(0.0), gb = vec4(0.0);
+                wchunk(m, la, c, wa0, wb0);
+                wchunk(m, lb, c, wa1, wb1);
+                uint e = 8u * c;
+                if (pc.cols % 8u == 0u) {
+                    ga = g4[e >> 2u];
+                    gb = g4[(e >> 2u) + 1u];
+                } else {
+                    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                        ga[i] = e + i < pc.cols ? g1[e + i] : 0.0;
+                        gb[i] = e + 4u + i < pc.cols ? g1[e + 4u + i] : 0.0;
+                    }
+                }
+#define QKV_TOKEN(J)                                               \
+                if (t0 + J < pc.T) {                               \
+                    vec4 xa, xb;                                   \
+                    xchunk(t0 + J, c, xa, xb);                     \
+                    acc[2u * TG + J] += dot(xa, xa) + dot(xb, xb); \
+                    xa *= ga;                                      \
+                    xb *= gb;                                      \
+                    acc[J] += dot(wa0, xa) + dot(wb0, xb);         \
+                    acc[TG + J] += dot(wa1, xa) + dot(wb1, xb);    \
+                }
+                QKV_TOKEN(0u)
+                QKV_TOKEN(1u)
+                QKV_TOKEN(2u)
+                QKV_TOKEN(3u)
+            }
+            [[unroll]] for (uint s = 0u; s < NQ; s++) {
+                float v = subgroupAdd(acc[s]);
+                if (subgroupElect())
+                    red[s][gl_SubgroupID] = v;
+            }
+            memoryBarrierShared();
+            barrier();
+            uint t = t0 + lid;
+            if (lid < TG && t < pc.T) {
+                float va = 0.0, vb = 0.0, ss = 0.0;
+                for (uint i = 0u; i < gl_NumSubgroups; i++) {
+                    va += red[lid][i];
+                    vb += red[TG + lid][i];
+                    ss += red[2u * TG + lid][i];
+                }
+                float scale = inversesqrt(ss / float(pc.cols) + pc.eps);
+                va *= scale;
+                vb *= scale;
+                uint pos = step_params.pos + t;
+                if (m < 2u) {   // RoPE of pair (la, lb) at pos, as rope.glsl
+                    uint i = la % pc.head_dim;
+                    float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
+                    float ang = float(pos) * freq;
+                    const float TWO_PI = 6.28318530717958647692;
+                    ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
+                    float cs = cos(ang), sn = sin(ang), ro = va * cs - vb * sn;
+                    vb = va * sn + vb * cs;
+                    va = ro;
+                }
+                if (m == 0u) {
+                    y[t * pc.q_rows + la] = va;
+                    y[t * pc.q_rows + lb] = vb;
+                } else if (t < real && pos < pc.max_seq) {
+                    uint off = pos * pc.kv_rows;
+                    if (m == 1u) {
+                        kcache[off + la] = CACHE_T(va);
+                        kcache[off + lb] = CACHE_T(vb);
+                    } else {
+                        vcache[off + la] = CACHE_T(va);
+                        vcache[off + lb] = CACHE_T(vb);
+                    }
+                }
+            }
+            barrier();   // red is free again
+        }
+    }
+}
+
+#elif !defined(MM_TILED) && defined(MM_SILU)
 // ---- the multi-column matvec (small T), the gated FFN -----------------------
 #define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
 #define TG 4u    // token rows a pass (GATED_TOKEN below: four)

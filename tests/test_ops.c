@@ -1769,6 +1769,71 @@ static loom_step_params rows_params(uint32_t pos, uint32_t rows)
     return (loom_step_params){ .pos = pos, .rows = rows, .kv_len = pos + rows };
 }
 
+/* RMS_NORM_QKV_ROPE_KV_ROWS against the reference: every weight type (and
+ * Q4_K with a Q6_K Wv, Q4_K_M's mix), f32 and f16 caches, T of 2, 3 and 16
+ * (passes of 4 token rows: one short, one partial, four whole) with fewer
+ * real rows than T, a real row past max_seq and padding rows inside the
+ * cache: q for every row, cache rows for the real ones inside the cache
+ * alone. f32 and f16 rows of 196
+ * columns (x, g and the weights read element by element), block rows of
+ * two blocks. _i: type (QR_TYPES) * 2 + f16 caches. */
+static const loom_dtype QR_TYPES[][2] = { { LOOM_F32, LOOM_F32 },   { LOOM_F16, LOOM_F16 },
+                                          { LOOM_Q8_0, LOOM_Q8_0 }, { LOOM_Q4_0, LOOM_Q4_0 },
+                                          { LOOM_Q4_K, LOOM_Q4_K }, { LOOM_Q6_K, LOOM_Q6_K },
+                                          { LOOM_Q4_K, LOOM_Q6_K } };
+#define N_QR_TYPES 7
+
+START_TEST(qkv_rope_kv_rows)
+{
+    loom_dtype t = QR_TYPES[_i / 2][0], tv = QR_TYPES[_i / 2][1];
+    bool kh = _i % 2;
+    uint32_t blk = loom_dtype_block(t);
+    const uint32_t nh = 4, nkv = 2, hd = 64, max_seq = 24, qr = nh * hd, kr = nkv * hd;
+    const uint32_t cols = blk > 1 ? 2 * (blk > 32 ? blk : 256) : 196, cn = max_seq * kr;
+    const float eps = 1e-5f, theta = 10000.0f;
+    static const uint32_t Ts[] = { 2, 3, 16 };
+    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+        /* T 2: its real row the cache's last; T 3: its real row past the
+         * cache; T 16: real rows 12 .. 21, padding rows 22 .. 27, two of
+         * them inside the cache (which they must not write). */
+        uint32_t T = Ts[k], rows = real_rows(T), pos = T == 2 ? max_seq - 1 : T == 3 ? max_seq : 12;
+        seed(2100 + 16 * (uint64_t)_i + k);
+        void *Wq = rand_weights(t, qr, cols), *Wk = rand_weights(t, kr, cols), *Wv = rand_weights(tv, kr, cols);
+        float *x = rand_f32((uint64_t)T * cols, 2), *gw = rand_f32(cols, 1);
+        float *kc = rand_f32(cn, 1), *vc = rand_f32(cn, 1);
+        float *want_q = alloc_f32((uint64_t)T * qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
+        memcpy(want_kc, kc, cn * 4);
+        memcpy(want_vc, vc, cn * 4);
+        loom_ref_rms_norm_qkv_rope_kv_rows(t, tv, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd,
+                                           max_seq, theta, eps, pos, rows, T);
+        harness h = begin();
+        loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
+        uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
+        uint32_t bx = input(&h, "x", x, (uint64_t)T * cols * 4), bg = input(&h, "g", gw, cols * 4);
+        uint32_t bq = input(&h, "Wq", Wq, loom_view_bytes(t, qr, cols));
+        uint32_t bk = input(&h, "Wk", Wk, loom_view_bytes(t, kr, cols));
+        uint32_t bv = input(&h, "Wv", Wv, loom_view_bytes(tv, kr, cols));
+        uint32_t by = output(&h, "q", (uint64_t)T * qr * 4);
+        loom_result rc = loom_op_rms_norm_qkv_rope_kv_rows(
+            h.g, loom_mat(bx, LOOM_F32, T, cols), loom_vec(bg, cols), loom_mat(bq, t, qr, cols),
+            loom_mat(bk, t, kr, cols), loom_mat(bv, tv, kr, cols), loom_mat(by, LOOM_F32, T, qr),
+            loom_mat(bkc, cdt, max_seq, kr), loom_mat(bvc, cdt, max_seq, kr), hd, theta, eps, NULL);
+        ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
+        loom_step_params p = rows_params(pos, rows);
+        run(&h, &p);
+        char what[64];
+        snprintf(what, sizeof what, "%s (Wv %s) T=%u rows %u pos %u", loom_dtype_name(t), loom_dtype_name(tv), T, rows,
+                 pos);
+        const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS;
+        expect_buffer(&h, op, what, by, want_q, (uint64_t)T * qr);
+        expect_cache(&h, op, what, bkc, want_kc, cn, kh);
+        expect_cache(&h, op, what, bvc, want_vc, cn, kh);
+        end(&h);
+        free_all((void *[]){ Wq, Wk, Wv, x, gw, kc, vc, want_q, want_kc, want_vc }, 10);
+    }
+}
+END_TEST
+
 /* _i: the table's dtype, f32, f16, q8_0, q4_k. */
 START_TEST(embed_rows)
 {
@@ -2125,6 +2190,7 @@ static Suite *ops_suite(void)
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 3 },
         { "matmul_split_k", matmul_split_k, N_MM_TYPES * 2 },
         { "matmul_row_blocks", matmul_row_blocks, 2 },
+        { "qkv_rope_kv_rows", qkv_rope_kv_rows, N_QR_TYPES * 2 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -577,6 +577,10 @@ START_TEST(op_args_read_back)
     qkv.token_index = 3;
     expect_args(g, LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV, qkv, &seen);
 
+    OK(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C), F(1, C), Wq, Wk, Wv, F(T, H * D), kc, vc, D, theta, eps, NULL));
+    loom_op_args qkv_rows = { .q_rows = H * D, .kv_rows = KVH * D, .cols = C, .eps = eps, .head_dim = D,
+                              .max_seq = S, .theta = theta, .T = T };
+    expect_args(g, LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS, qkv_rows, &seen);
     OK(loom_op_matmul(g, F(R, C), F(T, C), F(T, R), NULL));
     expect_args(g, LOOM_OP_MATMUL, (loom_op_args){ .rows = R, .cols = C, .T = T }, &seen);
     OK(loom_op_matmul_add(g, F(R, C), F(T, C), F(T, R), F(T, R), NULL));
@@ -591,6 +595,50 @@ START_TEST(op_args_read_back)
         ck_assert_msg(op == LOOM_OP_OTHER || (seen >> op & 1u), "%s: no builder read back", loom_op_name((loom_op)op));
     loom_op_args a;
     ck_assert_int_eq(loom_op_args_read(LOOM_OP_OTHER, NULL, 0, &a), LOOM_OK);
+    loom_graph_destroy(g);
+}
+END_TEST
+
+/* The q/k/v form over a few token rows: each refusal names its field, a
+ * T past LOOM_MATMUL_SMALL_T included, and nothing is added. */
+START_TEST(qkv_rows_refused)
+{
+    loom_graph *g;
+    ck_assert_int_eq(loom_graph_create(NULL, &g), LOOM_OK);
+    const uint32_t C = 64, H = 4, KVH = 2, D = 16, S = 16, T = 4;
+    const float eps = 1e-5f, theta = 10000.0f;
+#define F(r, c) fresh(g, LOOM_F32, r, c)
+    loom_tensor Wq = F(H * D, C), Wk = F(KVH * D, C), Wv = F(KVH * D, C), g1 = F(1, C);
+    loom_tensor kc = F(S, KVH * D), vc = F(S, KVH * D);
+    uint32_t big = LOOM_MATMUL_SMALL_T + 1;
+#define REFUSED(call, field)                                                                                  \
+    do {                                                                                                      \
+        loom_result rc_ = (call);                                                                             \
+        ck_assert_msg(rc_ == LOOM_INVALID_ARGUMENT && strstr(loom_last_error(), field), "%s: %s (%s)", field, \
+                      loom_result_str(rc_), loom_last_error());                                               \
+    } while (0)
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(big, C), g1, Wq, Wk, Wv, F(big, H * D), kc, vc, D, theta, eps, NULL),
+            "x.rows (T");
+    loom_tensor x0 = F(1, C), q0 = F(1, H * D);
+    x0.rows = q0.rows = 0;
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, x0, g1, Wq, Wk, Wv, q0, kc, vc, D, theta, eps, NULL), "x.rows (T");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C), g1, Wq, Wk, Wv, F(T - 1, H * D), kc, vc, D, theta, eps, NULL),
+            "q.rows");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C - 1), g1, Wq, Wk, Wv, F(T, H * D), kc, vc, D, theta, eps, NULL),
+            "x.cols");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C), g1, Wq, Wk, Wv, F(T, H * D + 1), kc, vc, D, theta, eps, NULL),
+            "q.cols");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C), g1, Wq, Wk, F(KVH * D + 1, C), F(T, H * D), kc, vc, D, theta,
+                                              eps, NULL),
+            "Wv.rows");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, F(T, C), g1, Wq, Wk, Wv, F(T, H * D), kc, vc, 6, theta, eps, NULL),
+            "head_dim");
+    REFUSED(loom_op_rms_norm_qkv_rope_kv_rows(g, fresh(g, LOOM_F16, T, C), g1, Wq, Wk, Wv, F(T, H * D), kc, vc, D,
+                                              theta, eps, NULL),
+            "x.dtype");
+#undef REFUSED
+#undef F
+    ck_assert_uint_eq(loom_graph_node_count(g), 0);
     loom_graph_destroy(g);
 }
 END_TEST
@@ -680,6 +728,7 @@ static Suite *ops_builders_suite(void)
     tcase_add_loop_test(tc, op_table_rows, 0, LOOM_OP_COUNT);
     tcase_add_test(tc, op_args_read_back);
     tcase_add_test(tc, op_args_refused);
+    tcase_add_test(tc, qkv_rows_refused);
     suite_add_tcase(s, tc);
     return s;
 }

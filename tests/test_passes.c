@@ -1447,6 +1447,55 @@ START_TEST(test_fuse_qkv_f16_caches)
 }
 END_TEST
 
+/* The T-row chain as a frontend captures it (llama's layer_rows: RoPE in
+ * place, the attention reading q after it): at T 2 and 4 it fuses into the
+ * T-row q/k/v node on its f16-cache form, and the attention still reads the
+ * q that node writes; at T 8 (past LOOM_QKV_ROWS_FUSE_T) and 32 (past
+ * LOOM_MATMUL_SMALL_T) nothing fuses. */
+START_TEST(test_fuse_qkv_rows)
+{
+    static const uint32_t Ts[] = { 2, 4, 8, 32 };
+    for (size_t c = 0; c < 4; c++) {
+        loom_graph_reset(G);
+        const uint32_t T = Ts[c], dim = 64, nh = 4, nkv = 2, hd = 16, seq = 64, qd = nh * hd, kvd = nkv * hd;
+        uint32_t x = buf(T * dim * 4, LOOM_USAGE_INPUT), gw = buf(dim * 4, LOOM_USAGE_WEIGHT), xn = buf(T * dim * 4, 0);
+        uint32_t wq = buf(qd * dim * 2, LOOM_USAGE_WEIGHT), wk = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT);
+        uint32_t wv = buf(kvd * dim * 2, LOOM_USAGE_WEIGHT), q = buf(T * qd * 4, 0), k = buf(T * kvd * 4, 0);
+        uint32_t v = buf(T * kvd * 4, 0), att = buf(T * qd * 4, LOOM_USAGE_OUTPUT);
+        uint32_t kc = buf(seq * kvd * 2, LOOM_USAGE_KV_CACHE), vc = buf(seq * kvd * 2, LOOM_USAGE_KV_CACHE);
+        loom_tensor tkc = loom_mat(kc, LOOM_F16, seq, kvd), tvc = loom_mat(vc, LOOM_F16, seq, kvd);
+        loom_tensor tq = loom_mat(q, LOOM_F32, T, qd), tk = loom_mat(k, LOOM_F32, T, kvd);
+        loom_tensor txn = loom_mat(xn, LOOM_F32, T, dim);
+        ck_assert_int_eq(loom_op_rms_norm_mul_rows(G, loom_mat(x, LOOM_F32, T, dim), loom_vec(gw, dim), txn, 1e-5f,
+                                                   NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matmul(G, loom_mat(wq, LOOM_F16, qd, dim), txn, tq, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matmul(G, loom_mat(wk, LOOM_F16, kvd, dim), txn, tk, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_matmul(G, loom_mat(wv, LOOM_F16, kvd, dim), txn, loom_mat(v, LOOM_F32, T, kvd), NULL),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_op_rope_rows(G, tq, tq, nh, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_rope_rows(G, tk, tk, nkv, hd, 10000.0f, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_kv_append_rows(G, tk, loom_mat(v, LOOM_F32, T, kvd), tkc, tvc, NULL), LOOM_OK);
+        ck_assert_int_eq(loom_op_attention_rows(G, tq, tkc, tvc, loom_mat(att, LOOM_F32, T, qd), nh, nkv, hd, NULL),
+                         LOOM_OK);
+        loom_pass_ctx ctx = { 0 };
+        ck_assert_int_eq(loom_pass_fuse(G, &ctx), LOOM_OK);
+        ck_assert_int_eq(loom_pass_verify(G, &ctx), LOOM_OK);
+        uint32_t fused = 0, n = loom_graph_node_count(G);
+        for (uint32_t i = 0; i < n; i++) {
+            const loom_node *nd = loom_graph_node(G, i);
+            if (nd->op != LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS)
+                continue;
+            fused++;
+            ck_assert_str_eq(loom_graph_kernel_name(G, nd->kernel), "rms_norm_qkv_rope_rows_kh_f16");
+            ck_assert_uint_eq(loom_node_writes(G, nd)[0].buffer, q);
+        }
+        ck_assert_uint_eq(fused, T <= LOOM_QKV_ROWS_FUSE_T ? 1 : 0);
+        ck_assert_uint_eq(n, T <= LOOM_QKV_ROWS_FUSE_T ? 2 : 8);
+        ck_assert_uint_eq(loom_graph_node(G, n - 1)->op, LOOM_OP_ATTENTION_ROWS);
+    }
+}
+END_TEST
+
 /* With a weight above the limit, the q/k/v chain is not fused into the one
  * node split could not cut; its matvecs are split instead. */
 START_TEST(test_split_fuse_guard)
@@ -2109,7 +2158,8 @@ static Suite *passes_suite(void)
                          test_arena_overflow_rejected, test_shared_external_rejected } },
         { "fuse", { test_fuse_rms_norm_mul, test_fuse_rms_norm_mul_illegal, test_fuse_shape_mismatch,
                     test_fuse_add_rms_norm_mul, test_fuse_add_rms_norm, test_fuse_matvec_silu_mul,
-                    test_fuse_matvec_add, test_fuse_argmax_log, test_fuse_qkv_f16_caches } },
+                    test_fuse_matvec_add, test_fuse_argmax_log, test_fuse_qkv_f16_caches,
+                    test_fuse_qkv_rows } },
         { "fuse_legality", { test_fuse_consumer_reads_intermediate_twice, test_fuse_rw_binding_is_a_reader,
                              test_fuse_never_crosses_fence, test_fuse_input_written_by_chain } },
         { "stage", { test_stage_block, test_stage_illegal, test_stage_two_readers, test_stage_half, test_stage_half_act, test_stage_long_rows,

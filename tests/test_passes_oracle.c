@@ -722,6 +722,18 @@ static void run_node(const machine *m, const loom_node *nd)
         cache_done(m, nd, 8, vc, n, true);
         break;
     }
+    case LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS: {   /* the same slots; push: the q/k/v form's, then T */
+        uint32_t qr = P(m, nd, 0), kr = P(m, nd, 1), cols = P(m, nd, 2), T = P(m, nd, 7);
+        uint64_t n = (uint64_t)kr * P(m, nd, 5);
+        loom_dtype dt = mat_dtype(m, nd, 3, (uint64_t)qr * cols);
+        float *kc = cache_in(m, nd, 7, n), *vc = cache_in(m, nd, 8, n);
+        loom_ref_rms_norm_qkv_rope_kv_rows(dt, dt, S(m, nd, 1), S(m, nd, 2), S(m, nd, 3), S(m, nd, 4), S(m, nd, 5),
+                                           S(m, nd, 6), kc, vc, qr, kr, cols, P(m, nd, 4), P(m, nd, 5), PF(m, nd, 6),
+                                           PF(m, nd, 3), params(m, nd)->pos, params(m, nd)->rows, T);
+        cache_done(m, nd, 7, kc, n, true);
+        cache_done(m, nd, 8, vc, n, true);
+        break;
+    }
     case LOOM_OP_EMBED_RMS_NORM_QKV_ROPE_KV: {   /* params, table, tokens, g, Wq, Wk, Wv, q, kcache, vcache, x */
         uint32_t qr = P(m, nd, 0), kr = P(m, nd, 1), cols = P(m, nd, 2), vocab = P(m, nd, 7);
         uint32_t tok = ((const uint32_t *)S(m, nd, 2))[P(m, nd, 8)];

@@ -204,7 +204,7 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
  * tile fastest, but the cooperative-matrix form's token tile fastest. */
 #define LOOM_MATMUL_SMALL_T     16u
 #define LOOM_MATMUL_SMALL_ROWS  2u
-#define LOOM_MATMUL_SMALL_GATED_ROWS 8u   /* MATMUL_SILU_MUL's */
+#define LOOM_MATMUL_SMALL_GATED_ROWS 16u  /* MATMUL_SILU_MUL's: 2 a subgroup */
 /* The fuse pass folds a T-row norm, q/k/v, RoPE and KV append into
  * RMS_NORM_QKV_ROPE_KV_ROWS up to this T: on an H200 at 4 rows the step
  * took 5-6% less time at `1b` and 0.4% less at `7b`; at 8 rows 2% less at

@@ -7,9 +7,9 @@
 //             every one of them (decoded once) and the same chunk of TG token
 //             rows of x at a time, as the decode's matvec does; the sums meet
 //             through subgroupAdd, then shared memory. The gated FFN
-//             (MM_SILU) takes a subgroup a row instead, SR rows a workgroup,
-//             its lanes chunks c, c + subgroup size, ... (two a trip), the
-//             sums through subgroupAdd alone. Past TG token rows the
+//             (MM_SILU) takes a subgroup two rows instead, SR rows a
+//             workgroup, its lanes chunks c, c + subgroup size, ... (one a
+//             trip), the sums through subgroupAdd alone. Past TG token rows the
 //             workgroup goes round its rows again (the weights then come
 //             from the caches), so the registers are sized for TG, not for
 //             the largest T;
@@ -496,60 +496,59 @@ void main()
 
 #elif !defined(MM_TILED) && defined(MM_SILU)
 // ---- the multi-column matvec (small T), the gated FFN -----------------------
-#define SR 8u    // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
-#define TG 4u    // token rows a pass (GATED_TOKEN below: four)
+#define GR 2u             // rows a subgroup
+#define SR (8u * GR)      // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
+#define TG 4u             // token rows a pass (GATED_TOKEN below: four)
 
 void main()
 {
     uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
     uint chunks = (pc.cols + 7u) / 8u;
-    // A subgroup a row of both matrices (rows sg, sg + subgroups, ... of
-    // the block): its lanes take chunks lane, lane + sgs, ..., two a trip,
-    // and the sums meet in one subgroupAdd each, with no shared memory and
-    // no barrier. On an H200 this took the gated FFN of a verification
-    // step less time than the form of the other matrices (docs/perf-log.md,
-    // "the multi-column form as the decode's matvec"). Row blocks past the
+    // A subgroup GR rows of both matrices (rows GR sg, ... of the block):
+    // its lanes take chunks lane, lane + sgs, ..., one a trip, each chunk of
+    // x loaded once for the GR rows, and the sums meet in one subgroupAdd
+    // each, with no shared memory and no barrier. On an H200 two rows a
+    // subgroup took the gated FFN of a 4-row verification step 133.6 ->
+    // 109.3 us a node at `7b` Q4_K and 36.4 -> 33.3 at `1b` f16, where one
+    // row took a subgroup (two chunks a trip), and four rows lost
+    // (docs/perf-log.md, "the T-row q/k/v form"). Row blocks past the
     // workgroups (the builder caps them at 65535) loop.
     for (uint r0 = gl_WorkGroupID.x * SR; r0 < pc.rows; r0 += gl_NumWorkGroups.x * SR) {
-        for (uint k = gl_SubgroupID; k < SR; k += gl_NumSubgroups) {
+        for (uint k = GR * gl_SubgroupID; k < SR; k += GR * gl_NumSubgroups) {
             uint row = r0 + k;
             if (row >= pc.rows)
                 break;
             for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
-                float acc[2u * TG];
-                [[unroll]] for (uint s = 0u; s < 2u * TG; s++)
+                float acc[2u * GR * TG];   // (row r, matrix m) at (2 r + m) TG
+                [[unroll]] for (uint s = 0u; s < 2u * GR * TG; s++)
                     acc[s] = 0.0;
-                for (uint c = lane; c < chunks; c += 2u * sgs) {
-                    uint c2 = c + sgs;
-                    bool two = c2 < chunks;
-                    vec4 wa[4], wb[4];
-                    [[unroll]] for (uint m = 0u; m < 2u; m++) {
-                        wchunk(m, row, c, wa[m], wb[m]);
-                        wa[2u + m] = vec4(0.0);
-                        wb[2u + m] = vec4(0.0);
-                        if (two)
-                            wchunk(m, row, c2, wa[2u + m], wb[2u + m]);
-                    }
-#define GATED_TOKEN(J)                                                                                  \
-                    if (t0 + J < pc.T) {                                                                \
-                        vec4 xa, xb, xc = vec4(0.0), xd = vec4(0.0);                                    \
-                        xchunk(t0 + J, c, xa, xb);                                                      \
-                        if (two)                                                                        \
-                            xchunk(t0 + J, c2, xc, xd);                                                 \
-                        [[unroll]] for (uint m = 0u; m < 2u; m++)                                       \
-                            acc[m * TG + J] += dot(wa[m], xa) + dot(wb[m], xb) + dot(wa[2u + m], xc) + \
-                                               dot(wb[2u + m], xd);                                     \
+                for (uint c = lane; c < chunks; c += sgs) {
+                    vec4 wa[2u * GR], wb[2u * GR];
+                    [[unroll]] for (uint r = 0u; r < GR; r++)
+                        [[unroll]] for (uint m = 0u; m < 2u; m++) {
+                            wa[r * 2u + m] = vec4(0.0);
+                            wb[r * 2u + m] = vec4(0.0);
+                            if (row + r < pc.rows)
+                                wchunk(m, row + r, c, wa[r * 2u + m], wb[r * 2u + m]);
+                        }
+#define GATED_TOKEN(J)                                                          \
+                    if (t0 + J < pc.T) {                                        \
+                        vec4 xa, xb;                                            \
+                        xchunk(t0 + J, c, xa, xb);                              \
+                        [[unroll]] for (uint q = 0u; q < 2u * GR; q++)          \
+                            acc[q * TG + J] += dot(wa[q], xa) + dot(wb[q], xb); \
                     }
                     GATED_TOKEN(0u)
                     GATED_TOKEN(1u)
                     GATED_TOKEN(2u)
                     GATED_TOKEN(3u)
                 }
-                [[unroll]] for (uint j = 0u; j < TG; j++) {
-                    float g = subgroupAdd(acc[j]), u = subgroupAdd(acc[TG + j]);
-                    if (subgroupElect() && t0 + j < pc.T)
-                        store(t0 + j, row, g, u);
-                }
+                [[unroll]] for (uint r = 0u; r < GR; r++)
+                    [[unroll]] for (uint j = 0u; j < TG; j++) {
+                        float g = subgroupAdd(acc[(2u * r) * TG + j]), u = subgroupAdd(acc[(2u * r + 1u) * TG + j]);
+                        if (subgroupElect() && t0 + j < pc.T && row + r < pc.rows)
+                            store(t0 + j, row + r, g, u);
+                    }
             }
         }
     }

@@ -213,12 +213,15 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 /* Workgroups of op's multi-column form over rows: a block of
- * LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL: _GATED_ROWS), at most
- * 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups loop
- * over the blocks left (shaders/matmul.glsl). */
+ * LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL: _GATED_ROWS;
+ * RMS_NORM_QKV_ROPE_KV_ROWS: a RoPE pair, 2), at most 65535 (Vulkan's
+ * minimum maxComputeWorkGroupCount); the workgroups loop over the blocks
+ * left (shaders/matmul.glsl). */
 static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows)
 {
-    uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_SMALL_GATED_ROWS : LOOM_MATMUL_SMALL_ROWS;
+    uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL         ? LOOM_MATMUL_SMALL_GATED_ROWS
+                   : op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS ? 2u
+                                                             : LOOM_MATMUL_SMALL_ROWS;
     uint32_t n = rows / per + (rows % per != 0);
     return n < 65535u ? n : 65535u;
 }

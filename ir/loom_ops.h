@@ -255,6 +255,15 @@ static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows)
  * head serves of them), kv head slowest. The split pass swaps it in where
  * a kv head has at least that many. */
 #define LOOM_ATTN_ROWS_COOP_Q   64u
+/* ATTENTION_ROWS of at most LOOM_ATTN_ROWS_FEW_T token rows (a verification
+ * step) takes the decode ATTENTION's kernel over its T x n_heads query
+ * vectors (attention.glsl, ATT_ROWS: forms attention_few...), a workgroup a
+ * vector and share of the cache, not the tiled form's workgroup a kv head
+ * walking its tiles in turn. On an H200 the step of 4 rows at position 512
+ * took 27% less time at `1b` f16 and 12% less at `7b` Q4_K_M (8 layers), of
+ * 8 rows 15% and 6% less; at 16 rows `1b` lost 7% at position 0 and `7b`
+ * 1% at 512 (docs/perf-log.md, "the few-query attention"). */
+#define LOOM_ATTN_ROWS_FEW_T    8u
 
 /* ---- reading push constants back ---------------------------------------- *
  * What a node's push constants hold, decoded by its op kind's push layout

@@ -86,6 +86,7 @@ typedef struct op_call {
     bool distinct_reads;      /* one read range per distinct view, not per binding */
     uint8_t wt, wv;           /* block-typed weights (wv: a q/k/v form's Wv; else wt): the kernel is
                                  the variant's form for them (forms.def); 0 for f32/f16 */
+    const char *form;         /* else the kernel: a form of forms.def (a literal of its table) */
     op_view v[LOOM_MAX_BINDINGS];
     uint32_t n;
     const void *push;
@@ -250,7 +251,9 @@ static loom_result emit(loom_graph *g, const op_call *c, uint32_t *out_node)
     for (uint32_t i = 0; i < c->n; i++, nb++)
         b[nb] = (loom_binding){ .buffer = c->v[i].t.buffer, .slot = nb, .offset = c->v[i].t.offset,
                                 .size = bytes[i], .access = s[i].access };
-    const char *kernel = info->kernel[c->variant];
+    const char *kernel = c->form ? c->form : info->kernel[c->variant];
+    if (!kernel)
+        return loom_fail(LOOM_UNSUPPORTED, "node %u (%s): the build has no kernel for this form", node, info->name);
     if (c->wt) {
         kernel = loom_form_kernel(loom_form_row(kernel), (loom_dtype)c->wt, (loom_dtype)c->wv);
         if (!kernel)
@@ -1319,6 +1322,34 @@ static uint32_t attn_rows_splits(uint64_t tiles, uint32_t max_seq, uint32_t nb)
     return s < 1 ? 1u : (uint32_t)s;
 }
 
+/* The few-query form (attention.glsl with ATT_ROWS, T <=
+ * LOOM_ATTN_ROWS_FEW_T): the decode ATTENTION's kernel over the T rows'
+ * query vectors as T x n_heads heads, a workgroup a (vector, share), the
+ * shares and their workspaces as the decode's (loom_op_attention). */
+static loom_result attention_rows_few(loom_graph *g, const loom_tensor *q, const loom_tensor *kcache,
+                                      const loom_tensor *vcache, const loom_tensor *out, uint32_t n_heads,
+                                      uint32_t n_kv_heads, uint32_t head_dim, uint32_t *out_node)
+{
+    const loom_op op = LOOM_OP_ATTENTION_ROWS;
+    uint32_t splits = attn_splits(kcache->rows, head_dim);
+    uint64_t vectors = (uint64_t)q->rows * n_heads;
+    loom_pc_attn_rows pc = { n_heads, n_kv_heads, head_dim, kcache->rows, inv_sqrt(head_dim), splits, q->rows };
+    uint64_t head_block = ((2u * splits + 3u) & ~3u) + (uint64_t)splits * head_dim;
+    const char *decode = loom_op_info_get(LOOM_OP_ATTENTION)->kernel[(head_dim > ATTN_NARROW_HEAD_DIM) +
+                                                                     cache_form(kcache)];
+    loom_tensor part, count;
+    uint32_t declared = loom_graph_buffer_count(g);
+    loom_result rc;
+    if ((rc = workspace(g, op, "part", vectors * head_block * 4, &part)) ||
+        (rc = workspace(g, op, "count", vectors * 4, &count)))
+        return loom_graph_drop_unused_buffers(g, declared, NULL), rc;
+    op_call c = { .op = op, .form = loom_form_variant(decode, "ATT_ROWS", NULL), .n = 6, .push = &pc,
+                  .groups = vectors * splits,
+                  .v = { { *q, false }, { *kcache, false }, { *vcache, false }, { *out, false }, { part, false },
+                         { count, false } } };
+    return emit_owning(g, &c, declared, out_node);
+}
+
 loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kcache, loom_tensor vcache,
                                    loom_tensor out, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim,
                                    uint32_t *out_node)
@@ -1337,6 +1368,8 @@ loom_result loom_op_attention_rows(loom_graph *g, loom_tensor q, loom_tensor kca
         rc = need_rows(g, op, "out", &out, q.rows, (uint32_t)nq);
     if (rc)
         return rc;
+    if (q.rows <= LOOM_ATTN_ROWS_FEW_T)
+        return attention_rows_few(g, &q, &kcache, &vcache, &out, n_heads, n_kv_heads, head_dim, out_node);
     uint64_t per_kv = (uint64_t)q.rows * (n_heads / n_kv_heads);
     uint32_t nb = attn_rows_tile(head_dim);
     uint64_t tiles = (uint64_t)n_kv_heads * ceil_div(per_kv, nb);

@@ -49,6 +49,12 @@
 // rows and weighs the row after them, every invocation scoring it alike
 // and row slot 0 adding its V. (passes/awaits.c: LOOM_ENABLE_QKV_AWAIT,
 // off by default.)
+// With ATT_ROWS (the few-query form of ATTENTION_ROWS: a verification step
+// of a few token rows) the dispatch takes the T rows' query vectors as
+// T x n_heads heads, row t's vectors attending to cache rows [0, pos + t]:
+// a workgroup a (vector, share), where the tiled form (attention_rows.glsl)
+// gives a kv head's few vectors one workgroup that walks the cache in
+// dependent trips.
 // With ATT_KH the caches are f16: an invocation keeps its DPT (8) values of
 // a row packed, one uvec4 for K and one for V, and unpacks them where they
 // are used, so a row in flight costs half the registers of an f32 row
@@ -134,8 +140,17 @@ layout(set = 0, binding = 5) coherent buffer PartH { uint parth[]; };
 #ifndef ATT_PART
 layout(set = 0, binding = 6) coherent buffer Count { uint counter[]; }; // n_heads
 #endif
+#ifdef ATT_ROWS
+#if defined(ATT_TAG) || defined(ATT_QKVT) || defined(ATT_PART) || defined(ATT_O16)
+#error "ATT_ROWS: the plain output alone"
+#endif
+#define ROWS_PC uint T;
+#else
+#define ROWS_PC
+#endif
 layout(push_constant) uniform Pc {
     uint n_heads; uint n_kv_heads; uint head_dim; uint max_seq; float scale; uint splits;
+    ROWS_PC
     TAG_PC
 } pc;
 
@@ -265,9 +280,19 @@ void main()
 {
     uint t = gl_LocalInvocationID.x, hd = pc.head_dim;
     uint h = gl_WorkGroupID.x / pc.splits, split = gl_WorkGroupID.x % pc.splits;
+#ifdef ATT_ROWS
+    // h is query vector (t, head) of the step's T rows, t * n_heads + head:
+    // its q, output, shares and counter are where a decode step's head h
+    // would have them. Row t attends to rows [0, pos + t]; a padding row
+    // as the last real row (attention_rows.glsl's key_limit).
+    uint kvh = (h % pc.n_heads) / (pc.n_heads / pc.n_kv_heads);
+    uint qt_row = min(h / pc.n_heads, clamp(step_params.rows, 1u, pc.T) - 1u);
+    uint len = min(step_params.pos + qt_row + 1u, pc.max_seq);
+#else
     uint kvh = h / (pc.n_heads / pc.n_kv_heads);
-    uint dim = pc.n_kv_heads * hd, koff = kvh * hd;
     uint len = min(step_params.kv_len, pc.max_seq);
+#endif
+    uint dim = pc.n_kv_heads * hd, koff = kvh * hd;
     uint share = (len + pc.splits - 1u) / pc.splits;
     uint first = min(len, split * share), last = min(len, first + share);
     uint r = t / TPR, c = t % TPR;   // row slot r takes rows r, r + RPP, ...

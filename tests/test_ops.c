@@ -2027,7 +2027,9 @@ START_TEST(kv_append_rows)
 }
 END_TEST
 
-/* _i 1: f16 caches. Heads, kv heads and head_dim: GQA groups of 2 and 4 and
+/* _i 1: f16 caches. T up to LOOM_ATTN_ROWS_FEW_T takes the few-query form
+ * (the decode attention's kernel, a workgroup a query vector and share),
+ * larger T the tiled form. Heads, kv heads and head_dim: GQA groups of 2 and 4 and
  * one kv head for all, and every tile shape of the kernel (head_dim 16 and
  * 64: 32 queries a tile, several keys an invocation; 128: one key; 256:
  * a key's dims split over invocations; 24 and 80: not powers of two). On a
@@ -2045,9 +2047,12 @@ START_TEST(attention_rows)
     bool kh = _i == 1;
     loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (size_t s = 0; s < N_ROWS_T; s++) {
+        for (size_t s = 0; s <= N_ROWS_T; s++) {
             seed(3400 + c * 8 + s + 128 * _i);
-            uint32_t nh = cases[c][0], nkv = cases[c][1], hd = cases[c][2], T = rows_T[s], rows = real_rows(T);
+            /* and a verification step whose rows are all real, on the
+             * few-query form: each row's own causal limit counts */
+            uint32_t nh = cases[c][0], nkv = cases[c][1], hd = cases[c][2];
+            uint32_t T = s < N_ROWS_T ? rows_T[s] : LOOM_ATTN_ROWS_FEW_T, rows = s < N_ROWS_T ? real_rows(T) : T;
             uint32_t pos = 1 + (uint32_t)(c + s) % 7 * 5, max_seq = pos + T + 3;
             uint64_t nq = (uint64_t)nh * hd, cn = (uint64_t)max_seq * nkv * hd;
             /* sharp scores in one case: only a running maximum stays finite */
@@ -2068,6 +2073,8 @@ START_TEST(attention_rows)
              * where it takes one (f16 caches, head_dim 64 or 128, enough
              * queries a kv head); the portable form elsewhere. */
             bool coop = false;
+            const char *form = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);
+            ck_assert_msg((strstr(form, "_few") != NULL) == (T <= LOOM_ATTN_ROWS_FEW_T), "%s at T %u", form, T);
             if (coop_forms(h.g)) {
                 bool want_coop = kh && (hd == 64 || hd == 128) && T * (nh / nkv) >= LOOM_ATTN_ROWS_COOP_Q;
                 const char *k = loom_graph_kernel_name(h.g, loom_graph_node(h.g, 0)->kernel);

@@ -417,10 +417,17 @@ START_TEST(row_ops_append)
     expect_binding(&f, last(&f), 0, params, 0, sizeof(loom_step_params), LOOM_ACCESS_READ);
     ck_assert_int_eq(loom_op_kv_append_rows(g, r4, y4, kc, vc, NULL), LOOM_OK);
     expect_binding(&f, last(&f), 3, f.kc, 0, 32 * 64 * 4, LOOM_ACCESS_WRITE);
-    /* 8 heads of 16 over 4 kv heads: groups of 2, 4 rows, 32 queries a tile */
+    /* 8 heads of 16 over 4 kv heads, 4 rows: the few-query form, a
+     * workgroup a query vector (the 32-row cache is one share) */
     ck_assert_int_eq(loom_op_attention_rows(g, loom_mat(f.c, LOOM_F32, 4, 128), kc, vc, loom_mat(f.d, LOOM_F32, 4, 128),
                                             8, 4, 16, NULL), LOOM_OK);
+    ck_assert_uint_eq(last(&f)->groups[0], 32);
+    ck_assert_str_eq(loom_graph_kernel_name(g, last(&f)->kernel), "attention_few");
+    /* 9 rows of 4 heads over 4 kv heads: the tiled form, a tile a kv head */
+    ck_assert_int_eq(loom_op_attention_rows(g, loom_mat(f.c, LOOM_F32, 9, 64), kc, vc, loom_mat(f.d, LOOM_F32, 9, 64),
+                                            4, 4, 16, NULL), LOOM_OK);
     ck_assert_uint_eq(last(&f)->groups[0], 4);
+    ck_assert_str_eq(loom_graph_kernel_name(g, last(&f)->kernel), "attention_rows");
     ck_assert(!loom_op_reorderable(LOOM_OP_ATTENTION_ROWS));
     ck_assert_int_eq(loom_op_row_pick(g, r4, loom_vec(f.e, 64), NULL), LOOM_OK);
     ck_assert_int_eq(loom_op_argmax_rows(g, r4, (loom_tensor){ f.e, LOOM_U32, 0, 1, 4 }, NULL), LOOM_OK);

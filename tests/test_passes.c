@@ -1208,17 +1208,21 @@ END_TEST
  * them (kv head slowest); fewer queries, f32 caches and other head dims
  * keep the portable form and its workgroups: query tiles (32 query vectors
  * of head_dim 64, 16 of 80) times the shares each tile's walk is split
- * into, about 128 workgroups in all where the tiles are few. */
+ * into, about 128 workgroups in all where the tiles are few; a step of up
+ * to LOOM_ATTN_ROWS_FEW_T rows the few-query form, its T x heads query
+ * vectors times the decode attention's shares. */
 START_TEST(test_split_coopmat_attention)
 {
     static const struct { uint32_t T, nh, nkv, hd; bool kh; const char *coop; uint32_t portable; } cases[] = {
         { 512, 32, 8, 64, true, "attention_rows_coop_kh_h64", 8 * 64 },   /* 64 tiles a kv head: no split */
         { 17, 32, 8, 128, true, "attention_rows_coop_kh_h128", 8 * 5 * 4 },   /* 68 queries a kv head: two coop workgroups */
         { 16, 8, 2, 64, true, "attention_rows_coop_kh_h64", 2 * 2 * 16 },     /* exactly 64 */
-        { 4, 32, 8, 64, true, NULL, 8 * 16 },                     /* a verification step: 16 queries, 16 shares */
+        { 9, 32, 8, 64, true, NULL, 16 * 8 },                     /* 36 queries a kv head: 2 tiles, 8 shares */
+        { 4, 32, 8, 64, true, NULL, 4 * 32 * 2 },                 /* a verification step: the few-query form */
         { 64, 8, 2, 80, true, NULL, 2 * 16 * 4 },
         { 64, 8, 2, 64, false, NULL, 2 * 8 * 8 },
-        { 2, 4, 4, 64, true, NULL, 4 * 16 },
+        { 16, 4, 4, 64, true, NULL, 4 * 16 },
+        { 2, 4, 4, 128, true, NULL, 2 * 4 * 16 },                 /* few-query, the wide kernel's shares */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);

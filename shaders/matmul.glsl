@@ -74,6 +74,12 @@
 #if defined(MM_SK) && (!defined(MM_TILED) || defined(MM_SILU) || (defined(MM_COOP) && !defined(MM_L)) || (defined(MM_L) && MM_L != 128))
 #error "MM_SK: one matrix, the portable tiles or MM_L=128"
 #endif
+#if defined(MV_IDOT) && (!defined(MM_Q) || !defined(MM_SILU) || defined(MM_TILED))
+#error "MV_IDOT: the multi-column gated FFN over block-typed weights"
+#endif
+#ifdef MV_IDOT
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #ifdef MM_COOP
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -136,21 +142,29 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QB 34u
 #define QCHUNK q8_0_chunk
 #define QCPB Q8_0_CHUNKS
+#define QLOAD q8_0_load
+#define QDOT q8_0_dot
 #elif defined(MV_Q4_0)
 #define QK 32u
 #define QB 18u
 #define QCHUNK q4_0_chunk
 #define QCPB Q4_0_CHUNKS
+#define QLOAD q4_0_load
+#define QDOT q4_0_dot
 #elif defined(MV_Q4_K)
 #define QK 256u
 #define QB 144u
 #define QCHUNK q4_k_chunk
 #define QCPB Q4_K_CHUNKS
+#define QLOAD q4_k_load
+#define QDOT q4_k_dot
 #else
 #define QK 256u
 #define QB 210u
 #define QCHUNK q6_k_chunk
 #define QCPB Q6_K_CHUNKS
+#define QLOAD q6_k_load
+#define QDOT q6_k_dot
 #endif
 #define QBIND(k, b)                                                              \
     layout(set = 0, binding = b) readonly buffer W##k##q { uint w##k##q[]; };    \
@@ -170,6 +184,20 @@ QBIND(1, B_W1)
 #define QWORD(m, i) QSEL(m, q, i)
 #define QVEC2(m, i) QSEL(m, q2, i)
 #define QVEC4(m, i) QSEL(m, q4, i)
+#ifdef MV_IDOT
+// The integer form's x (the gated form below): QX_TG token rows of it,
+// QX_SEG elements of each at a time, quantized per block of 32 into shared
+// memory (quant.glsl's quantize_chunk), token row j's quad i at j * QX_SEG
+// / 16 + i; the dots read token row qx_row's (quant.glsl's QXV, QXS).
+#define QX_TG 4u
+#define QX_SEG 4096u
+shared uvec4 qx_codes[QX_TG * QX_SEG / 16u];
+shared vec2 qx_scale[QX_TG * QX_SEG / 16u];
+uint qx_row = 0u;
+#define QXV(i) qx_codes[qx_row * (QX_SEG / 16u) + (i)]
+#define QXS(i) qx_scale[qx_row * (QX_SEG / 16u) + (i)]
+#define QX_PUT(q, codes, s) { qx_codes[q] = codes; qx_scale[q] = s; }
+#endif
 #include "quant.glsl"
 
 void wchunk(uint m, uint row, uint c, out vec4 a, out vec4 b)
@@ -490,6 +518,72 @@ void main()
                 }
             }
             barrier();   // red is free again
+        }
+    }
+}
+
+#elif !defined(MM_TILED) && defined(MM_SILU) && defined(MV_IDOT)
+// ---- the multi-column gated FFN, integer form ---------------------------------
+// As the float form below, a subgroup GR rows of both matrices, but x's
+// token rows are quantized into shared memory (QX_TG of them, a segment of
+// QX_SEG elements of each at a time) by the whole workgroup, and a lane
+// takes units of 32 weights (u = lane, lane + subgroup size, ...: the 8
+// units of a K-quant block are neighbouring lanes, as quant.glsl's loads
+// want), loads them once and dots them with every token row's codes. A
+// workgroup takes GR rows a subgroup (16 with 8 subgroups, as the builder
+// counts); with more subgroups the workgroups past the rows end at once.
+#define GR 2u
+#define TG QX_TG
+
+void main()
+{
+    uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID, lid = gl_LocalInvocationID.x;
+    uint srw = GR * gl_NumSubgroups, row_bytes = pc.cols / QK * QB;
+    bool kept = false;   // x quantized once where it is one segment and one pass
+    for (uint r0 = gl_WorkGroupID.x * srw; r0 < pc.rows; r0 += gl_NumWorkGroups.x * srw) {
+        uint row = r0 + GR * gl_SubgroupID;
+        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+            float acc[2u * GR * TG];   // (row r, matrix m) at (2 r + m) TG
+            [[unroll]] for (uint s = 0u; s < 2u * GR * TG; s++)
+                acc[s] = 0.0;
+            for (uint e0 = 0u; e0 < pc.cols; e0 += QX_SEG) {
+                uint len = min(pc.cols - e0, QX_SEG), nc = len / 8u, nu = len / 32u;
+                if (!kept) {
+                    barrier();   // the last segment's readers are done with it
+                    // chunk c of token row t0 + j: 4 neighbouring
+                    // invocations a block (nc is a multiple of 4)
+                    for (uint cc = lid; cc < TG * nc; cc += WG) {
+                        uint j = cc / nc, c = cc % nc;
+                        vec4 a = vec4(0.0), b = vec4(0.0);
+                        if (t0 + j < pc.T)
+                            xchunk(t0 + j, e0 / 8u + c, a, b);
+                        quantize_chunk(j * (QX_SEG / 8u) + c, a, b, true);
+                    }
+                    memoryBarrierShared();
+                    barrier();
+                    kept = pc.cols <= QX_SEG && pc.T <= TG;
+                }
+                if (row >= pc.rows)
+                    continue;
+                for (uint xu = lane; xu < nu; xu += sgs) {
+                    uint u = e0 / 32u + xu;
+                    QRaw w[2u * GR];   // a row past the end reads the last row
+                    [[unroll]] for (uint r = 0u; r < GR; r++)
+                        [[unroll]] for (uint m = 0u; m < 2u; m++)
+                            w[r * 2u + m] = QLOAD(m, min(row + r, pc.rows - 1u) * row_bytes, u);
+                    [[unroll]] for (uint j = 0u; j < TG; j++) {
+                        qx_row = j;
+                        [[unroll]] for (uint q = 0u; q < 2u * GR; q++)
+                            acc[q * TG + j] += QDOT(w[q], min(row + q / 2u, pc.rows - 1u) * row_bytes, u, xu);
+                    }
+                }
+            }
+            [[unroll]] for (uint r = 0u; r < GR; r++)
+                [[unroll]] for (uint j = 0u; j < TG; j++) {
+                    float g = subgroupAdd(acc[(2u * r) * TG + j]), u = subgroupAdd(acc[(2u * r + 1u) * TG + j]);
+                    if (subgroupElect() && t0 + j < pc.T && row + r < pc.rows)
+                        store(t0 + j, row + r, g, u);
+                }
         }
     }
 }

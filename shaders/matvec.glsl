@@ -399,6 +399,9 @@ layout(set = 0, binding = B_X) readonly buffer Xq { uvec4 xq4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xqs { vec2 xq2[]; };
 #define XQ_SCALE(q) xq2[pc.cols / 8u + (q)]   // quad q's (d, d * sum): after the cols bytes of codes
 #endif
+#ifdef MV_IDOT
+#define QX_PUT(q, codes, s) { qx_codes[q] = codes; qx_scale[q] = s; }
+#endif
 #include "quant.glsl"
 #else
 layout(set = 0, binding = B_W0) readonly buffer W0v { WVEC w0v[]; };
@@ -855,41 +858,6 @@ float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
         return QDOT2(r, rb, u, xu);
 #endif
     return QDOT0(r, rb, u, xu);
-}
-
-// x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
-// qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
-// neighbouring invocations (a subgroup holds whole blocks: its size is a
-// multiple of 4, as WG is): scale d = the block's largest magnitude / 127,
-// codes round(x / d) (|code| <= 127). A code is rounded by adding 1.5 * 2^23
-// (its low byte is then the code's) rather than converted. With a norm of
-// its own the kernel quantizes x * g and returns the invocation's part of
-// the sum of x^2 (the norm's scale meets the sums at the end).
-// One chunk of x (a, b: its 8 elements, already scaled by g where the
-// kernel has a norm) into the quad half it makes; w lanes store.
-void quantize_chunk(uint c, vec4 a, vec4 b, bool w)
-{
-    vec4 mx = max(abs(a), abs(b));
-    float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
-    amax = max(amax, subgroupShuffleXor(amax, 1u));
-    amax = max(amax, subgroupShuffleXor(amax, 2u));
-    // A block below 1e-30 is zeros (127 / amax would overflow). The
-    // operations are those of loom_ref_quantize_x8, the tests' model
-    // (precise: no fused multiply-add rounds the code).
-    float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
-    precise vec4 pa = a * id, pb = b * id;
-    precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
-    uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
-    uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
-    uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
-    int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
-    // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
-    uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
-    s += subgroupShuffleXor(s, 1u);
-    if (w && (c & 1u) == 0u) {
-        qx_codes[c / 2u] = uvec4(w0, w1, pw);
-        qx_scale[c / 2u] = vec2(d, d * float(s));
-    }
 }
 
 // x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and

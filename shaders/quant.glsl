@@ -180,6 +180,41 @@ int dot_su(uint a, uint b, spirv_literal int fmt);   // OpSUDot: a int8, b uint8
 int dot4_ss(uvec4 a, uvec4 b) { return DOT_SS(a.x, b.x) + DOT_SS(a.y, b.y) + DOT_SS(a.z, b.z) + DOT_SS(a.w, b.w); }
 int dot4_su(uvec4 a, uvec4 b) { return DOT_SU(a.x, b.x) + DOT_SU(a.y, b.y) + DOT_SU(a.z, b.z) + DOT_SU(a.w, b.w); }
 
+#ifdef QX_PUT
+// x quantized per block of 32 by the kernel itself, a chunk of 8 elements
+// an invocation, a block by 4 neighbouring invocations (a subgroup holds
+// whole blocks: its size is a multiple of 4, as the workgroup's is): scale
+// d = the block's largest magnitude / 127, codes round(x / d) (|code| <=
+// 127). A code is rounded by adding 1.5 * 2^23 (its low byte is then the
+// code's) rather than converted. Chunk c (a, b: its 8 elements, already
+// scaled by g where the kernel has a norm) makes half of quad c / 2, which
+// the invocation of the even chunk stores through the includer's
+// QX_PUT(quad, codes, (d, d * the codes' sum)); lanes with w false store
+// nothing but take part in the shuffles.
+void quantize_chunk(uint c, vec4 a, vec4 b, bool w)
+{
+    vec4 mx = max(abs(a), abs(b));
+    float amax = max(max(mx.x, mx.y), max(mx.z, mx.w));
+    amax = max(amax, subgroupShuffleXor(amax, 1u));
+    amax = max(amax, subgroupShuffleXor(amax, 2u));
+    // A block below 1e-30 is zeros (127 / amax would overflow). The
+    // operations are those of loom_ref_quantize_x8, the tests' model
+    // (precise: no fused multiply-add rounds the code).
+    float id = amax > 1e-30 ? 127.0 * (1.0 / amax) : 0.0, d = id > 0.0 ? amax * (1.0 / 127.0) : 0.0;
+    precise vec4 pa = a * id, pb = b * id;
+    precise vec4 ra = pa + 12582912.0, rb = pb + 12582912.0;
+    uvec4 ua = floatBitsToUint(ra) & 0xffu, ub = floatBitsToUint(rb) & 0xffu;
+    uint w0 = ua.x | ua.y << 8u | ua.z << 16u | ua.w << 24u;
+    uint w1 = ub.x | ub.y << 8u | ub.z << 16u | ub.w << 24u;
+    int s = DOT_SS(w0, 0x01010101u) + DOT_SS(w1, 0x01010101u);
+    // Chunks 2i and 2i + 1 (neighbouring invocations) make quad i.
+    uvec2 pw = uvec2(subgroupShuffleXor(w0, 1u), subgroupShuffleXor(w1, 1u));
+    s += subgroupShuffleXor(s, 1u);
+    if (w && (c & 1u) == 0u)
+        QX_PUT(c / 2u, uvec4(w0, w1, pw), vec2(d, d * float(s)))
+}
+#endif
+
 // A unit's raw words, loaded before any arithmetic so that every row's
 // loads are in flight at once.
 struct QRaw {

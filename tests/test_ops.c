@@ -1354,6 +1354,22 @@ static float *coop_slack(bool silu, const float *w, const float *u, const float 
     return slack;
 }
 
+/* The x the reference takes for a block-typed gated FFN on kernel k: on a
+ * device with integer dot products the multi-column form's integer code
+ * quantizes each token row per block of 32 (loom_ref_quantize_x8); the
+ * tiled forms and every other device take x as it is. The caller frees it. */
+static float *gated_model_x(loom_dtype dt, const char *k, const float *x, uint32_t cols, uint32_t T)
+{
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    float *xr = alloc_f32((uint64_t)T * cols);
+    memcpy(xr, x, (uint64_t)T * cols * sizeof(float));
+    if (info.int_dot && loom_dtype_block(dt) > 1 && !strstr(k, "_tiled") && !strstr(k, "_coop"))
+        for (uint32_t t = 0; t < T; t++)
+            loom_ref_quantize_x8(x + (uint64_t)t * cols, NULL, cols, xr + (uint64_t)t * cols);
+    return xr;
+}
+
 /* One matmul form (0 MATMUL, 1 MATMUL_ADD, 2 MATMUL_SILU_MUL) against the
  * reference: y poisoned with NaN, so a row or token row the kernel skips
  * fails; MATMUL_ADD in place on r for odd T. */
@@ -1422,7 +1438,9 @@ static void matmul_case_x(loom_dtype dt, int form, uint32_t rows, uint32_t cols,
         slack = coop_slack(form == 2, w16, u16, x16, rows, cols, T, normed ? 0x1p-21 + 0x1p-10 : 0x1p-21);
         free_all((void *[]){ x16, w16, u16 }, 3);
     } else if (form == 2) {
-        loom_ref_matmul_silu_mul(dt, W, U, x, want, rows, cols, T);
+        float *xr = gated_model_x(dt, loom_graph_kernel_name(h.g, loom_graph_node(h.g, mm)->kernel), x, cols, T);
+        loom_ref_matmul_silu_mul(dt, W, U, xr, want, rows, cols, T);
+        free(xr);
     } else {
         loom_ref_matmul(dt, W, x, form == 1 ? r : NULL, want, rows, cols, T);
     }
@@ -1475,6 +1493,10 @@ START_TEST(matmul)
             matmul_case(dt, form, shapes[s][0], shapes[s][1], mm_T[k], 1700 + 64 * (uint64_t)_i + 8 * s + k, NULL);
     /* x a T-row norm's output (f16 between them on a coopmat device) */
     matmul_case_x(dt, form, shapes[0][0], shapes[0][1], 17, 1700 + 64 * (uint64_t)_i + 20, NULL, true);
+    /* the gated FFN's integer form: x of two segments (4096 + 512 of each
+     * token row), three token rows of a pass of four */
+    if (blk > 1 && form == 2)
+        matmul_case(dt, form, 40, 4608, 3, 1700 + 64 * (uint64_t)_i + 21, NULL);
 }
 END_TEST
 

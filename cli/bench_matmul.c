@@ -80,7 +80,7 @@ static const char *form_kernel(int form, int op, loom_dtype t, uint32_t rows, ui
         { "matmul_add", "matmul_add_tiled", "matmul_add_coop" },
         { "matmul_silu_mul", "matmul_silu_mul_tiled", "matmul_silu_mul_coop" },
     };
-    uint64_t g = form == FORM_SMALL ? loom_matmul_small_groups(mm_ops[op], rows)
+    uint64_t g = form == FORM_SMALL ? loom_matmul_small_groups(mm_ops[op], rows, t)
                  : form == FORM_TILED
                      ? ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T)
                      : ceil_div(rows, LOOM_MATMUL_COOP_ROWS) * ceil_div(T, LOOM_MATMUL_COOP_T);

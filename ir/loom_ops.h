@@ -204,7 +204,8 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
  * tile fastest, but the cooperative-matrix form's token tile fastest. */
 #define LOOM_MATMUL_SMALL_T     16u
 #define LOOM_MATMUL_SMALL_ROWS  2u
-#define LOOM_MATMUL_SMALL_GATED_ROWS 16u  /* MATMUL_SILU_MUL's: 2 a subgroup */
+#define LOOM_MATMUL_SMALL_GATED_ROWS 16u  /* MATMUL_SILU_MUL's, and block-typed MATMUL's and
+                                             MATMUL_ADD's: 2 a subgroup */
 /* The fuse pass folds a T-row norm, q/k/v, RoPE and KV append into
  * RMS_NORM_QKV_ROPE_KV_ROWS up to this T: on an H200 at 4 rows the step
  * took 5-6% less time at `1b` and 0.4% less at `7b`; at 8 rows 2% less at
@@ -212,16 +213,16 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
 #define LOOM_QKV_ROWS_FUSE_T    4u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
-/* Workgroups of op's multi-column form over rows: a block of
- * LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL: _GATED_ROWS;
- * RMS_NORM_QKV_ROPE_KV_ROWS: a RoPE pair, 2), at most 65535 (Vulkan's
- * minimum maxComputeWorkGroupCount); the workgroups loop over the blocks
- * left (shaders/matmul.glsl). */
-static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows)
+/* Workgroups of op's multi-column form over rows of weights of dtype w: a
+ * block of LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL, and block
+ * types: _GATED_ROWS; RMS_NORM_QKV_ROPE_KV_ROWS: a RoPE pair, 2), at most
+ * 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups loop
+ * over the blocks left (shaders/matmul.glsl). */
+static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows, loom_dtype w)
 {
-    uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL         ? LOOM_MATMUL_SMALL_GATED_ROWS
-                   : op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS ? 2u
-                                                             : LOOM_MATMUL_SMALL_ROWS;
+    uint32_t per = op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS                 ? 2u
+                   : op == LOOM_OP_MATMUL_SILU_MUL || loom_dtype_is_block(w) ? LOOM_MATMUL_SMALL_GATED_ROWS
+                                                                           : LOOM_MATMUL_SMALL_ROWS;
     uint32_t n = rows / per + (rows % per != 0);
     return n < 65535u ? n : 65535u;
 }

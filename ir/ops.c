@@ -1199,7 +1199,7 @@ loom_result loom_op_rms_norm_qkv_rope_kv_rows(loom_graph *g, loom_tensor x, loom
      * to 65535 of them; past that they loop (matmul.glsl, MM_QKV). */
     op_call c = { .op = op, .variant = (Wq.dtype == LOOM_F16) + cache_form(&kcache), .wt = block_of(Wq.dtype),
                   .wv = block_of(Wv.dtype), .n = 8, .push = &pc,
-                  .groups = loom_matmul_small_groups(op, pc.qkv.q_rows + 2 * pc.qkv.kv_rows),
+                  .groups = loom_matmul_small_groups(op, pc.qkv.q_rows + 2 * pc.qkv.kv_rows, (loom_dtype)Wq.dtype),
                   .v = { { x, false }, { gw, false }, { Wq, false }, { Wk, false }, { Wv, false }, { q, false },
                          { kcache, false }, { vcache, false } } };
     return emit(g, &c, out_node);
@@ -1428,10 +1428,10 @@ loom_result loom_op_argmax_rows(loom_graph *g, loom_tensor x, loom_tensor out, u
 
 /* Workgroups of a matmul form over rows x T (ops.def's KT variants: 0 and
  * 1 the multi-column matvec, 2 and 3 the tiled form). */
-static uint64_t matmul_groups(loom_op op, uint32_t rows, uint32_t T, bool tiled)
+static uint64_t matmul_groups(loom_op op, uint32_t rows, uint32_t T, bool tiled, loom_dtype w)
 {
     if (!tiled)
-        return loom_matmul_small_groups(op, rows);
+        return loom_matmul_small_groups(op, rows, w);
     return ceil_div(rows, LOOM_MATMUL_TILE_ROWS) * ceil_div(T, LOOM_MATMUL_TILE_T);
 }
 
@@ -1458,7 +1458,7 @@ static loom_result matmul_common(loom_graph *g, loom_op op, const loom_tensor *W
     bool tiled = T > LOOM_MATMUL_SMALL_T;
     loom_pc_matmul pc = { W->rows, W->cols, T };
     op_call c = { .op = op, .variant = (uint8_t)((W->dtype == LOOM_F16) + 2 * tiled), .wt = block_of(W->dtype),
-                  .wv = block_of(W->dtype), .push = &pc, .groups = matmul_groups(op, W->rows, T, tiled) };
+                  .wv = block_of(W->dtype), .push = &pc, .groups = matmul_groups(op, W->rows, T, tiled, (loom_dtype)W->dtype) };
     c.v[c.n++] = (op_view){ *W, false };
     if (U)
         c.v[c.n++] = (op_view){ *U, false };

@@ -74,8 +74,8 @@
 #if defined(MM_SK) && (!defined(MM_TILED) || defined(MM_SILU) || (defined(MM_COOP) && !defined(MM_L)) || (defined(MM_L) && MM_L != 128))
 #error "MM_SK: one matrix, the portable tiles or MM_L=128"
 #endif
-#if defined(MV_IDOT) && (!defined(MM_Q) || !defined(MM_SILU) || defined(MM_TILED))
-#error "MV_IDOT: the multi-column gated FFN over block-typed weights"
+#if defined(MV_IDOT) && (!defined(MM_Q) || defined(MM_QKV) || defined(MM_TILED))
+#error "MV_IDOT: the multi-column MATMUL, MATMUL_ADD and MATMUL_SILU_MUL over block-typed weights"
 #endif
 #ifdef MV_IDOT
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -522,9 +522,9 @@ void main()
     }
 }
 
-#elif !defined(MM_TILED) && defined(MM_SILU) && defined(MV_IDOT)
-// ---- the multi-column gated FFN, integer form ---------------------------------
-// As the float form below, a subgroup GR rows of both matrices, but x's
+#elif !defined(MM_TILED) && defined(MV_IDOT)
+// ---- the multi-column forms over block types, integer form --------------------
+// As the float form below, a subgroup GR rows of each matrix, but x's
 // token rows are quantized into shared memory (QX_TG of them, a segment of
 // QX_SEG elements of each at a time) by the whole workgroup, and a lane
 // takes units of 32 weights (u = lane, lane + subgroup size, ...: the 8
@@ -543,8 +543,8 @@ void main()
     for (uint r0 = gl_WorkGroupID.x * srw; r0 < pc.rows; r0 += gl_NumWorkGroups.x * srw) {
         uint row = r0 + GR * gl_SubgroupID;
         for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
-            float acc[2u * GR * TG];   // (row r, matrix m) at (2 r + m) TG
-            [[unroll]] for (uint s = 0u; s < 2u * GR * TG; s++)
+            float acc[NMAT * GR * TG];   // (row r, matrix m) at (NMAT r + m) TG
+            [[unroll]] for (uint s = 0u; s < NMAT * GR * TG; s++)
                 acc[s] = 0.0;
             for (uint e0 = 0u; e0 < pc.cols; e0 += QX_SEG) {
                 uint len = min(pc.cols - e0, QX_SEG), nc = len / 8u, nu = len / 32u;
@@ -567,20 +567,21 @@ void main()
                     continue;
                 for (uint xu = lane; xu < nu; xu += sgs) {
                     uint u = e0 / 32u + xu;
-                    QRaw w[2u * GR];   // a row past the end reads the last row
+                    QRaw w[NMAT * GR];   // a row past the end reads the last row
                     [[unroll]] for (uint r = 0u; r < GR; r++)
-                        [[unroll]] for (uint m = 0u; m < 2u; m++)
-                            w[r * 2u + m] = QLOAD(m, min(row + r, pc.rows - 1u) * row_bytes, u);
+                        [[unroll]] for (uint m = 0u; m < NMAT; m++)
+                            w[r * NMAT + m] = QLOAD(m, min(row + r, pc.rows - 1u) * row_bytes, u);
                     [[unroll]] for (uint j = 0u; j < TG; j++) {
                         qx_row = j;
-                        [[unroll]] for (uint q = 0u; q < 2u * GR; q++)
-                            acc[q * TG + j] += QDOT(w[q], min(row + q / 2u, pc.rows - 1u) * row_bytes, u, xu);
+                        [[unroll]] for (uint q = 0u; q < NMAT * GR; q++)
+                            acc[q * TG + j] += QDOT(w[q], min(row + q / NMAT, pc.rows - 1u) * row_bytes, u, xu);
                     }
                 }
             }
             [[unroll]] for (uint r = 0u; r < GR; r++)
                 [[unroll]] for (uint j = 0u; j < TG; j++) {
-                    float g = subgroupAdd(acc[(2u * r) * TG + j]), u = subgroupAdd(acc[(2u * r + 1u) * TG + j]);
+                    float g = subgroupAdd(acc[(NMAT * r) * TG + j]);
+                    float u = NMAT == 2u ? subgroupAdd(acc[(NMAT * r + NMAT - 1u) * TG + j]) : 0.0;
                     if (subgroupElect() && t0 + j < pc.T && row + r < pc.rows)
                         store(t0 + j, row + r, g, u);
                 }
@@ -588,8 +589,11 @@ void main()
     }
 }
 
-#elif !defined(MM_TILED) && defined(MM_SILU)
-// ---- the multi-column matvec (small T), the gated FFN -----------------------
+#elif !defined(MM_TILED) && (defined(MM_SILU) || defined(MM_Q))
+// ---- the multi-column matvec (small T), the gated FFN and block types -------
+// The gated FFN, and over block-typed weights (where the device lacks
+// integer dot products: the integer form above) MATMUL and MATMUL_ADD too,
+// whose NMAT is one matrix.
 #define GR 2u             // rows a subgroup
 #define SR (8u * GR)      // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
 #define TG 4u             // token rows a pass (GATED_TOKEN below: four)
@@ -598,7 +602,7 @@ void main()
 {
     uint sgs = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
     uint chunks = (pc.cols + 7u) / 8u;
-    // A subgroup GR rows of both matrices (rows GR sg, ... of the block):
+    // A subgroup GR rows of each matrix (rows GR sg, ... of the block):
     // its lanes take chunks lane, lane + sgs, ..., one a trip, each chunk of
     // x loaded once for the GR rows, and the sums meet in one subgroupAdd
     // each, with no shared memory and no barrier. On an H200 two rows a
@@ -613,23 +617,23 @@ void main()
             if (row >= pc.rows)
                 break;
             for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
-                float acc[2u * GR * TG];   // (row r, matrix m) at (2 r + m) TG
-                [[unroll]] for (uint s = 0u; s < 2u * GR * TG; s++)
+                float acc[NMAT * GR * TG];   // (row r, matrix m) at (NMAT r + m) TG
+                [[unroll]] for (uint s = 0u; s < NMAT * GR * TG; s++)
                     acc[s] = 0.0;
                 for (uint c = lane; c < chunks; c += sgs) {
-                    vec4 wa[2u * GR], wb[2u * GR];
+                    vec4 wa[NMAT * GR], wb[NMAT * GR];
                     [[unroll]] for (uint r = 0u; r < GR; r++)
-                        [[unroll]] for (uint m = 0u; m < 2u; m++) {
-                            wa[r * 2u + m] = vec4(0.0);
-                            wb[r * 2u + m] = vec4(0.0);
+                        [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+                            wa[r * NMAT + m] = vec4(0.0);
+                            wb[r * NMAT + m] = vec4(0.0);
                             if (row + r < pc.rows)
-                                wchunk(m, row + r, c, wa[r * 2u + m], wb[r * 2u + m]);
+                                wchunk(m, row + r, c, wa[r * NMAT + m], wb[r * NMAT + m]);
                         }
 #define GATED_TOKEN(J)                                                          \
                     if (t0 + J < pc.T) {                                        \
                         vec4 xa, xb;                                            \
                         xchunk(t0 + J, c, xa, xb);                              \
-                        [[unroll]] for (uint q = 0u; q < 2u * GR; q++)          \
+                        [[unroll]] for (uint q = 0u; q < NMAT * GR; q++)        \
                             acc[q * TG + J] += dot(wa[q], xa) + dot(wb[q], xb); \
                     }
                     GATED_TOKEN(0u)
@@ -639,7 +643,8 @@ void main()
                 }
                 [[unroll]] for (uint r = 0u; r < GR; r++)
                     [[unroll]] for (uint j = 0u; j < TG; j++) {
-                        float g = subgroupAdd(acc[(2u * r) * TG + j]), u = subgroupAdd(acc[(2u * r + 1u) * TG + j]);
+                        float g = subgroupAdd(acc[(NMAT * r) * TG + j]);
+                        float u = NMAT == 2u ? subgroupAdd(acc[(NMAT * r + NMAT - 1u) * TG + j]) : 0.0;
                         if (subgroupElect() && t0 + j < pc.T && row + r < pc.rows)
                             store(t0 + j, row + r, g, u);
                     }

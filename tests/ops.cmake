@@ -15,4 +15,8 @@ if(TARGET loom_runtime AND TARGET loom_ref AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR
   add_test(NAME test_ops_blocks_float COMMAND test_ops)
   set_tests_properties(test_ops_blocks_float PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT
                        "CK_DEFAULT_TIMEOUT=600;LOOM_VALIDATE=1;LOOM_INT_DOT=0;CK_RUN_SUITE=ops;CK_RUN_CASE=blocks")
+  # and the multi-column matmul forms' (their block types have an integer form too)
+  add_test(NAME test_ops_matmul_float COMMAND test_ops)
+  set_tests_properties(test_ops_matmul_float PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT
+                       "CK_DEFAULT_TIMEOUT=600;LOOM_VALIDATE=1;LOOM_INT_DOT=0;CK_RUN_SUITE=ops;CK_RUN_CASE=matmul")
 endif()

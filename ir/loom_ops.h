@@ -214,15 +214,16 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 /* Workgroups of op's multi-column form over rows of weights of dtype w: a
- * block of LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL, and block
- * types: _GATED_ROWS; RMS_NORM_QKV_ROPE_KV_ROWS: a RoPE pair, 2), at most
+ * block of LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL, and every op
+ * over block types: _GATED_ROWS; RMS_NORM_QKV_ROPE_KV_ROWS over f32 and
+ * f16: a RoPE pair, 2), at most
  * 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups loop
  * over the blocks left (shaders/matmul.glsl). */
 static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows, loom_dtype w)
 {
-    uint32_t per = op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS                 ? 2u
-                   : op == LOOM_OP_MATMUL_SILU_MUL || loom_dtype_is_block(w) ? LOOM_MATMUL_SMALL_GATED_ROWS
-                                                                           : LOOM_MATMUL_SMALL_ROWS;
+    uint32_t per = op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS && !loom_dtype_is_block(w) ? 2u
+                   : op == LOOM_OP_MATMUL_SILU_MUL || loom_dtype_is_block(w)           ? LOOM_MATMUL_SMALL_GATED_ROWS
+                                                                                     : LOOM_MATMUL_SMALL_ROWS;
     uint32_t n = rows / per + (rows % per != 0);
     return n < 65535u ? n : 65535u;
 }

@@ -74,8 +74,8 @@
 #if defined(MM_SK) && (!defined(MM_TILED) || defined(MM_SILU) || (defined(MM_COOP) && !defined(MM_L)) || (defined(MM_L) && MM_L != 128))
 #error "MM_SK: one matrix, the portable tiles or MM_L=128"
 #endif
-#if defined(MV_IDOT) && (!defined(MM_Q) || defined(MM_QKV) || defined(MM_TILED))
-#error "MV_IDOT: the multi-column MATMUL, MATMUL_ADD and MATMUL_SILU_MUL over block-typed weights"
+#if defined(MV_IDOT) && (!defined(MM_Q) || defined(MM_TILED))
+#error "MV_IDOT: the multi-column forms over block-typed weights"
 #endif
 #ifdef MV_IDOT
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -418,6 +418,149 @@ vec4[2] xstage(uint t, uint c)
 #endif
 
 #if defined(MM_QKV)
+// The epilogue of RoPE pair (la, lb) of matrix m (0 q, 1 k, 2 v) at token
+// row t, normalised: q and k rotated at position pos + t (as rope.glsl), q
+// stored to its row of y, k and v to cache row pos + t for the step's real
+// rows (t < real) inside the cache.
+void qkv_store(uint m, uint la, uint lb, uint t, uint real, float va, float vb)
+{
+    uint pos = step_params.pos + t;
+    if (m < 2u) {
+        uint i = la % pc.head_dim;
+        float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
+        float ang = float(pos) * freq;
+        const float TWO_PI = 6.28318530717958647692;
+        ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
+        float cs = cos(ang), sn = sin(ang), ro = va * cs - vb * sn;
+        vb = va * sn + vb * cs;
+        va = ro;
+    }
+    if (m == 0u) {
+        y[t * pc.q_rows + la] = va;
+        y[t * pc.q_rows + lb] = vb;
+    } else if (t < real && pos < pc.max_seq) {
+        uint off = pos * pc.kv_rows;
+        if (m == 1u) {
+            kcache[off + la] = CACHE_T(va);
+            kcache[off + lb] = CACHE_T(vb);
+        } else {
+            vcache[off + la] = CACHE_T(va);
+            vcache[off + lb] = CACHE_T(vb);
+        }
+    }
+}
+#endif
+
+#if defined(MM_QKV) && defined(MV_IDOT)
+// ---- q/k/v over a few token rows, integer form (block types) ----------------
+// A subgroup a RoPE pair (rows la and la + head_dim/2 of one matrix), a
+// workgroup as many pairs as it has subgroups (8, as the builder counts
+// for block types). The workgroup scales x's QX_TG token rows by g and
+// quantizes them into shared memory a segment at a time (the gated form's
+// way above), summing their squares as it loads them; the lanes dot units
+// of 32 weights of both rows with every token row's codes, and the sums of
+// squares meet once, through shared memory, for the epilogue (qkv_store).
+#define TG QX_TG
+shared float qkv_ss[TG][WG / 4u];   // each subgroup's part of a token row's sum of squares
+
+QRaw qkv_load(uint m, uint rb, uint u)
+{
+#ifdef MV_W2_Q6_K
+    if (m == 2u)
+        return q6_k_load(m, rb, u);
+#endif
+    return QLOAD(m, rb, u);
+}
+float qkv_dot(uint m, QRaw r, uint rb, uint u, uint xu)
+{
+#ifdef MV_W2_Q6_K
+    if (m == 2u)
+        return q6_k_dot(r, rb, u, xu);
+#endif
+    return QDOT(r, rb, u, xu);
+}
+
+void main()
+{
+    uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, lid = gl_LocalInvocationID.x;
+    uint half_hd = pc.head_dim / 2u, pairs = (pc.q_rows + 2u * pc.kv_rows) / 2u, npw = gl_NumSubgroups;
+    uint real = clamp(step_params.rows, 1u, pc.T);   // the step's real rows (the reference's clamp)
+    bool kept = false;   // x quantized once where it is one segment and one pass
+    vec4 scale = vec4(0.0);
+    for (uint p0 = gl_WorkGroupID.x * npw; p0 < pairs; p0 += gl_NumWorkGroups.x * npw) {
+        uint p = min(p0 + gl_SubgroupID, pairs - 1u);
+        bool live = p0 + gl_SubgroupID < pairs;
+        uint ra = (p / half_hd) * pc.head_dim + p % half_hd;
+        uint m = ra < pc.q_rows ? 0u : ra < pc.q_rows + pc.kv_rows ? 1u : 2u;
+        uint la = ra - (m == 0u ? 0u : m == 1u ? pc.q_rows : pc.q_rows + pc.kv_rows), lb = la + half_hd;
+        uint row_bytes = pc.cols / QK * QB;
+#ifdef MV_W2_Q6_K
+        if (m == 2u)
+            row_bytes = pc.cols / 256u * 210u;
+#endif
+        for (uint t0 = 0u; t0 < pc.T; t0 += TG) {
+            float acc[2u * TG];   // row la's at j, lb's at TG + j
+            [[unroll]] for (uint s = 0u; s < 2u * TG; s++)
+                acc[s] = 0.0;
+            vec4 ss = vec4(0.0);   // this invocation's part of each token row's sum of squares
+            for (uint e0 = 0u; e0 < pc.cols; e0 += QX_SEG) {
+                uint len = min(pc.cols - e0, QX_SEG), nc = len / 8u, nu = len / 32u;
+                if (!kept) {
+                    barrier();   // the last segment's readers are done with it
+                    for (uint cc = lid; cc < TG * nc; cc += WG) {
+                        uint j = cc / nc, c = cc % nc, e = e0 / 8u + c;
+                        vec4 a = vec4(0.0), b = vec4(0.0);
+                        if (t0 + j < pc.T) {
+                            xchunk(t0 + j, e, a, b);
+                            ss[j] += dot(a, a) + dot(b, b);
+                            a *= g4[2u * e];
+                            b *= g4[2u * e + 1u];
+                        }
+                        quantize_chunk(j * (QX_SEG / 8u) + c, a, b, true);
+                    }
+                    memoryBarrierShared();
+                    barrier();
+                }
+                if (!live)
+                    continue;
+                for (uint xu = lane; xu < nu; xu += sgs) {
+                    uint u = e0 / 32u + xu;
+                    QRaw wa = qkv_load(m, la * row_bytes, u), wb = qkv_load(m, lb * row_bytes, u);
+                    [[unroll]] for (uint j = 0u; j < TG; j++) {
+                        qx_row = j;
+                        acc[j] += qkv_dot(m, wa, la * row_bytes, u, xu);
+                        acc[TG + j] += qkv_dot(m, wb, lb * row_bytes, u, xu);
+                    }
+                }
+            }
+            if (!kept) {
+                // each token row's norm: the sums of squares meet
+                [[unroll]] for (uint j = 0u; j < TG; j++) {
+                    float v = subgroupAdd(ss[j]);
+                    if (subgroupElect())
+                        qkv_ss[j][gl_SubgroupID] = v;
+                }
+                memoryBarrierShared();
+                barrier();
+                [[unroll]] for (uint j = 0u; j < TG; j++) {
+                    float t = 0.0;
+                    for (uint i = 0u; i < gl_NumSubgroups; i++)
+                        t += qkv_ss[j][i];
+                    scale[j] = inversesqrt(t / float(pc.cols) + pc.eps);
+                }
+                barrier();   // qkv_ss is free again
+                kept = pc.cols <= QX_SEG && pc.T <= TG;
+            }
+            [[unroll]] for (uint j = 0u; j < TG; j++) {
+                float va = subgroupAdd(acc[j]), vb = subgroupAdd(acc[TG + j]);
+                if (live && lane == j && t0 + j < pc.T)
+                    qkv_store(m, la, lb, t0 + j, real, va * scale[j], vb * scale[j]);
+            }
+        }
+    }
+}
+
+#elif defined(MM_QKV)
 // ---- q/k/v over a few token rows (RMS_NORM_QKV_ROPE_KV_ROWS) ---------------
 // The multi-column matvec below, for the three matrices of q/k/v with the
 // norm before them and RoPE and the KV append after: a workgroup takes one
@@ -490,32 +633,7 @@ void main()
                     ss += red[2u * TG + lid][i];
                 }
                 float scale = inversesqrt(ss / float(pc.cols) + pc.eps);
-                va *= scale;
-                vb *= scale;
-                uint pos = step_params.pos + t;
-                if (m < 2u) {   // RoPE of pair (la, lb) at pos, as rope.glsl
-                    uint i = la % pc.head_dim;
-                    float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
-                    float ang = float(pos) * freq;
-                    const float TWO_PI = 6.28318530717958647692;
-                    ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
-                    float cs = cos(ang), sn = sin(ang), ro = va * cs - vb * sn;
-                    vb = va * sn + vb * cs;
-                    va = ro;
-                }
-                if (m == 0u) {
-                    y[t * pc.q_rows + la] = va;
-                    y[t * pc.q_rows + lb] = vb;
-                } else if (t < real && pos < pc.max_seq) {
-                    uint off = pos * pc.kv_rows;
-                    if (m == 1u) {
-                        kcache[off + la] = CACHE_T(va);
-                        kcache[off + lb] = CACHE_T(vb);
-                    } else {
-                        vcache[off + la] = CACHE_T(va);
-                        vcache[off + lb] = CACHE_T(vb);
-                    }
-                }
+                qkv_store(m, la, lb, t, real, va * scale, vb * scale);
             }
             barrier();   // red is free again
         }

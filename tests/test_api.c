@@ -484,7 +484,8 @@ static uint32_t spirv_local_x(const uint32_t *code, size_t size)
 /* The residual projections' integer forms take 512 invocations, 64 a row
  * (matvec.glsl MV_WG: their workgroups fill x into shared memory first,
  * and are few), and so do q/k/v's, one row each; their float forms, the
- * gated FFN, the LM head and the multi-column matmul forms keep 256; and the widest fits the 32 KiB of shared memory that lavapipe,
+ * gated FFN, the LM head and the multi-column matmul and q/k/v forms keep
+ * 256; and the widest fits the 32 KiB of shared memory that lavapipe,
  * the CI device, allows. */
 START_TEST(test_wide_residual_projections)
 {
@@ -496,6 +497,7 @@ START_TEST(test_wide_residual_projections)
         { "rms_norm_matvec_silu_mul_pre_tag_xq_yqt", 256 }, { "rms_norm_qkv_rope_kh_pre_xq", 512 },
         { "rms_norm_matvec_argmax_log_pre_xq", 256 }, { "embed_rms_norm_qkv_rope_kh", 512 },
         { "rms_norm_qkv_rope", 512 }, { "matmul_silu_mul", 256 }, { "matmul", 256 }, { "matmul_add", 256 },
+        { "rms_norm_qkv_rope_rows_kh", 256 },
     };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {

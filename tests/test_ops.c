@@ -1803,7 +1803,7 @@ static loom_step_params rows_params(uint32_t pos, uint32_t rows)
  * cache: q for every row, cache rows for the real ones inside the cache
  * alone. f32 and f16 rows of 196
  * columns (x, g and the weights read element by element), block rows of
- * two blocks. _i: type (QR_TYPES) * 2 + f16 caches. */
+ * two blocks and of 4608 columns. _i: type (QR_TYPES) * 2 + f16 caches. */
 static const loom_dtype QR_TYPES[][2] = { { LOOM_F32, LOOM_F32 },   { LOOM_F16, LOOM_F16 },
                                           { LOOM_Q8_0, LOOM_Q8_0 }, { LOOM_Q4_0, LOOM_Q4_0 },
                                           { LOOM_Q4_K, LOOM_Q4_K }, { LOOM_Q6_K, LOOM_Q6_K },
@@ -1816,13 +1816,15 @@ START_TEST(qkv_rope_kv_rows)
     bool kh = _i % 2;
     uint32_t blk = loom_dtype_block(t);
     const uint32_t nh = 4, nkv = 2, hd = 64, max_seq = 24, qr = nh * hd, kr = nkv * hd;
-    const uint32_t cols = blk > 1 ? 2 * (blk > 32 ? blk : 256) : 196, cn = max_seq * kr;
+    const uint32_t cn = max_seq * kr;
     const float eps = 1e-5f, theta = 10000.0f;
-    static const uint32_t Ts[] = { 2, 3, 16 };
-    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+    static const uint32_t Ts[] = { 2, 3, 16, 3 };
+    for (size_t k = 0; k < (blk > 1 ? 4u : 3u); k++) {
         /* T 2: its real row the cache's last; T 3: its real row past the
          * cache; T 16: real rows 12 .. 21, padding rows 22 .. 27, two of
-         * them inside the cache (which they must not write). */
+         * them inside the cache (which they must not write). Block types
+         * also rows of 4608 (the integer form's x in two segments). */
+        uint32_t cols = k == 3 ? 4608 : blk > 1 ? 2 * (blk > 32 ? blk : 256) : 196;
         uint32_t T = Ts[k], rows = real_rows(T), pos = T == 2 ? max_seq - 1 : T == 3 ? max_seq : 12;
         seed(2100 + 16 * (uint64_t)_i + k);
         void *Wq = rand_weights(t, qr, cols), *Wk = rand_weights(t, kr, cols), *Wv = rand_weights(tv, kr, cols);
@@ -1831,8 +1833,24 @@ START_TEST(qkv_rope_kv_rows)
         float *want_q = alloc_f32((uint64_t)T * qr), *want_kc = alloc_f32(cn), *want_vc = alloc_f32(cn);
         memcpy(want_kc, kc, cn * 4);
         memcpy(want_vc, vc, cn * 4);
-        loom_ref_rms_norm_qkv_rope_kv_rows(t, tv, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd,
-                                           max_seq, theta, eps, pos, rows, T);
+        if (blk > 1) {
+            /* A token row at a time: on a device with integer dot products
+             * the kernel quantizes each row's x * g (block_model_x); a
+             * padding row's cache writes go to a copy nobody reads. */
+            float *pad_kc = alloc_f32(cn), *pad_vc = alloc_f32(cn);
+            for (uint32_t r = 0; r < T; r++) {
+                float *xr, *gr;
+                block_model_x(x + (uint64_t)r * cols, gw, cols, true, &xr, &gr);
+                loom_ref_rms_norm_qkv_rope_kv_rows(t, tv, xr, gr, Wq, Wk, Wv, want_q + (uint64_t)r * qr,
+                                                   r < rows ? want_kc : pad_kc, r < rows ? want_vc : pad_vc, qr, kr,
+                                                   cols, hd, max_seq, theta, eps, pos + r, 1, 1);
+                free_all((void *[]){ xr, gr }, 2);
+            }
+            free_all((void *[]){ pad_kc, pad_vc }, 2);
+        } else {
+            loom_ref_rms_norm_qkv_rope_kv_rows(t, tv, x, gw, Wq, Wk, Wv, want_q, want_kc, want_vc, qr, kr, cols, hd,
+                                               max_seq, theta, eps, pos, rows, T);
+        }
         harness h = begin();
         loom_dtype cdt = kh ? LOOM_F16 : LOOM_F32;
         uint32_t bkc = cache_input(&h, "kc", kc, cn, kh), bvc = cache_input(&h, "vc", vc, cn, kh);
@@ -1848,9 +1866,9 @@ START_TEST(qkv_rope_kv_rows)
         ck_assert_msg(rc == LOOM_OK, "%s", loom_last_error());
         loom_step_params p = rows_params(pos, rows);
         run(&h, &p);
-        char what[64];
-        snprintf(what, sizeof what, "%s (Wv %s) T=%u rows %u pos %u", loom_dtype_name(t), loom_dtype_name(tv), T, rows,
-                 pos);
+        char what[96];
+        snprintf(what, sizeof what, "%s (Wv %s) %u cols T=%u rows %u pos %u", loom_dtype_name(t), loom_dtype_name(tv),
+                 cols, T, rows, pos);
         const loom_op op = LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS;
         expect_buffer(&h, op, what, by, want_q, (uint64_t)T * qr);
         expect_cache(&h, op, what, bkc, want_kc, cn, kh);

@@ -195,8 +195,8 @@ typedef struct loom_pc_matmul   { uint32_t rows, cols, T; } loom_pc_matmul;
 typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_rows;
 /* The matmul kinds' forms (shaders/matmul.glsl): T up to LOOM_MATMUL_SMALL_T
  * takes the multi-column matvec form, LOOM_MATMUL_SMALL_ROWS rows a
- * workgroup (MATMUL_SILU_MUL: LOOM_MATMUL_SMALL_GATED_ROWS; past 65535
- * workgroups they loop), every weight read once for all T token rows; above it the
+ * workgroup (MATMUL_SILU_MUL and block types: LOOM_MATMUL_SMALL_GATED_ROWS;
+ * past 65535 workgroups they loop), every weight read once for all T token rows; above it the
  * tiled form, a workgroup per tile of LOOM_MATMUL_TILE_ROWS rows by
  * LOOM_MATMUL_TILE_T token rows, or on devices with cooperative matrices
  * (loom_compile_options.coopmat) the cooperative-matrix form, tiles of

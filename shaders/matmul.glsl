@@ -7,9 +7,13 @@
 //             every one of them (decoded once) and the same chunk of TG token
 //             rows of x at a time, as the decode's matvec does; the sums meet
 //             through subgroupAdd, then shared memory. The gated FFN
-//             (MM_SILU) takes a subgroup two rows instead, SR rows a
-//             workgroup, its lanes chunks c, c + subgroup size, ... (one a
-//             trip), the sums through subgroupAdd alone. Past TG token rows the
+//             (MM_SILU) and every form over block-typed weights take a
+//             subgroup two rows instead, 16 rows a workgroup, its lanes
+//             chunks c, c + subgroup size, ... (one a trip), the sums
+//             through subgroupAdd alone; with MV_IDOT (block types, where
+//             the device has integer dot products) x's token rows are
+//             quantized into shared memory first and the lanes take units
+//             of 32 weights. Past TG token rows the
 //             workgroup goes round its rows again (the weights then come
 //             from the caches), so the registers are sized for TG, not for
 //             the largest T;
@@ -38,7 +42,8 @@
 //             counter. For a matrix of few large tiles (passes/coopmat.c);
 //   MM_QKV    (the multi-column form alone) RMS_NORM_QKV_ROPE_KV_ROWS: the
 //             norm, q/k/v, RoPE and the KV append of a few token rows, a
-//             workgroup a RoPE pair (its section below);
+//             workgroup a RoPE pair (with MV_IDOT a subgroup one; its
+//             sections below);
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
@@ -361,6 +366,30 @@ void xchunk(uint t, uint c, out vec4 a, out vec4 b)
 }
 #endif
 
+#ifdef MV_IDOT
+// The integer forms' fill: elements e0 .. e0 + 8 nc of token rows t0 .. t0
+// + QX_TG of x quantized into shared memory, chunk c of token row t0 + j
+// by invocation j nc + c, j nc + c + WG, ... (4 neighbouring invocations a
+// block: nc is a multiple of 4); rows past T are zeros. With MM_QKV each
+// chunk is scaled by g first and its squares are added into ss[j].
+void qx_fill(uint t0, uint e0, uint nc, inout vec4 ss)
+{
+    for (uint cc = gl_LocalInvocationID.x; cc < QX_TG * nc; cc += WG) {
+        uint j = cc / nc, c = cc % nc, e = e0 / 8u + c;
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        if (t0 + j < pc.T) {
+            xchunk(t0 + j, e, a, b);
+#ifdef MM_QKV
+            ss[j] += dot(a, a) + dot(b, b);
+            a *= g4[2u * e];
+            b *= g4[2u * e + 1u];
+#endif
+        }
+        quantize_chunk(j * (QX_SEG / 8u) + c, a, b, true);
+    }
+}
+#endif
+
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
 // y[t][row] from the row's products: g = Wg x[t] (or W x[t]), u = Wu x[t].
@@ -507,17 +536,7 @@ void main()
                 uint len = min(pc.cols - e0, QX_SEG), nc = len / 8u, nu = len / 32u;
                 if (!kept) {
                     barrier();   // the last segment's readers are done with it
-                    for (uint cc = lid; cc < TG * nc; cc += WG) {
-                        uint j = cc / nc, c = cc % nc, e = e0 / 8u + c;
-                        vec4 a = vec4(0.0), b = vec4(0.0);
-                        if (t0 + j < pc.T) {
-                            xchunk(t0 + j, e, a, b);
-                            ss[j] += dot(a, a) + dot(b, b);
-                            a *= g4[2u * e];
-                            b *= g4[2u * e + 1u];
-                        }
-                        quantize_chunk(j * (QX_SEG / 8u) + c, a, b, true);
-                    }
+                    qx_fill(t0, e0, nc, ss);
                     memoryBarrierShared();
                     barrier();
                 }
@@ -668,15 +687,8 @@ void main()
                 uint len = min(pc.cols - e0, QX_SEG), nc = len / 8u, nu = len / 32u;
                 if (!kept) {
                     barrier();   // the last segment's readers are done with it
-                    // chunk c of token row t0 + j: 4 neighbouring
-                    // invocations a block (nc is a multiple of 4)
-                    for (uint cc = lid; cc < TG * nc; cc += WG) {
-                        uint j = cc / nc, c = cc % nc;
-                        vec4 a = vec4(0.0), b = vec4(0.0);
-                        if (t0 + j < pc.T)
-                            xchunk(t0 + j, e0 / 8u + c, a, b);
-                        quantize_chunk(j * (QX_SEG / 8u) + c, a, b, true);
-                    }
+                    vec4 unused = vec4(0.0);
+                    qx_fill(t0, e0, nc, unused);
                     memoryBarrierShared();
                     barrier();
                     kept = pc.cols <= QX_SEG && pc.T <= TG;

@@ -110,6 +110,7 @@ layout(local_size_x = 256) in;
 #error "MM_QKV: the multi-column form, alone"
 #endif
 #include "params.glsl"
+#include "rope_angle.glsl"
 layout(push_constant) uniform Pc {
     uint q_rows; uint kv_rows; uint cols; float eps; uint head_dim; uint max_seq; float theta; uint T;
 } pc;
@@ -147,34 +148,38 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QB 34u
 #define QCHUNK q8_0_chunk
 #define QCPB Q8_0_CHUNKS
-#define QLOAD q8_0_load
-#define QDOT q8_0_dot
+#define QLOAD0 q8_0_load
+#define QDOT0 q8_0_dot
 #elif defined(MV_Q4_0)
 #define QK 32u
 #define QB 18u
 #define QCHUNK q4_0_chunk
 #define QCPB Q4_0_CHUNKS
-#define QLOAD q4_0_load
-#define QDOT q4_0_dot
+#define QLOAD0 q4_0_load
+#define QDOT0 q4_0_dot
 #elif defined(MV_Q4_K)
 #define QK 256u
 #define QB 144u
 #define QCHUNK q4_k_chunk
 #define QCPB Q4_K_CHUNKS
-#define QLOAD q4_k_load
-#define QDOT q4_k_dot
+#define QLOAD0 q4_k_load
+#define QDOT0 q4_k_dot
 #else
 #define QK 256u
 #define QB 210u
 #define QCHUNK q6_k_chunk
 #define QCPB Q6_K_CHUNKS
-#define QLOAD q6_k_load
-#define QDOT q6_k_dot
+#define QLOAD0 q6_k_load
+#define QDOT0 q6_k_dot
 #endif
 #define QBIND(k, b)                                                              \
     layout(set = 0, binding = b) readonly buffer W##k##q { uint w##k##q[]; };    \
     layout(set = 0, binding = b) readonly buffer W##k##q2 { uvec2 w##k##q2[]; }; \
     layout(set = 0, binding = b) readonly buffer W##k##q4 { uvec4 w##k##q4[]; };
+#ifdef MV_W2_Q6_K
+#define QLOAD2 q6_k_load   // a q/k/v form's Q6_K Wv (quant.glsl's qload, qdot)
+#define QDOT2 q6_k_dot
+#endif
 QBIND(0, B_W0)
 #if defined(MM_QKV)
 QBIND(1, B_W1)
@@ -366,6 +371,20 @@ void xchunk(uint t, uint c, out vec4 a, out vec4 b)
 }
 #endif
 
+#ifndef MM_X16
+// The float multi-column forms' step for token row t0 + J of chunk c: x's
+// chunk loaded once and dotted with the n weight chunks in wa, wb, into
+// acc[q TG + J]. Written out per J by the caller: a loop over J kept acc in
+// memory, where the early return of xchunk stopped its unrolling.
+#define TOKEN_DOTS(J, n)                                              \
+    if (t0 + J < pc.T) {                                              \
+        vec4 xa, xb;                                                  \
+        xchunk(t0 + J, c, xa, xb);                                    \
+        [[unroll]] for (uint q = 0u; q < (n); q++)                    \
+            acc[q * TG + J] += dot(wa[q], xa) + dot(wb[q], xb);       \
+    }
+#endif
+
 #ifdef MV_IDOT
 // The integer forms' fill: elements e0 .. e0 + 8 nc of token rows t0 .. t0
 // + QX_TG of x quantized into shared memory, chunk c of token row t0 + j
@@ -455,14 +474,9 @@ void qkv_store(uint m, uint la, uint lb, uint t, uint real, float va, float vb)
 {
     uint pos = step_params.pos + t;
     if (m < 2u) {
-        uint i = la % pc.head_dim;
-        float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
-        float ang = float(pos) * freq;
-        const float TWO_PI = 6.28318530717958647692;
-        ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
-        float cs = cos(ang), sn = sin(ang), ro = va * cs - vb * sn;
-        vb = va * sn + vb * cs;
-        va = ro;
+        vec2 r = rope_rotate(vec2(va, vb), pos, la % pc.head_dim, pc.head_dim, pc.theta);
+        va = r.x;
+        vb = r.y;
     }
     if (m == 0u) {
         y[t * pc.q_rows + la] = va;
@@ -491,23 +505,6 @@ void qkv_store(uint m, uint la, uint lb, uint t, uint real, float va, float vb)
 // squares meet once, through shared memory, for the epilogue (qkv_store).
 #define TG QX_TG
 shared float qkv_ss[TG][WG / 4u];   // each subgroup's part of a token row's sum of squares
-
-QRaw qkv_load(uint m, uint rb, uint u)
-{
-#ifdef MV_W2_Q6_K
-    if (m == 2u)
-        return q6_k_load(m, rb, u);
-#endif
-    return QLOAD(m, rb, u);
-}
-float qkv_dot(uint m, QRaw r, uint rb, uint u, uint xu)
-{
-#ifdef MV_W2_Q6_K
-    if (m == 2u)
-        return q6_k_dot(r, rb, u, xu);
-#endif
-    return QDOT(r, rb, u, xu);
-}
 
 void main()
 {
@@ -544,11 +541,11 @@ void main()
                     continue;
                 for (uint xu = lane; xu < nu; xu += sgs) {
                     uint u = e0 / 32u + xu;
-                    QRaw wa = qkv_load(m, la * row_bytes, u), wb = qkv_load(m, lb * row_bytes, u);
+                    QRaw wa = qload(m, la * row_bytes, u), wb = qload(m, lb * row_bytes, u);
                     [[unroll]] for (uint j = 0u; j < TG; j++) {
                         qx_row = j;
-                        acc[j] += qkv_dot(m, wa, la * row_bytes, u, xu);
-                        acc[TG + j] += qkv_dot(m, wb, lb * row_bytes, u, xu);
+                        acc[j] += qdot(m, wa, la * row_bytes, u, xu);
+                        acc[TG + j] += qdot(m, wb, lb * row_bytes, u, xu);
                     }
                 }
             }
@@ -700,11 +697,11 @@ void main()
                     QRaw w[NMAT * GR];   // a row past the end reads the last row
                     [[unroll]] for (uint r = 0u; r < GR; r++)
                         [[unroll]] for (uint m = 0u; m < NMAT; m++)
-                            w[r * NMAT + m] = QLOAD(m, min(row + r, pc.rows - 1u) * row_bytes, u);
+                            w[r * NMAT + m] = qload(m, min(row + r, pc.rows - 1u) * row_bytes, u);
                     [[unroll]] for (uint j = 0u; j < TG; j++) {
                         qx_row = j;
                         [[unroll]] for (uint q = 0u; q < NMAT * GR; q++)
-                            acc[q * TG + j] += QDOT(w[q], min(row + q / NMAT, pc.rows - 1u) * row_bytes, u, xu);
+                            acc[q * TG + j] += qdot(q % NMAT, w[q], min(row + q / NMAT, pc.rows - 1u) * row_bytes, u, xu);
                     }
                 }
             }
@@ -726,7 +723,7 @@ void main()
 // whose NMAT is one matrix.
 #define GR 2u             // rows a subgroup
 #define SR (8u * GR)      // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
-#define TG 4u             // token rows a pass (GATED_TOKEN below: four)
+#define TG 4u             // token rows a pass (four TOKEN_DOTS below)
 
 void main()
 {
@@ -759,17 +756,10 @@ void main()
                             if (row + r < pc.rows)
                                 wchunk(m, row + r, c, wa[r * NMAT + m], wb[r * NMAT + m]);
                         }
-#define GATED_TOKEN(J)                                                          \
-                    if (t0 + J < pc.T) {                                        \
-                        vec4 xa, xb;                                            \
-                        xchunk(t0 + J, c, xa, xb);                              \
-                        [[unroll]] for (uint q = 0u; q < NMAT * GR; q++)        \
-                            acc[q * TG + J] += dot(wa[q], xa) + dot(wb[q], xb); \
-                    }
-                    GATED_TOKEN(0u)
-                    GATED_TOKEN(1u)
-                    GATED_TOKEN(2u)
-                    GATED_TOKEN(3u)
+                    TOKEN_DOTS(0u, NMAT * GR)
+                    TOKEN_DOTS(1u, NMAT * GR)
+                    TOKEN_DOTS(2u, NMAT * GR)
+                    TOKEN_DOTS(3u, NMAT * GR)
                 }
                 [[unroll]] for (uint r = 0u; r < GR; r++)
                     [[unroll]] for (uint j = 0u; j < TG; j++) {
@@ -786,7 +776,7 @@ void main()
 #elif !defined(MM_TILED)
 // ---- the multi-column matvec (small T) ------------------------------------
 #define SR 2u                   // rows a workgroup: LOOM_MATMUL_SMALL_ROWS
-#define TG 4u                   // token rows a pass (SMALL_TOKEN below: four)
+#define TG 4u                   // token rows a pass (four TOKEN_DOTS below)
 #define NA (SR * NMAT * TG)     // sums an invocation keeps
 shared float red[NA][WG / 4u];  // a subgroup's sums (subgroups of 4 lanes or more)
 
@@ -816,19 +806,10 @@ void main()
                         if (r0 + r < pc.rows)
                             wchunk(m, r0 + r, c, wa[r * NMAT + m], wb[r * NMAT + m]);
                     }
-                // Token row t0 + J (written out: a loop over J kept acc in
-                // memory, where the early return of xchunk stopped its unrolling).
-#define SMALL_TOKEN(J)                                                     \
-                if (t0 + J < pc.T) {                                       \
-                    vec4 xa, xb;                                           \
-                    xchunk(t0 + J, c, xa, xb);                             \
-                    [[unroll]] for (uint k = 0u; k < SR * NMAT; k++)       \
-                        acc[k * TG + J] += dot(wa[k], xa) + dot(wb[k], xb); \
-                }
-                SMALL_TOKEN(0u)
-                SMALL_TOKEN(1u)
-                SMALL_TOKEN(2u)
-                SMALL_TOKEN(3u)
+                TOKEN_DOTS(0u, SR * NMAT)
+                TOKEN_DOTS(1u, SR * NMAT)
+                TOKEN_DOTS(2u, SR * NMAT)
+                TOKEN_DOTS(3u, SR * NMAT)
             }
             [[unroll]] for (uint s = 0u; s < NA; s++) {
                 float v = subgroupAdd(acc[s]);

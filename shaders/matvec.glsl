@@ -842,24 +842,6 @@ vec2 x_pair(uint c)
 
 
 #ifdef MV_IDOT
-// The unit loads and dots of matrix m's type (quant.glsl).
-QRaw qload(uint m, uint rb, uint u)
-{
-#ifdef QLOAD2
-    if (m == 2u)
-        return QLOAD2(m, rb, u);
-#endif
-    return QLOAD0(m, rb, u);
-}
-float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
-{
-#ifdef QDOT2
-    if (m == 2u)
-        return QDOT2(r, rb, u, xu);
-#endif
-    return QDOT0(r, rb, u, xu);
-}
-
 // x elements e0 to e0 + n (n a multiple of 32) quantized into qx_codes and
 // qx_scale, 8 elements (a chunk) an invocation, a block of 32 by 4
 // neighbouring invocations (a subgroup holds whole blocks: its size is a

@@ -10,6 +10,7 @@
 // too, for the steps after; the tagged words every step, whatever the
 // position, since every word of a tagged vector is rewritten each step.
 
+#include "rope_angle.glsl"
 #ifdef MV_KH
 layout(set = 0, binding = B_KC) writeonly buffer KC { float16_t kcache[]; };
 layout(set = 0, binding = B_VC) writeonly buffer VC { float16_t vcache[]; };
@@ -55,15 +56,10 @@ void qkv_store(uint t, uint rows, float scale, uint pos)
         float va = total[t] * scale, vb = total[t + np] * scale;
         uint m = mat_of(t), la = local_row(t), lb = local_row(t + np);
         if (m < 2u) {
-            uint i = la % pc.head_dim;   // < head_dim / 2 by construction
-            float freq = exp2(-2.0 * float(i) / float(pc.head_dim) * log2(pc.theta));
-            float ang = float(pos) * freq;
-            const float TWO_PI = 6.28318530717958647692;
-            ang -= TWO_PI * floor(ang / TWO_PI + 0.5);
-            float cs = cos(ang), sn = sin(ang);
-            float ra = va * cs - vb * sn, rb = va * sn + vb * cs;
-            va = ra;
-            vb = rb;
+            // la % head_dim < head_dim / 2 by construction
+            vec2 r = rope_rotate(vec2(va, vb), pos, la % pc.head_dim, pc.head_dim, pc.theta);
+            va = r.x;
+            vb = r.y;
         }
         bool tagged = false;
 #ifdef MV_TAG

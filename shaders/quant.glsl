@@ -349,4 +349,25 @@ float q6_k_dot(QRaw r, uint rb, uint u, uint xu)
     float d0 = float(dot4_su(QXV(qi), v0)), d1 = float(dot4_su(QXV(qi + 4u), v1));
     return q_half(r.e) * (s0 * (x0.x * d0 - 32.0 * x0.y) + s1 * (x1.x * d1 - 32.0 * x1.y));
 }
+#ifdef QLOAD0
+// The unit loads and dots of matrix m's type: the includer's QLOAD0 and
+// QDOT0, and for a third matrix of another type (a q/k/v form's Wv)
+// QLOAD2 and QDOT2.
+QRaw qload(uint m, uint rb, uint u)
+{
+#ifdef QLOAD2
+    if (m == 2u)
+        return QLOAD2(m, rb, u);
+#endif
+    return QLOAD0(m, rb, u);
+}
+float qdot(uint m, QRaw r, uint rb, uint u, uint xu)
+{
+#ifdef QDOT2
+    if (m == 2u)
+        return QDOT2(r, rb, u, xu);
+#endif
+    return QDOT0(r, rb, u, xu);
+}
+#endif
 #endif

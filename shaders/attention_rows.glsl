@@ -305,16 +305,18 @@ void main()
 // (the same (row, head) order as above), 16 a subgroup, and walks the cache
 // in tiles of CK = 32 rows up to its last query's causal limit. Scores and
 // the weighted sum of V are 16 x 16 x 16 products of f16 inputs into f32
-// (the queries, scaled, rounded to f16 as the cache rows are). Two walks:
-//   1. each query's largest score: S = q K^T for every tile, its rows
-//      scanned by two invocations a query;
-//   2. p = exp(s - max) (0 past the query's causal limit), its sum kept in
-//      f32, p stored as f16 and out += p V accumulated in f32;
-// so no accumulated output is ever rescaled (a cooperative matrix's rows
-// cannot be addressed one by one): the second walk costs the first's score
-// products again. The out rows are divided by their sums through shared
-// memory, 16 x 16 at a time. A key past the workgroup's last limit is
-// never loaded: its K and V rows are zeros, and its weight 0.
+// (the queries, scaled, rounded to f16 as the cache rows are). One walk,
+// online softmax: per tile the subgroup's 16 x 32 scores go through its
+// rows of ss, two invocations a query take the tile's maximum, the factor
+// alpha = exp(m_old - m) by which the sum and the outputs so far shrink,
+// and p = exp(s - m) (0 past the query's causal limit), whose sum is kept
+// in f32; p is stored as f16 and out += p V accumulated in f32. A
+// cooperative matrix's elements are the implementation's to place, so the
+// rows of an invocation's elements are read once from a matrix of row
+// indices (rowof), and each element is scaled by its row's alpha (al).
+// The out rows are divided by their sums through shared memory, 16 x 16
+// at a time. A key past the workgroup's last limit is never loaded: its K
+// and V rows are zeros, and its weight 0.
 #if ATT_HD == 128
 #define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #elif ATT_HD == 64
@@ -345,6 +347,7 @@ layout(set = 0, binding = 4) writeonly buffer O { vec4 out4[]; };
 shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first the CQ queries
 shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
 shared uvec4 ps[4u * 16u * PS];     // each subgroup's weights
+shared float al[4u * 16u];          // each subgroup's queries' alpha of the tile
 
 // K (and V) rows k0 .. k0 + CK of kv head kvh into kvs; zeros from kend.
 void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
@@ -382,6 +385,9 @@ void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
 #define OUT4(i, v) out4[i] = (v)
 #endif
 #define DECL_O(i) FC o##i = FC(0.0);
+#define SCALE_O(i)                                                \
+    for (int e = 0; e < o##i.length(); e++)                       \
+        o##i[e] *= al[sg * 16u + uint(rowof[e])];
 #define ACC_O(i)                                                  \
     coopMatLoadNV(vb, kvs, CK * RS + 2u * i, RS, false);          \
     o##i = coopMatMulAddNV(pa0, vb, o##i);                        \
@@ -432,40 +438,53 @@ void main()
     barrier();
     EACH_D(LOAD_Q)
 
-    // 1. The largest score of each query.
-    float m = NEG_BIG;
-    for (uint k0 = 0u; k0 < kend; k0 += CK) {
-        barrier();   // the queries or the tile before are read
-        stage_tile(k0, kend, kvh, false);
-        memoryBarrierShared();
-        barrier();
-        SCORES()
-        for (uint i = 0u; i < 16u; i++)
-            if (k0 + 16u * h + i < lim)
-                m = max(m, ss[sbase + r * SS + 16u * h + i]);
-    }
-    m = max(m, subgroupShuffleXor(m, 1u));
+    // Which row of a 16 x 16 result each of this invocation's elements is
+    // (the layout is the implementation's): a matrix whose every element
+    // is its row index, loaded through the subgroup's rows of ss.
+    for (uint i = lane; i < 16u * 16u; i += 32u)
+        ss[sbase + (i >> 4u) * SS + (i & 15u)] = float(i >> 4u);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    FC rowof;
+    coopMatLoadNV(rowof, ss, sbase, SS, false);
+    subgroupBarrier();
 
-    // 2. The weights and their sum; out += p V.
-    float l = 0.0;
+    // One walk, online softmax: each tile's scores S = q K^T, the running
+    // maximum m, the factor alpha = exp(m_old - m) that rescales the sum l
+    // and the outputs so far (each element by its row's alpha, through
+    // al), p = exp(s - m) (0 past the query's causal limit) stored as f16,
+    // and out += p V in f32.
+    float m = NEG_BIG, l = 0.0;
     EACH_D(DECL_O)
     for (uint k0 = 0u; k0 < kend; k0 += CK) {
-        barrier();
+        barrier();   // the queries or the tile before are read
         stage_tile(k0, kend, kvh, true);
         memoryBarrierShared();
         barrier();
         SCORES()
+        float s[16], mt = NEG_BIG;
+        for (uint i = 0u; i < 16u; i++) {
+            s[i] = ss[sbase + r * SS + 16u * h + i];
+            if (k0 + 16u * h + i < lim)
+                mt = max(mt, s[i]);
+        }
+        mt = max(mt, subgroupShuffleXor(mt, 1u));
+        float mn = max(m, mt), alpha = exp(m - mn);
+        m = mn;
+        l *= alpha;
         float p[16];
         for (uint i = 0u; i < 16u; i++) {
-            float s = ss[sbase + r * SS + 16u * h + i];
-            p[i] = k0 + 16u * h + i < lim ? exp(s - m) : 0.0;
+            p[i] = k0 + 16u * h + i < lim ? exp(s[i] - m) : 0.0;
             l += p[i];
         }
         uint pb = sg * 16u * PS + r * PS + 2u * h;
         ps[pb] = pack8(vec4(p[0], p[1], p[2], p[3]), vec4(p[4], p[5], p[6], p[7]));
         ps[pb + 1u] = pack8(vec4(p[8], p[9], p[10], p[11]), vec4(p[12], p[13], p[14], p[15]));
+        if (h == 0u)
+            al[sg * 16u + r] = alpha;
         subgroupMemoryBarrierShared();
         subgroupBarrier();
+        EACH_D(SCALE_O)
         FA pa0, pa1, vb;
         coopMatLoadNV(pa0, ps, sg * 16u * PS, PS, false);
         coopMatLoadNV(pa1, ps, sg * 16u * PS + 2u, PS, false);

@@ -314,8 +314,9 @@ void main()
 // cooperative matrix's elements are the implementation's to place, so the
 // rows of an invocation's elements are read once from a matrix of row
 // indices (rowof), and each element is scaled by its row's alpha (al).
-// The out rows are divided by their sums through shared memory, 16 x 16
-// at a time. A key past the workgroup's last limit is never loaded: its K
+// The next tile's K and V rows are loaded into registers while this one is
+// multiplied. The out rows are divided by their sums through shared
+// memory, 16 x 16 at a time. A key past the workgroup's last limit is never loaded: its K
 // and V rows are zeros, and its weight 0.
 #if ATT_HD == 128
 #define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -332,6 +333,7 @@ void main()
 #define RS (HC + 1u)      // a staged row with one chunk of padding
 #define SS 36u            // floats a row of a subgroup's 16 x 32 scores
 #define PS 5u             // chunks a row of its 16 x 32 weights (f16)
+#define NPF (CK * HC / CW) // chunks of a tile's K (and V) rows an invocation stages
 #define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 layout(local_size_x = 128) in;
@@ -348,19 +350,6 @@ shared uvec4 kvs[2u * CK * RS];     // a tile's K rows, then its V rows; first t
 shared float ss[4u * 16u * SS];     // each subgroup's scores; at the end its outputs
 shared uvec4 ps[4u * 16u * PS];     // each subgroup's weights
 shared float al[4u * 16u];          // each subgroup's queries' alpha of the tile
-
-// K (and V) rows k0 .. k0 + CK of kv head kvh into kvs; zeros from kend.
-void stage_tile(uint k0, uint kend, uint kvh, bool with_v)
-{
-    uint kvc = pc.n_kv_heads * HC;   // chunks a cache row
-    for (uint e = gl_LocalInvocationID.x; e < CK * HC; e += CW) {
-        uint j = e / HC, c = e - j * HC, key = k0 + j;
-        uint at = key * kvc + kvh * HC + c;
-        kvs[j * RS + c] = key < kend ? kc[at] : uvec4(0u);
-        if (with_v)
-            kvs[(CK + j) * RS + c] = key < kend ? vc[at] : uvec4(0u);
-    }
-}
 
 #define LOAD_Q(i) FA qa##i; coopMatLoadNV(qa##i, kvs, 16u * sg * RS + 2u * i, RS, false);
 #define SCORE(i)                                                  \
@@ -456,11 +445,31 @@ void main()
     // and out += p V in f32.
     float m = NEG_BIG, l = 0.0;
     EACH_D(DECL_O)
+    // A tile's K and V rows (zeros from kend) come into registers nk, nv
+    // while the tile before is multiplied, NPF chunks of each an
+    // invocation, and go into kvs once it is read.
+    uvec4 nk[NPF], nv[NPF];
+    uint kvc = pc.n_kv_heads * HC;   // chunks a cache row
+#define FETCH(k0)                                                     \
+    for (uint q = 0u; q < NPF; q++) {                                 \
+        uint e = lid + CW * q, j = e / HC, key = (k0) + j;            \
+        uint at = key * kvc + kvh * HC + (e - j * HC);                \
+        nk[q] = key < kend ? kc[at] : uvec4(0u);                      \
+        nv[q] = key < kend ? vc[at] : uvec4(0u);                      \
+    }
+    FETCH(0u)
     for (uint k0 = 0u; k0 < kend; k0 += CK) {
         barrier();   // the queries or the tile before are read
-        stage_tile(k0, kend, kvh, true);
+        for (uint q = 0u; q < NPF; q++) {
+            uint e = lid + CW * q, j = e / HC, c = e - j * HC;
+            kvs[j * RS + c] = nk[q];
+            kvs[(CK + j) * RS + c] = nv[q];
+        }
         memoryBarrierShared();
         barrier();
+        if (k0 + CK < kend) {
+            FETCH(k0 + CK)
+        }
         SCORES()
         float s[16], mt = NEG_BIG;
         for (uint i = 0u; i < 16u; i++) {

@@ -995,6 +995,51 @@ START_TEST(test_split_coopmat_large)
 }
 END_TEST
 
+/* Siblings: MATMUL nodes reading one x with one T and K (q, k and v) whose
+ * large tiles together number LOOM_MATMUL_COOP_L_FROM / 2 up to
+ * LOOM_MATMUL_COOP_L_FROM all take them, whole K walks: `1b`'s q/k/v at T
+ * = 512 (alone q would split its K walk, k and v take the small tiles).
+ * More together (`7b`'s: 128 + 32 + 32) or a node reading another x keep
+ * the forms each would take alone. Built as a frontend captures them: the
+ * three products, then another reading a second x. */
+START_TEST(test_split_coopmat_siblings)
+{
+    static const struct {
+        uint32_t cols, rows[3];
+        bool v_alone;             /* v reads a second x */
+        const char *k[3];
+        uint32_t groups[3];
+    } cases[] = {
+        { 2048, { 2048, 512, 512 }, false, { "matmul_coop_l_f16", "matmul_coop_l_f16", "matmul_coop_l_f16" }, { 64, 16, 16 } },
+        { 4096, { 4096, 1024, 1024 }, false, { "matmul_coop_l_f16", "matmul_coop_ks_f16", "matmul_coop_ks_f16" },
+          { 128, 128, 128 } },
+        { 2048, { 2048, 512, 512 }, true, { "matmul_coop_l_f16", "matmul_coop_l_f16", "matmul_coop_ks_f16" }, { 64, 16, 64 } },
+    };
+    const uint32_t T = 512;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t cols = cases[k].cols;
+        loom_tensor x = loom_mat(buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), LOOM_F32, T, cols);
+        loom_tensor x2 = loom_mat(buf((uint64_t)T * cols * 4, LOOM_USAGE_NONE), LOOM_F32, T, cols);
+        for (int m = 0; m < 3; m++) {
+            uint32_t rows = cases[k].rows[m];
+            loom_tensor w = loom_mat(buf(loom_view_bytes(LOOM_F16, rows, cols), LOOM_USAGE_WEIGHT), LOOM_F16, rows, cols);
+            loom_tensor y = loom_mat(buf((uint64_t)T * rows * 4, LOOM_USAGE_NONE), LOOM_F32, T, rows);
+            ck_assert_int_eq(loom_op_matmul(G, w, m == 2 && cases[k].v_alone ? x2 : x, y, NULL), LOOM_OK);
+        }
+        loom_pass_ctx ctx = { .coopmat = true, .split_k = true };
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        for (uint32_t m = 0; m < 3; m++) {
+            const loom_node *n = loom_graph_node(G, m);
+            ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].k[m]), "case %zu, node %u: %s, want %s",
+                          k, m, loom_graph_kernel_name(G, n->kernel), cases[k].k[m]);
+            ck_assert_uint_eq(n->groups[0], cases[k].groups[m]);
+        }
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* loom_pass_ctx.split_k (on unless LOOM_DISABLE_SPLIT_K): a matrix of one
  * weight whose large tiles number LOOM_MATMUL_COOP_L_FROM / 2 up to
  * LOOM_MATMUL_COOP_L_FROM takes them with
@@ -2173,7 +2218,7 @@ static Suite *passes_suite(void)
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
                      test_split_coopmat_attention, test_split_coopmat_half_pair, test_split_coopmat_half_attention } },
-        { "split_k", { test_split_coopmat_split_k } },
+        { "split_k", { test_split_coopmat_split_k, test_split_coopmat_siblings } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -12,7 +12,9 @@
  * where they are many (T = 512: MM_KS took 2% more). Before either, a
  * node whose K reaches LOOM_MATMUL_COOP_L_COLS
  * (loom_pass_ctx.coop_large_cols) takes the large tiles where they number
- * at least LOOM_MATMUL_COOP_L_FROM: a matrix of one weight MM_L=128, else
+ * at least LOOM_MATMUL_COOP_L_FROM (or, for MATMUL nodes reading one x,
+ * where their large tiles together number half that up to that: q, k and
+ * v of `1b`, matmul_coop below): a matrix of one weight MM_L=128, else
  * MM_L=64 (`7b`'s residual projections at T = 512 took 43% less time on
  * an H100, `1b`'s down projection about 25% less); the gated FFN MM_L=128
  * with MM_SILU, 64 rows of each matrix, reading f16 x (on an H200 `7b`

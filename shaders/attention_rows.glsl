@@ -316,8 +316,8 @@ void main()
 // indices (rowof), and each element is scaled by its row's alpha (al).
 // The next tile's K and V rows are loaded into registers while this one is
 // multiplied. The out rows are divided by their sums through shared
-// memory, 16 x 16 at a time. A key past the workgroup's last limit is never loaded: its K
-// and V rows are zeros, and its weight 0.
+// memory, 16 x 16 at a time. A key past the workgroup's last limit is
+// never loaded: its K and V rows are zeros, and its weight 0.
 #if ATT_HD == 128
 #define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #elif ATT_HD == 64

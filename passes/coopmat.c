@@ -21,8 +21,11 @@
  * with 8 layers pp512 16.9 -> 13.6 ms, its gated FFN 1,381 -> 903 us a
  * node; `1b` pp512 12.9 -> 10.9 ms with K 2048 taking the large tiles
  * too: docs/perf-log.md, "the gated FFN in large tiles").
- * Nodes on the multi-column form (small T) keep it: they stream the weights
- * once, which is what bounds them. An ATTENTION_ROWS node over f16 caches
+ * Nodes on the multi-column form (small T) over f16 weights take the narrow
+ * form (MM_NARROW: the products in cooperative matrices, every token row in
+ * one 16-column tile) where T is at least LOOM_MATMUL_NARROW_FROM_T and the
+ * rows and cols are whole 16 x 16 tiles; below it, and for the block types,
+ * they keep their form. An ATTENTION_ROWS node over f16 caches
  * whose head_dim has a form (ATT_HD: 64, 128) and whose kv heads each serve
  * at least LOOM_ATTN_ROWS_COOP_Q query vectors takes ATT_COOP's form (fewer
  * would leave most of a workgroup's queries empty: a verification step of
@@ -119,6 +122,21 @@ static const char *matmul_coop(const char *k, uint32_t op, const loom_op_args *p
     return loom_form_variant(k, one && *groups < LOOM_MATMUL_COOP_KS_BELOW ? "MM_COOP MM_KS" : "MM_COOP", NULL);
 }
 
+/* The narrow cooperative-matrix form of a matmul-kind node on the
+ * multi-column form k (a few token rows), and its workgroups: f16 weights
+ * (the form exists for them alone; the q/k/v fold and the integer forms have
+ * none), rows and cols multiples of 16 (whole 16 x 16 tiles, rows of whole
+ * 16-byte loads). NULL where it keeps its form. */
+static const char *matmul_narrow(const char *k, uint32_t op, const loom_op_args *pc, uint64_t *groups)
+{
+    const char *to = loom_form_variant(k, "MM_COOP MM_NARROW", NULL);
+    uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_NARROW_GATED_ROWS : LOOM_MATMUL_NARROW_ROWS;
+    if (!to || pc->rows % 16u || pc->cols % 16u || pc->T < LOOM_MATMUL_NARROW_FROM_T || pc->T > LOOM_MATMUL_SMALL_T)
+        return NULL;
+    *groups = pc->rows / per < 65535u ? pc->rows / per : 65535u;   /* the kernel loops over the rest */
+    return to;
+}
+
 /* Node i on the split K walk's form kernel (MM_SK) of `tiles` tiles of
  * tile_elems elements: the same bindings, ranges and push constants, and
  * after y a partial tile a half of each tile and a counter a tile. The
@@ -180,6 +198,8 @@ static loom_result to_coop(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *
     } else if (loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
         to = matmul_coop(k, nd->op, &pc, ctx->coop_large_cols ? ctx->coop_large_cols : LOOM_MATMUL_COOP_L_COLS,
                          ctx->split_k, nd->op == LOOM_OP_MATMUL ? sibling_tiles(g, i, &pc) : 0, &groups);
+    } else if (!loom_form_has(k, "MM_TILED") && !loom_form_has(k, "MM_COOP")) {
+        to = matmul_narrow(k, nd->op, &pc, &groups);
     }
     if (!to)
         return LOOM_OK;

@@ -33,6 +33,11 @@
 //             eight subgroups, two slices in shared memory; with MM_SILU
 //             (MM_L=128 only) the 128 staged rows are 64 rows of each
 //             matrix, so a tile is 64 rows of y by 128 token rows;
+//   MM_NARROW (with MM_COOP, not MM_TILED; f16 weights) the few token rows
+//             of the multi-column form (T <= 16, padded to 16) in
+//             cooperative matrices: a workgroup 16 staged weight rows (with
+//             MM_SILU 8 of each matrix) by every token row, eight subgroups
+//             taking a segment's 16-column steps in turn (its section below);
 //   MM_SK     (with MM_TILED, one matrix; the portable tiles or MM_L=128)
 //             the K walk split between two workgroups a tile: workgroup
 //             w < tiles walks the first half of the slices, w + tiles the
@@ -95,7 +100,7 @@
 #endif
 #endif
 
-#if defined(MM_COOP) && (defined(MM_KS) || defined(MM_L))
+#if defined(MM_COOP) && (defined(MM_KS) || defined(MM_L) || defined(MM_NARROW))
 #define WG 256u   // MM_KS: two K halves of four subgroups each; MM_L: eight subgroups
 layout(local_size_x = 256) in;
 #elif defined(MM_COOP)
@@ -572,6 +577,95 @@ void main()
                 if (live && lane == j && t0 + j < pc.T)
                     qkv_store(m, la, lb, t0 + j, real, va * scale[j], vb * scale[j]);
             }
+        }
+    }
+}
+
+#elif defined(MM_NARROW)
+// ---- the narrow cooperative-matrix form (a few token rows, f16 weights) -----
+// For a step of T <= 16 token rows (verification), where the multi-column
+// form spends its time on instructions (x's loads and f32 FMAs for every
+// weight), not on memory. A workgroup stages NR weight rows (16 rows of y;
+// with MM_SILU 8 of Wg then the same 8 of Wu, 8 rows of y) by NSEG columns
+// and x's token rows, padded to 16 with zeros, in shared memory as f16, a
+// 16-byte load an invocation a chunk; the next segment's loads are in
+// flight while one is multiplied. Its eight subgroups take the segment's
+// 16-column steps in turn (sg, sg + 8, ...) into one 16 x 16 result each,
+// and the results meet in shared memory in a fixed order: invocation i
+// stores (row i % NY, token row i / NY). The split pass takes it for f16
+// weights from 8 token rows where rows and cols are multiples of 16
+// (passes/coopmat.c); at 4 the multi-column form read faster on an H200,
+// and so did it against a form that loaded the weight tiles straight from
+// memory into cooperative matrices (docs/perf-log.md, "the narrow form").
+#ifndef MV_F16
+#error "MM_NARROW: f16 weights"
+#endif
+#define NR 16u                  // staged weight rows
+#define NY (NR / NMAT)          // rows of y a workgroup: LOOM_MATMUL_NARROW_ROWS (MM_SILU: _GATED_)
+#define NSEG 512u               // columns a segment
+#define NQ (NSEG / 8u)          // chunks (uvec4 of 8 halves) a staged row
+#define NXS (NQ + 1u)           // a staged row and one chunk of padding: ldmatrix rows in distinct banks
+#define NP (NR * NQ / WG)       // chunks an invocation stages of W, and of x's 16 token rows
+#define FA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define FC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+shared uvec4 nws[NR * NXS];
+shared uvec4 nxs[16u * NXS];
+shared float npart[8u * 256u];   // each subgroup's 16 x 16 result, column-major
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
+    // Staged row sr + (WG / NQ) p, chunk sq; with MM_SILU passes p < NP / 2
+    // stage Wg's rows, the rest Wu's (NY a multiple of WG / NQ), so each
+    // load's matrix is a constant.
+    uint sr = lid / NQ, sq = lid % NQ;
+    for (uint r0 = gl_WorkGroupID.x * NY; r0 < pc.rows; r0 += gl_NumWorkGroups.x * NY) {
+        FC acc = FC(0.0);
+        uvec4 pw[NP];
+        XREG px[NP];
+        [[unroll]] for (uint p = 0u; p < NP; p++) {
+            uint r = sr + (WG / NQ) * p;
+            pw[p] = wstage(NMAT * p / NP, r0 + r - NY * (NMAT * p / NP), sq);
+            px[p] = xstage(r, sq);
+        }
+        for (uint k0 = 0u; k0 < pc.cols; k0 += NSEG) {
+            barrier();   // the segment before is multiplied
+            [[unroll]] for (uint p = 0u; p < NP; p++) {
+                uint r = sr + (WG / NQ) * p;
+                nws[r * NXS + sq] = pw[p];
+                nxs[r * NXS + sq] = XPACK(px[p]);
+            }
+            memoryBarrierShared();
+            barrier();
+            if (k0 + NSEG < pc.cols) {   // the next segment's loads in flight while this one is multiplied
+                uint c = (k0 + NSEG) / 8u + sq;
+                [[unroll]] for (uint p = 0u; p < NP; p++) {
+                    uint r = sr + (WG / NQ) * p;
+                    pw[p] = wstage(NMAT * p / NP, r0 + r - NY * (NMAT * p / NP), c);
+                    px[p] = xstage(r, c);
+                }
+            }
+            uint steps = min(pc.cols - k0, NSEG) / 16u;
+            for (uint s = sg; s < steps; s += 8u) {
+                FA fw, fb;
+                coopMatLoadNV(fw, nws, 2u * s, NXS, false);
+                coopMatLoadNV(fb, nxs, 2u * s, NXS, true);
+                acc = coopMatMulAddNV(fw, fb, acc);
+            }
+        }
+        coopMatStoreNV(acc, npart, sg * 256u, 16u, true);
+        memoryBarrierShared();
+        barrier();
+        uint i = lid % NY, t = lid / NY;   // the result's (i, t) at 16 t + i; MM_SILU: Wu's at 16 t + 8 + i
+        if (t < pc.T) {
+            float g = 0.0, u = 0.0;
+            [[unroll]] for (uint p = 0u; p < 8u; p++) {
+                g += npart[p * 256u + 16u * t + i];
+#ifdef MM_SILU
+                u += npart[p * 256u + 16u * t + NY + i];
+#endif
+            }
+            store(t, r0 + i, g, u);
         }
     }
 }

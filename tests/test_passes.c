@@ -1040,6 +1040,50 @@ START_TEST(test_split_coopmat_siblings)
 }
 END_TEST
 
+/* The narrow form (MM_NARROW) of a few token rows over f16 weights: T from
+ * LOOM_MATMUL_NARROW_FROM_T to LOOM_MATMUL_SMALL_T with cooperative
+ * matrices, rows and cols whole 16 x 16 tiles: 16 rows a workgroup (the
+ * gated FFN 8 of each matrix), capped at 65535 (the kernel loops). Fewer
+ * token rows, a block type, a row or column past the tiles, or no
+ * cooperative matrices keep the multi-column form and its workgroups. The
+ * shapes of `1b` and `7b` at the verification buckets. */
+START_TEST(test_split_coopmat_narrow)
+{
+    static const struct {
+        loom_op op;
+        loom_dtype t;
+        uint32_t rows, cols, T;
+        bool coop;
+        const char *k;
+        uint32_t groups;
+    } cases[] = {
+        { LOOM_OP_MATMUL, LOOM_F16, 2048, 2048, 16, true, "matmul_coop_narrow_f16", 128 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 5632, 8, true, "matmul_add_coop_narrow_f16", 128 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 11008, 4096, 16, true, "matmul_silu_mul_coop_narrow_f16", 1376 },
+        { LOOM_OP_MATMUL, LOOM_F16, 32000, 2048, 9, true, "matmul_coop_narrow_f16", 2000 },
+        { LOOM_OP_MATMUL, LOOM_F16, 16 * 70000, 16, 8, true, "matmul_coop_narrow_f16", 65535 },
+        { LOOM_OP_MATMUL, LOOM_F16, 2048, 2048, 4, true, "matmul_f16", 1024 },
+        { LOOM_OP_MATMUL_SILU_MUL, LOOM_F16, 5632, 2048, 7, true, "matmul_silu_mul_f16", 352 },
+        { LOOM_OP_MATMUL, LOOM_Q8_0, 2048, 2048, 16, true, "matmul_q8_0", 128 },
+        { LOOM_OP_MATMUL, LOOM_F16, 2040, 2048, 16, true, "matmul_f16", 1020 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2056, 16, true, "matmul_add_f16", 1024 },
+        { LOOM_OP_MATMUL, LOOM_F16, 2048, 2048, 16, false, "matmul_f16", 1024 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        one_matmul(cases[k].op, cases[k].t, cases[k].rows, cases[k].cols, cases[k].T, false);
+        loom_pass_ctx ctx = { .coopmat = cases[k].coop, .split_k = true };
+        ck_assert_int_eq(loom_pass_split(G, &ctx), LOOM_OK);
+        const loom_node *n = loom_graph_node(G, 0);
+        ck_assert_msg(!strcmp(loom_graph_kernel_name(G, n->kernel), cases[k].k), "case %zu: %s, want %s", k,
+                      loom_graph_kernel_name(G, n->kernel), cases[k].k);
+        ck_assert_msg(n->groups[0] == cases[k].groups, "case %zu: %u workgroups, want %u", k, n->groups[0],
+                      cases[k].groups);
+        ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
+    }
+}
+END_TEST
+
 /* loom_pass_ctx.split_k (on unless LOOM_DISABLE_SPLIT_K): a matrix of one
  * weight whose large tiles number LOOM_MATMUL_COOP_L_FROM / 2 up to
  * LOOM_MATMUL_COOP_L_FROM takes them with
@@ -2218,7 +2262,7 @@ static Suite *passes_suite(void)
         { "split", { test_split_nothing_to_do, test_split_wave_cap, test_split_matvec_forms, test_split_embed, test_split_refused,
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
                      test_split_coopmat_attention, test_split_coopmat_half_pair, test_split_coopmat_half_attention } },
-        { "split_k", { test_split_coopmat_split_k, test_split_coopmat_siblings } },
+        { "split_k", { test_split_coopmat_split_k, test_split_coopmat_siblings, test_split_coopmat_narrow } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

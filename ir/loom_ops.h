@@ -211,6 +211,14 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
  * took 5-6% less time at `1b` and 0.4% less at `7b`; at 8 rows 2% less at
  * `1b` but 2% more at `7b` (docs/perf-log.md, "the T-row q/k/v form"). */
 #define LOOM_QKV_ROWS_FUSE_T    4u
+/* An f16 MATMUL of at least this many rows on the multi-column form takes
+ * it at 2 rows a subgroup, LOOM_MATMUL_SMALL_GATED_ROWS a workgroup (MM_R2;
+ * passes/coopmat.c): the LM head of a verification step. On an H200 the
+ * `1b` f16 LM head of 4 rows (2,000 workgroups) took 90.6 -> 62.8 us in
+ * that layout and the step 1,842 -> 1,816, where the residual projections
+ * (128 workgroups) took 19.6 -> 41.5 (docs/perf-log.md, "the few-query
+ * attention", "the narrow form"). */
+#define LOOM_MATMUL_SMALL_R2_ROWS 16384u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
 /* Workgroups of op's multi-column form over rows of weights of dtype w: a

@@ -32,7 +32,9 @@
  * a few rows keeps the portable form). Bindings, ranges and push constants
  * stay as they are; the new node stands for the same captured nodes. Then
  * the vectors that pass only between coopmat forms are stored as f16
- * (half_pair below). */
+ * (half_pair below). On every device, last, an f16 MATMUL of many rows
+ * left on the multi-column form takes its 2-rows-a-subgroup layout
+ * (to_rows2). */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -331,17 +333,45 @@ static loom_result to_tiled_split(loom_graph *g, uint32_t i, uint32_t *repl, uin
     return LOOM_OK;
 }
 
+/* On any device: an f16 MATMUL on the multi-column form (no narrow form
+ * taken) of at least LOOM_MATMUL_SMALL_R2_ROWS rows takes it at 2 rows a
+ * subgroup, 16 a workgroup (MM_R2: the gated FFN's layout), the LM head of
+ * a verification step. */
+static loom_result to_rows2(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t *count, const void *arg)
+{
+    (void)arg;
+    const loom_node *nd = loom_graph_node(g, i);
+    loom_op_args pc;
+    if (nd->type != LOOM_NODE_DISPATCH || nd->op != LOOM_OP_MATMUL || loom_op_args_of(g, i, &pc) ||
+        pc.rows < LOOM_MATMUL_SMALL_R2_ROWS)
+        return LOOM_OK;
+    const char *to = loom_form_variant(loom_graph_kernel_name(g, nd->kernel), "MM_R2", NULL);
+    if (!to)
+        return LOOM_OK;
+    loom_result rc = pass_retarget(g, i, to, &repl[i]);
+    if (rc)
+        return rc;
+    uint32_t n = pc.rows / LOOM_MATMUL_SMALL_GATED_ROWS + (pc.rows % LOOM_MATMUL_SMALL_GATED_ROWS != 0);
+    loom_graph_node_mut(g, repl[i])->groups[0] = n < 65535u ? n : 65535u;   /* the kernel loops over the rest */
+    (*count)++;
+    return LOOM_OK;
+}
+
 loom_result pass_coopmat(loom_graph *g, const loom_pass_ctx *ctx)
 {
     uint32_t count;
-    if (ctx && !ctx->coopmat && ctx->split_k)
-        return pass_rename_nodes(g, "split", to_tiled_split, NULL, &count);
-    if (!ctx || !ctx->coopmat)
-        return LOOM_OK;
-    loom_result rc = pass_rename_nodes(g, "split", to_coop, ctx, &count);
-    if (!rc)
-        rc = pass_rename_nodes(g, "split", half_pair, NULL, &count);
-    /* Again: a node that became a reader's f16 form in the first round (the
-     * gated FFN's large tiles, MM_X16) is a producer of f16 too (MM_Y16). */
-    return rc || !count ? rc : pass_rename_nodes(g, "split", half_pair, NULL, &count);
+    loom_result rc = LOOM_OK;
+    if (ctx && !ctx->coopmat && ctx->split_k) {
+        rc = pass_rename_nodes(g, "split", to_tiled_split, NULL, &count);
+    } else if (ctx && ctx->coopmat) {
+        rc = pass_rename_nodes(g, "split", to_coop, ctx, &count);
+        if (!rc)
+            rc = pass_rename_nodes(g, "split", half_pair, NULL, &count);
+        /* Again: a node that became a reader's f16 form in the first round
+         * (the gated FFN's large tiles, MM_X16) is a producer of f16 too
+         * (MM_Y16). */
+        if (!rc && count)
+            rc = pass_rename_nodes(g, "split", half_pair, NULL, &count);
+    }
+    return rc ? rc : pass_rename_nodes(g, "split", to_rows2, NULL, &count);
 }

@@ -49,6 +49,8 @@
 //             norm, q/k/v, RoPE and the KV append of a few token rows, a
 //             workgroup a RoPE pair (with MV_IDOT a subgroup one; its
 //             sections below);
+//   MM_R2     (the multi-column form, f16 MATMUL) the gated form's layout
+//             below, 2 rows a subgroup, for a matrix of many rows;
 //   MM_ADD    y[t] = W x[t] + r[t]; r read by the invocation writing y, so y
 //             may be r;
 //   MM_SILU   y[t] = silu(Wg x[t]) * (Wu x[t]), two matrices side by side;
@@ -810,11 +812,12 @@ void main()
     }
 }
 
-#elif !defined(MM_TILED) && (defined(MM_SILU) || defined(MM_Q))
+#elif !defined(MM_TILED) && (defined(MM_SILU) || defined(MM_Q) || defined(MM_R2))
 // ---- the multi-column matvec (small T), the gated FFN and block types -------
 // The gated FFN, and over block-typed weights (where the device lacks
 // integer dot products: the integer form above) MATMUL and MATMUL_ADD too,
-// whose NMAT is one matrix.
+// whose NMAT is one matrix; with MM_R2 (f16) a MATMUL of many rows, the LM
+// head of a verification step (passes/coopmat.c).
 #define GR 2u             // rows a subgroup
 #define SR (8u * GR)      // rows a workgroup: LOOM_MATMUL_SMALL_GATED_ROWS
 #define TG 4u             // token rows a pass (four TOKEN_DOTS below)

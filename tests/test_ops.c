@@ -209,6 +209,7 @@ static void setup(void)
  * when the device has them. Elsewhere the graph as built. */
 static uint32_t coop_large_cols = 64;   /* the K from which the large tiles are taken, in these tests */
 static bool split_k;                     /* loom_pass_ctx.split_k: the split K walk's forms (off in the other cases) */
+static bool split_pass;                  /* the split pass without either (its forms on every device) */
 
 static bool coop_forms(loom_graph *g)
 {
@@ -219,7 +220,7 @@ static bool coop_forms(loom_graph *g)
      * LOOM_MATMUL_COOP_L_COLS), so that shapes the reference can afford
      * reach them. With split_k, the split K walk's forms, which the
      * pass takes without cooperative matrices too (the portable tiles'). */
-    if (info.coopmat || split_k)
+    if (info.coopmat || split_k || split_pass)
         ck_assert_int_eq(loom_pass_split(g, &(loom_pass_ctx){ .coopmat = info.coopmat,
                                                               .coop_large_cols = coop_large_cols,
                                                               .split_k = split_k }),
@@ -1517,6 +1518,38 @@ START_TEST(matmul_row_blocks)
 }
 END_TEST
 
+/* The multi-column form's layouts that the split pass picks by shape: an
+ * f16 MATMUL of LOOM_MATMUL_SMALL_R2_ROWS rows or more at 2 rows a
+ * subgroup (MM_R2; rows past a workgroup's 16, token rows past a pass of
+ * 4: 1 and 5; rows of 100, read element by element, and of 160), on every
+ * device; and on a device with cooperative matrices the narrow form
+ * (MM_NARROW) from LOOM_MATMUL_NARROW_FROM_T token rows, each matmul kind
+ * (16 rows a workgroup, the gated FFN 8; K of a segment and a half). */
+START_TEST(matmul_small_layouts)
+{
+#ifndef LOOM_OPS_FUSE_TESTS
+    return;   /* the split pass is not in this build */
+#endif
+    split_pass = true;
+    uint32_t rows = LOOM_MATMUL_SMALL_R2_ROWS + 21;
+    matmul_case(LOOM_F16, 0, rows, 160, 5, 2200, "_r2_");
+    matmul_case(LOOM_F16, 0, rows, 100, 1, 2201, "_r2_");
+    loom_rt_info info;
+    loom_rt_get_info(rt, &info);
+    if (info.coopmat) {
+        uint32_t T = LOOM_MATMUL_NARROW_FROM_T;
+        for (int form = 0; form < 3; form++) {
+            matmul_case(LOOM_F16, form, 16 * 9, 768, T, 2202 + 4 * (uint64_t)form, "_coop_narrow_");
+            matmul_case(LOOM_F16, form, 16 * 9, 768, LOOM_MATMUL_SMALL_T - 3, 2203 + 4 * (uint64_t)form,
+                        "_coop_narrow_");
+            matmul_case_x(LOOM_F16, form, 16 * 5, 160, LOOM_MATMUL_SMALL_T, 2204 + 4 * (uint64_t)form,
+                          "_coop_narrow_", true);
+        }
+    }
+    split_pass = false;
+}
+END_TEST
+
 /* The large-tile cooperative-matrix forms (MM_L), on a device that has
  * them: shapes of enough tiles that the split pass takes each, with a
  * partial tile of rows and of token rows; K of several slices (32 columns
@@ -2243,7 +2276,7 @@ static Suite *ops_suite(void)
         { "attention_rows", attention_rows, 2 }, { "row_pick", row_pick, 1 }, { "argmax_rows", argmax_rows, 1 },
         { "matmul", matmul, N_MM_TYPES * 3 }, { "matmul_large", matmul_large, (N_MM_TYPES - 1) * 3 },
         { "matmul_split_k", matmul_split_k, N_MM_TYPES * 2 },
-        { "matmul_row_blocks", matmul_row_blocks, 2 },
+        { "matmul_row_blocks", matmul_row_blocks, 2 }, { "matmul_small_layouts", matmul_small_layouts, 1 },
         { "qkv_rope_kv_rows", qkv_rope_kv_rows, N_QR_TYPES * 2 },
         { "matmul_nan", matmul_nan, N_BLOCK_TYPES }, { "stage_quant", stage_quant, (int)N_TQ_CASES },
     };

@@ -1045,8 +1045,10 @@ END_TEST
  * matrices, rows and cols whole 16 x 16 tiles: 16 rows a workgroup (the
  * gated FFN 8 of each matrix), capped at 65535 (the kernel loops). Fewer
  * token rows, a block type, a row or column past the tiles, or no
- * cooperative matrices keep the multi-column form and its workgroups. The
- * shapes of `1b` and `7b` at the verification buckets. */
+ * cooperative matrices keep the multi-column form and its workgroups; an
+ * f16 MATMUL so kept of LOOM_MATMUL_SMALL_R2_ROWS rows or more takes its
+ * MM_R2 layout (16 rows a workgroup), with or without cooperative
+ * matrices. The shapes of `1b` and `7b` at the verification buckets. */
 START_TEST(test_split_coopmat_narrow)
 {
     static const struct {
@@ -1068,6 +1070,12 @@ START_TEST(test_split_coopmat_narrow)
         { LOOM_OP_MATMUL, LOOM_F16, 2040, 2048, 16, true, "matmul_f16", 1020 },
         { LOOM_OP_MATMUL_ADD, LOOM_F16, 2048, 2056, 16, true, "matmul_add_f16", 1024 },
         { LOOM_OP_MATMUL, LOOM_F16, 2048, 2048, 16, false, "matmul_f16", 1024 },
+        /* below the narrow form, a MATMUL of LOOM_MATMUL_SMALL_R2_ROWS rows
+         * or more (the LM head) at 2 rows a subgroup, on any device */
+        { LOOM_OP_MATMUL, LOOM_F16, 32000, 2048, 4, true, "matmul_r2_f16", 2000 },
+        { LOOM_OP_MATMUL, LOOM_F16, 32000 + 5, 2048, 16, false, "matmul_r2_f16", 2001 },
+        { LOOM_OP_MATMUL_ADD, LOOM_F16, 32000, 2048, 4, true, "matmul_add_f16", 16000 },
+        { LOOM_OP_MATMUL, LOOM_F16, LOOM_MATMUL_SMALL_R2_ROWS - 1, 64, 3, false, "matmul_f16", 8192 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         loom_graph_reset(G);

@@ -221,19 +221,24 @@ typedef struct loom_pc_qkv_rows { loom_pc_qkv qkv; uint32_t T; } loom_pc_qkv_row
 #define LOOM_MATMUL_SMALL_R2_ROWS 16384u
 #define LOOM_MATMUL_TILE_ROWS   64u
 #define LOOM_MATMUL_TILE_T      64u
+/* Workgroups of a form that takes rows in blocks of per: one a block, at
+ * most 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups
+ * loop over the blocks left (shaders/matmul.glsl). */
+static inline uint32_t loom_matmul_row_groups(uint32_t rows, uint32_t per)
+{
+    uint32_t n = rows / per + (rows % per != 0);
+    return n < 65535u ? n : 65535u;
+}
 /* Workgroups of op's multi-column form over rows of weights of dtype w: a
  * block of LOOM_MATMUL_SMALL_ROWS rows each (MATMUL_SILU_MUL, and every op
  * over block types: _GATED_ROWS; RMS_NORM_QKV_ROPE_KV_ROWS over f32 and
- * f16: a RoPE pair, 2), at most
- * 65535 (Vulkan's minimum maxComputeWorkGroupCount); the workgroups loop
- * over the blocks left (shaders/matmul.glsl). */
+ * f16: a RoPE pair, 2). */
 static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows, loom_dtype w)
 {
     uint32_t per = op == LOOM_OP_RMS_NORM_QKV_ROPE_KV_ROWS && !loom_dtype_is_block(w) ? 2u
                    : op == LOOM_OP_MATMUL_SILU_MUL || loom_dtype_is_block(w)           ? LOOM_MATMUL_SMALL_GATED_ROWS
                                                                                      : LOOM_MATMUL_SMALL_ROWS;
-    uint32_t n = rows / per + (rows % per != 0);
-    return n < 65535u ? n : 65535u;
+    return loom_matmul_row_groups(rows, per);
 }
 /* The narrow cooperative-matrix form of the matmul kinds (shaders/matmul.glsl,
  * MM_NARROW; f16 weights, T from LOOM_MATMUL_NARROW_FROM_T up to

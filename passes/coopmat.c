@@ -135,7 +135,7 @@ static const char *matmul_narrow(const char *k, uint32_t op, const loom_op_args 
     uint32_t per = op == LOOM_OP_MATMUL_SILU_MUL ? LOOM_MATMUL_NARROW_GATED_ROWS : LOOM_MATMUL_NARROW_ROWS;
     if (!to || pc->rows % 16u || pc->cols % 16u || pc->T < LOOM_MATMUL_NARROW_FROM_T || pc->T > LOOM_MATMUL_SMALL_T)
         return NULL;
-    *groups = pc->rows / per < 65535u ? pc->rows / per : 65535u;   /* the kernel loops over the rest */
+    *groups = loom_matmul_row_groups(pc->rows, per);
     return to;
 }
 
@@ -351,8 +351,7 @@ static loom_result to_rows2(loom_graph *g, uint32_t i, uint32_t *repl, uint32_t 
     loom_result rc = pass_retarget(g, i, to, &repl[i]);
     if (rc)
         return rc;
-    uint32_t n = pc.rows / LOOM_MATMUL_SMALL_GATED_ROWS + (pc.rows % LOOM_MATMUL_SMALL_GATED_ROWS != 0);
-    loom_graph_node_mut(g, repl[i])->groups[0] = n < 65535u ? n : 65535u;   /* the kernel loops over the rest */
+    loom_graph_node_mut(g, repl[i])->groups[0] = loom_matmul_row_groups(pc.rows, LOOM_MATMUL_SMALL_GATED_ROWS);
     (*count)++;
     return LOOM_OK;
 }

@@ -614,22 +614,27 @@ shared uvec4 nws[NR * NXS];
 shared uvec4 nxs[16u * NXS];
 shared float npart[8u * 256u];   // each subgroup's 16 x 16 result, column-major
 
+// The loads an invocation stages, into pw and px, of the segment whose
+// chunk c it takes: staged row sr + (WG / NQ) p of the weights and of x's
+// token rows. With MM_SILU passes p < NP / 2 stage Wg's rows, the rest
+// Wu's (NY a multiple of WG / NQ), so each load's matrix is a constant. A
+// macro: as a function with array out-parameters the SPIR-V kept copies.
+#define NSTAGE(c)                                                                 \
+    [[unroll]] for (uint p = 0u; p < NP; p++) {                                   \
+        uint r = sr + (WG / NQ) * p;                                              \
+        pw[p] = wstage(NMAT * p / NP, r0 + r - NY * (NMAT * p / NP), c);          \
+        px[p] = xstage(r, c);                                                     \
+    }
+
 void main()
 {
     uint lid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
-    // Staged row sr + (WG / NQ) p, chunk sq; with MM_SILU passes p < NP / 2
-    // stage Wg's rows, the rest Wu's (NY a multiple of WG / NQ), so each
-    // load's matrix is a constant.
-    uint sr = lid / NQ, sq = lid % NQ;
+    uint sr = lid / NQ, sq = lid % NQ;   // staged rows sr + (WG / NQ) p, chunk sq
     for (uint r0 = gl_WorkGroupID.x * NY; r0 < pc.rows; r0 += gl_NumWorkGroups.x * NY) {
         FC acc = FC(0.0);
         uvec4 pw[NP];
         XREG px[NP];
-        [[unroll]] for (uint p = 0u; p < NP; p++) {
-            uint r = sr + (WG / NQ) * p;
-            pw[p] = wstage(NMAT * p / NP, r0 + r - NY * (NMAT * p / NP), sq);
-            px[p] = xstage(r, sq);
-        }
+        NSTAGE(sq)
         for (uint k0 = 0u; k0 < pc.cols; k0 += NSEG) {
             barrier();   // the segment before is multiplied
             [[unroll]] for (uint p = 0u; p < NP; p++) {
@@ -641,11 +646,7 @@ void main()
             barrier();
             if (k0 + NSEG < pc.cols) {   // the next segment's loads in flight while this one is multiplied
                 uint c = (k0 + NSEG) / 8u + sq;
-                [[unroll]] for (uint p = 0u; p < NP; p++) {
-                    uint r = sr + (WG / NQ) * p;
-                    pw[p] = wstage(NMAT * p / NP, r0 + r - NY * (NMAT * p / NP), c);
-                    px[p] = xstage(r, c);
-                }
+                NSTAGE(c)
             }
             uint steps = min(pc.cols - k0, NSEG) / 16u;
             for (uint s = sg; s < steps; s += 8u) {

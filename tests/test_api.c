@@ -417,8 +417,9 @@ END_TEST
 
 /* Shared memory: the SPIR-V count of built-in kernels equals what the
  * NVIDIA driver reported for them (LOOM_KERNEL_STATS=1: "Shared Memory
- * Size", on an H100; the attention's on an H200, its _o16 form), and a custom kernel declaring more than the device allows
- * is refused by name at registration; one within it runs. */
+ * Size", on an H100; the attention's on an H200, its _o16 form), and a
+ * custom kernel declaring more than the device allows is refused by name
+ * at registration; one within it runs. */
 START_TEST(test_shared_memory)
 {
     static const struct { const char *kernel; uint64_t bytes; } driver[] = {

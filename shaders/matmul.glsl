@@ -154,6 +154,8 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QK 32u
 #define QB 34u
 #define QCHUNK q8_0_chunk
+#define QRAW q8_0_raw
+#define QDEC q8_0_dec
 #define QCPB Q8_0_CHUNKS
 #define QLOAD0 q8_0_load
 #define QDOT0 q8_0_dot
@@ -161,6 +163,8 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QK 32u
 #define QB 18u
 #define QCHUNK q4_0_chunk
+#define QRAW q4_0_raw
+#define QDEC q4_0_dec
 #define QCPB Q4_0_CHUNKS
 #define QLOAD0 q4_0_load
 #define QDOT0 q4_0_dot
@@ -168,6 +172,8 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QK 256u
 #define QB 144u
 #define QCHUNK q4_k_chunk
+#define QRAW q4_k_raw
+#define QDEC q4_k_dec
 #define QCPB Q4_K_CHUNKS
 #define QLOAD0 q4_k_load
 #define QDOT0 q4_k_dot
@@ -175,6 +181,8 @@ layout(push_constant) uniform Pc { uint rows; uint cols; uint T; } pc;
 #define QK 256u
 #define QB 210u
 #define QCHUNK q6_k_chunk
+#define QRAW q6_k_raw
+#define QDEC q6_k_dec
 #define QCPB Q6_K_CHUNKS
 #define QLOAD0 q6_k_load
 #define QDOT0 q6_k_dot
@@ -435,19 +443,37 @@ void store(uint t, uint row, float g, float u)
 
 #ifdef MM_COOP
 // ---- staging of the cooperative-matrix forms -------------------------------
-// Chunk c of row row of matrix m as 8 halves; 0 past rows or cols.
+// Chunk c of row row of matrix m as loaded (WREG), and as the 8 halves
+// it stages (WPACK); 0 past rows or cols. A block type's chunk is decoded
+// only where it is staged, as x is packed below, so that its loads stay in
+// flight while the slice before is multiplied.
+#ifdef MV_F16
+#define WREG uvec4
 uvec4 wstage(uint m, uint row, uint c)
 {
     if (row >= pc.rows || 8u * c >= pc.cols)
         return uvec4(0u);
-#ifdef MV_F16
     return wchunk16(m, row, c);
-#else
-    vec4 a, b;
-    wchunk(m, row, c, a, b);
-    return pack8(a, b);
-#endif
 }
+#define WPACK(v) (v)
+#else
+#define WREG QCRaw
+QCRaw wstage(uint m, uint row, uint c)
+{
+    if (row >= pc.rows || 8u * c >= pc.cols)
+        return QCRaw(uvec4(0u), uvec4(0u), Q_NONE);
+    return QRAW(m, row * (pc.cols / QK) * QB, c / QCPB, c % QCPB);
+}
+uvec4 wpack(QCRaw r)
+{
+    if (r.s == Q_NONE)
+        return uvec4(0u);
+    vec4 a, b;
+    q_weights(QDEC(r), a, b);
+    return pack8(a, b);
+}
+#define WPACK(v) wpack(v)
+#endif
 
 // x as loaded: packed to f16 only where it is staged, so that the loads stay
 // in flight while the slice before is multiplied; with MM_X16 a chunk is
@@ -1152,9 +1178,9 @@ void main()
     FC a00 = FC(0.0), a01 = FC(0.0), a10 = FC(0.0), a11 = FC(0.0);
 #ifdef MM_SILU
     FC u00 = FC(0.0), u01 = FC(0.0), u10 = FC(0.0), u11 = FC(0.0);
-    uvec4 pu[APASS];
+    WREG pu[APASS];
 #endif
-    uvec4 pa[APASS];
+    WREG pa[APASS];
     XREG px[BPASS];
     // Half h's slices: columns k0 + h CBK for k0 = 0, KS CBK, ...; a slice
     // past the end stages zeros, so both halves meet every barrier.
@@ -1170,9 +1196,9 @@ void main()
     for (uint k0 = 0u; k0 < pc.cols; k0 += KS * CBK) {
         barrier();   // the slice before is multiplied
         for (uint p = 0u; p < APASS; p++) {
-            as0[so + (sr + RP * p) * CS + sq] = pa[p];
+            as0[so + (sr + RP * p) * CS + sq] = WPACK(pa[p]);
 #ifdef MM_SILU
-            as1[(sr + RP * p) * CS + sq] = pu[p];
+            as1[(sr + RP * p) * CS + sq] = WPACK(pu[p]);
 #endif
         }
         for (uint p = 0u; p < BPASS; p++)
@@ -1374,7 +1400,7 @@ void main()
 #if MM_L != 64
     FC a20 = FC(0.0), a21 = FC(0.0), a30 = FC(0.0), a31 = FC(0.0);
 #endif
-    uvec4 pa[LAP];
+    WREG pa[LAP];
     XREG px[LBP];
     uint nk = (pc.cols + LBK - 1u) / LBK;
 #ifdef MM_SK
@@ -1387,7 +1413,7 @@ void main()
     for (uint p = 0u; p < LBP; p++)
         px[p] = xstage(t0 + sr + LRP * p, kbeg * LCQ + sq);
     for (uint p = 0u; p < LAP; p++)
-        st[(sr + LRP * p) * LCS + sq] = pa[p];
+        st[(sr + LRP * p) * LCS + sq] = WPACK(pa[p]);
     for (uint p = 0u; p < LBP; p++)
         st[LBM * LCS + (sr + LRP * p) * LCS + sq] = XPACK(px[p]);
     memoryBarrierShared();
@@ -1420,7 +1446,7 @@ void main()
         }
         if (more) {   // the other slice: everyone has passed the last barrier, so no one reads it
             for (uint p = 0u; p < LAP; p++)
-                st[nxt + (sr + LRP * p) * LCS + sq] = pa[p];
+                st[nxt + (sr + LRP * p) * LCS + sq] = WPACK(pa[p]);
             for (uint p = 0u; p < LBP; p++)
                 st[nxt + LBM * LCS + (sr + LRP * p) * LCS + sq] = XPACK(px[p]);
         }

@@ -14,23 +14,32 @@
 // in invocation t, so j (t modulo the chunks a block) is the same on every
 // trip: what depends on j alone is computed once, outside the loop.
 
-// The 16-bit value at (2-aligned) byte o.
-uint q_u16(uint m, uint o)
-{
-    uint w = QWORD(m, o >> 2u);
-    return (o & 2u) != 0u ? w >> 16u : w & 0xffffu;
-}
+// A load and what is made of it are two steps below (q_*words, q_*of;
+// each chunk decoder q*_raw, q*_dec), so that a kernel may hold the words
+// in flight across other work and decode them where it uses them (the
+// cooperative-matrix forms' staging); odd: the span starts 2 bytes into
+// its first word.
 
-// The 8 bytes at (2-aligned) byte o, as two words: the words holding them,
-// shifted by 2 bytes where o is not 4-aligned.
-uvec2 q_8bytes(uint m, uint o)
+// The 16-bit value at (2-aligned) byte o: from the word holding it, and
+// loaded.
+uint q_u16_of(uint w, bool odd) { return odd ? w >> 16u : w & 0xffffu; }
+uint q_u16(uint m, uint o) { return q_u16_of(QWORD(m, o >> 2u), (o & 2u) != 0u); }
+
+// The 8 bytes at (2-aligned) byte o, as two words: the three words holding
+// them, shifted by 2 bytes where o is not 4-aligned (the third is the second
+// where it is).
+uvec3 q_8words(uint m, uint o)
 {
     uint i = o >> 2u;
-    uint w0 = QWORD(m, i), w1 = QWORD(m, i + 1u), w2 = QWORD(m, (o + 7u) >> 2u);
-    if ((o & 2u) == 0u)
-        return uvec2(w0, w1);
-    return uvec2((w0 >> 16u) | (w1 << 16u), (w1 >> 16u) | (w2 << 16u));
+    return uvec3(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, (o + 7u) >> 2u));
 }
+uvec2 q_8of(uvec3 w, bool odd)
+{
+    if (!odd)
+        return w.xy;
+    return uvec2((w.x >> 16u) | (w.y << 16u), (w.y >> 16u) | (w.z << 16u));
+}
+uvec2 q_8bytes(uint m, uint o) { return q_8of(q_8words(m, o), (o & 2u) != 0u); }
 
 float q_half(uint bits) { return unpackHalf2x16(bits).x; }
 
@@ -44,6 +53,14 @@ struct QChunk {
     vec4 a, b;   // codes of weights 0-3 and 4-7
     vec2 s;
 };
+
+// A chunk's words as loaded, and what its decoder needs of the offsets (s;
+// Q_NONE: no chunk, a weight past the row or the rows).
+struct QCRaw {
+    uvec4 a, b;
+    uint s;
+};
+#define Q_NONE 0xffffffffu
 
 // Four bytes of w as floats, less bias (1024 + the codes' own offset).
 vec4 q_code4(uint w, float bias)
@@ -63,25 +80,36 @@ void q_weights(QChunk q, out vec4 a, out vec4 b)
 // Q8_0: f16 d, then 32 int8; chunk j of a block is bytes 2 + 8j. The sign
 // bit flipped, a byte is q + 128.
 #define Q8_0_CHUNKS 4u
-QChunk q8_0_chunk(uint m, uint rb, uint blk, uint j)
+// (The codes at o + 2 + 8j start 2 bytes into a word where d does not.)
+QCRaw q8_0_raw(uint m, uint rb, uint blk, uint j)
 {
     uint o = rb + blk * 34u;
-    float d = q_half(q_u16(m, o));
-    uvec2 q = q_8bytes(m, o + 2u + j * 8u) ^ 0x80808080u;
+    return QCRaw(uvec4(QWORD(m, o >> 2u), q_8words(m, o + 2u + j * 8u)), uvec4(0u), o & 2u);
+}
+QChunk q8_0_dec(QCRaw r)
+{
+    float d = q_half(q_u16_of(r.a.x, r.s != 0u));
+    uvec2 q = q_8of(r.a.yzw, r.s == 0u) ^ 0x80808080u;
     return QChunk(q_code4(q.x, 1152.0), q_code4(q.y, 1152.0), vec2(d, 0.0));
 }
+QChunk q8_0_chunk(uint m, uint rb, uint blk, uint j) { return q8_0_dec(q8_0_raw(m, rb, blk, j)); }
 
 // Q4_0: f16 d, then 16 bytes: weight j is the low nibble of byte j, weight
 // j + 16 its high nibble, each minus 8. Chunk j (0-3) is the low (j < 2) or
 // high nibbles of bytes 8 (j & 1) to 8 (j & 1) + 8.
 #define Q4_0_CHUNKS 4u
-QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j)
+QCRaw q4_0_raw(uint m, uint rb, uint blk, uint j)
 {
     uint o = rb + blk * 18u;
-    float d = q_half(q_u16(m, o));
-    uvec2 q = (q_8bytes(m, o + 2u + (j & 1u) * 8u) >> ((j >> 1u) * 4u)) & 0x0f0f0f0fu;
+    return QCRaw(uvec4(QWORD(m, o >> 2u), q_8words(m, o + 2u + (j & 1u) * 8u)), uvec4(0u), (o & 2u) | (j >> 1u) << 2u);
+}
+QChunk q4_0_dec(QCRaw r)
+{
+    float d = q_half(q_u16_of(r.a.x, (r.s & 2u) != 0u));
+    uvec2 q = (q_8of(r.a.yzw, (r.s & 2u) == 0u) >> ((r.s >> 2u) * 4u)) & 0x0f0f0f0fu;
     return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), vec2(d, 0.0));
 }
+QChunk q4_0_chunk(uint m, uint rb, uint blk, uint j) { return q4_0_dec(q4_0_raw(m, rb, blk, j)); }
 
 // Q4_K: 256 weights in 144 bytes (4-aligned): f16 d and dmin, 12 bytes of
 // 6-bit (scale, min) pairs of 8 sub-blocks of 32, then four groups of 32
@@ -107,16 +135,21 @@ vec2 q4_k_scale(uvec4 hd, uint sb)
     return vec2(ds, dm.y * float(mn) - 8.0 * ds);
 }
 
-QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
+// A row of Q4_K blocks is a multiple of 16 bytes (144 = 9 x 16) and a
+// binding starts 256-aligned: the header is one 16-byte load, a chunk's
+// codes one 8-byte load. s: the sub-block.
+QCRaw q4_k_raw(uint m, uint rb, uint blk, uint j)
 {
-    // A row of Q4_K blocks is a multiple of 16 bytes (144 = 9 x 16) and a
-    // binding starts 256-aligned: the header is one 16-byte load, a chunk's
-    // codes one 8-byte load.
-    uint o = rb + blk * 144u;
-    uint g = j >> 3u, hi = (j >> 2u) & 1u, sb = 2u * g + hi;
-    uvec2 q = (QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u) >> (hi * 4u)) & 0x0f0f0f0fu;
-    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), q4_k_scale(QVEC4(m, o >> 4u), sb));
+    uint o = rb + blk * 144u, g = j >> 3u;
+    uvec2 q = QVEC2(m, (o + 16u + 32u * g + 8u * (j & 3u)) >> 3u);
+    return QCRaw(QVEC4(m, o >> 4u), uvec4(q, 0u, 0u), 2u * g + ((j >> 2u) & 1u));
 }
+QChunk q4_k_dec(QCRaw r)
+{
+    uvec2 q = (r.b.xy >> ((r.s & 1u) * 4u)) & 0x0f0f0f0fu;
+    return QChunk(q_code4(q.x, 1032.0), q_code4(q.y, 1032.0), q4_k_scale(r.a, r.s));
+}
+QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j) { return q4_k_dec(q4_k_raw(m, rb, blk, j)); }
 
 // Q6_K: 256 weights in 210 bytes: 128 bytes of low nibbles ql, 64 of high
 // bit pairs qh, 16 int8 scales, f16 d. Half h (128 weights) uses ql[64h..],
@@ -124,19 +157,31 @@ QChunk q4_k_chunk(uint m, uint rb, uint blk, uint j)
 // the low (q < 2) or high nibble of ql[32 (q & 1) + l], with bits 2q, 2q + 1
 // of qh[l] above it, minus 32, times d * scales[l / 16 + 2q].
 #define Q6_K_CHUNKS 32u
-QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j)
+// The codes' spans and d share o's offset in a word (64h + 32(q & 1) + l,
+// 128 + 32h + l and 208 are multiples of 4); the scale's pair of bytes may
+// not. s: bit 0 o's, bit 1 the scale pair's, bit 2 the scale's byte in
+// it, bits 3-4 q.
+QCRaw q6_k_raw(uint m, uint rb, uint blk, uint j)
 {
     uint o = rb + blk * 210u;
     uint h = j >> 4u, q = (j >> 2u) & 3u, l = (j & 3u) * 8u;
-    uvec2 lo = q_8bytes(m, o + 64u * h + 32u * (q & 1u) + l);
-    uvec2 hb = q_8bytes(m, o + 128u + 32u * h + l);
-    uint si = 192u + 8u * h + (l >> 4u) + 2u * q;
-    uint sw = q_u16(m, o + (si & ~1u));
-    float s = float(bitfieldExtract(int(sw), int(8u * (si & 1u)), 8));
-    float d = q_half(q_u16(m, o + 208u)) * s;
+    uint si = 192u + 8u * h + (l >> 4u) + 2u * q, so = o + (si & ~1u);
+    return QCRaw(uvec4(q_8words(m, o + 64u * h + 32u * (q & 1u) + l), QWORD(m, so >> 2u)),
+                uvec4(q_8words(m, o + 128u + 32u * h + l), QWORD(m, (o + 208u) >> 2u)),
+                (o & 2u) >> 1u | (so & 2u) | (si & 1u) << 2u | q << 3u);
+}
+QChunk q6_k_dec(QCRaw r)
+{
+    bool odd = (r.s & 1u) != 0u;
+    uint q = r.s >> 3u;
+    uvec2 lo = q_8of(r.a.xyz, odd), hb = q_8of(r.b.xyz, odd);
+    uint sw = q_u16_of(r.a.w, (r.s & 2u) != 0u);
+    float s = float(bitfieldExtract(int(sw), int(8u * ((r.s >> 2u) & 1u)), 8));
+    float d = q_half(q_u16_of(r.b.w, odd)) * s;
     uvec2 v = ((lo >> ((q >> 1u) * 4u)) & 0x0f0f0f0fu) | (((hb >> (2u * q)) & 0x03030303u) << 4u);
     return QChunk(q_code4(v.x, 1056.0), q_code4(v.y, 1056.0), vec2(d, 0.0));
 }
+QChunk q6_k_chunk(uint m, uint rb, uint blk, uint j) { return q6_k_dec(q6_k_raw(m, rb, blk, j)); }
 
 // Q4_K by 32 weights: bytes 16h to 16h + 16 of group g (unit u = 2g + h of
 // its block) hold weights 64g + 16h + i (low nibbles, sub-block 2g) and

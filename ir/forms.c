@@ -47,14 +47,49 @@ static bool has_type(int set, size_t t)
 }
 
 #define NAME_BYTES 64
-#define MAX_FLAGS 64   /* distinct flags over all rows */
+#define FLAG_WORDS 2
+#define MAX_FLAGS (64 * FLAG_WORDS)   /* distinct flags over all rows */
+
+/* A set of flags: bit i is flag_names[i]. */
+typedef struct flagset {
+    uint64_t w[FLAG_WORDS];
+} flagset;
+
+static bool fs_empty(flagset a)
+{
+    for (int i = 0; i < FLAG_WORDS; i++)
+        if (a.w[i])
+            return false;
+    return true;
+}
+
+static bool fs_eq(flagset a, flagset b)
+{
+    return !memcmp(a.w, b.w, sizeof a.w);
+}
+
+/* a with b's flags added and d's dropped. */
+static flagset fs_edit(flagset a, flagset b, flagset d)
+{
+    for (int i = 0; i < FLAG_WORDS; i++)
+        a.w[i] = (a.w[i] | b.w[i]) & ~d.w[i];
+    return a;
+}
+
+static bool fs_has(flagset a, flagset f)
+{
+    for (int i = 0; i < FLAG_WORDS; i++)
+        if ((a.w[i] & f.w[i]) != f.w[i])
+            return false;
+    return true;
+}
 
 /* One compiled kernel: its name, row and type (N_TYPES for W_NONE), and
- * its flags as bits of flag_names. */
+ * its flags. */
 typedef struct form_kernel {
     char name[NAME_BYTES];
     uint16_t row, type;
-    uint64_t flags;
+    flagset flags;
 } form_kernel;
 
 static form_kernel kernels[N_ROWS * N_TYPES];
@@ -63,32 +98,36 @@ static char flag_names[MAX_FLAGS][24];
 static size_t n_flags;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* Bit of flag w (len bytes); adds it when new. 0 when the table is full,
- * which test_ir's forms test catches (a kernel would not read back as its
- * own variant). */
-static uint64_t flag_bit(const char *w, size_t len, bool add)
+/* Flag w (len bytes) as a set of one; adds it when new. Empty when the
+ * table is full, which test_ir's forms test catches (a kernel would not
+ * read back as its own variant). */
+static flagset flag_bit(const char *w, size_t len, bool add)
 {
-    for (size_t i = 0; i < n_flags; i++)
-        if (strlen(flag_names[i]) == len && !memcmp(flag_names[i], w, len))
-            return 1ull << i;
-    if (!add || n_flags == MAX_FLAGS || len >= sizeof flag_names[0])
-        return 0;
-    memcpy(flag_names[n_flags], w, len);
-    return 1ull << n_flags++;
+    flagset f = { { 0 } };
+    size_t i = 0;
+    while (i < n_flags && !(strlen(flag_names[i]) == len && !memcmp(flag_names[i], w, len)))
+        i++;
+    if (i == n_flags) {
+        if (!add || n_flags == MAX_FLAGS || len >= sizeof flag_names[0])
+            return f;
+        memcpy(flag_names[n_flags++], w, len);
+    }
+    f.w[i / 64] = 1ull << (i % 64);
+    return f;
 }
 
-/* The bits of a space-separated flag list; *ok false if one is unknown. */
-static uint64_t flag_set(const char *s, bool add, bool *ok)
+/* The set of a space-separated flag list; *ok false if one is unknown. */
+static flagset flag_set(const char *s, bool add, bool *ok)
 {
-    uint64_t bits = 0;
+    flagset bits = { { 0 } };
     while (s && *s) {
         while (*s == ' ')
             s++;
         size_t len = strcspn(s, " ");
         if (len) {
-            uint64_t b = flag_bit(s, len, add);
-            *ok &= b != 0;
-            bits |= b;
+            flagset b = flag_bit(s, len, add);
+            *ok &= !fs_empty(b);
+            bits = fs_edit(bits, b, (flagset){ { 0 } });
         }
         s += len;
     }
@@ -99,7 +138,7 @@ static void build(void)
 {
     for (size_t r = 0; r < N_ROWS; r++) {
         bool ok = true;
-        uint64_t flags = flag_set(rows[r].flags, true, &ok);
+        flagset flags = flag_set(rows[r].flags, true, &ok);
         for (size_t t = 0; t <= N_TYPES; t++) {
             if (t == N_TYPES ? rows[r].types != W_NONE : !has_type(rows[r].types, t))
                 continue;
@@ -146,12 +185,12 @@ const char *loom_form_variant(const char *kernel, const char *add, const char *d
 {
     const form_kernel *k = find_name(kernel);
     bool ok = true;
-    uint64_t a = flag_set(add, false, &ok), d = flag_set(drop, false, &ok);
+    flagset a = flag_set(add, false, &ok), d = flag_set(drop, false, &ok);
     if (!k || !ok)
         return NULL;
-    uint64_t want = (k->flags | a) & ~d;
+    flagset want = fs_edit(k->flags, a, d);
     for (size_t i = 0; i < n_kernels; i++)
-        if (kernels[i].type == k->type && kernels[i].flags == want &&
+        if (kernels[i].type == k->type && fs_eq(kernels[i].flags, want) &&
             !strcmp(rows[kernels[i].row].source, rows[k->row].source))
             return kernels[i].name;
     return NULL;
@@ -167,8 +206,8 @@ bool loom_form_has(const char *kernel, const char *flags)
 {
     const form_kernel *k = find_name(kernel);
     bool ok = true;
-    uint64_t f = flag_set(flags, false, &ok);
-    return k && ok && (k->flags & f) == f;
+    flagset f = flag_set(flags, false, &ok);
+    return k && ok && fs_has(k->flags, f);
 }
 
 bool loom_form_weights(const char *kernel, loom_dtype *w, loom_dtype *v)

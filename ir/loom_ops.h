@@ -246,8 +246,8 @@ static inline uint32_t loom_matmul_small_groups(loom_op op, uint32_t rows, loom_
  * cooperative matrices: a workgroup LOOM_MATMUL_NARROW_ROWS rows of y
  * (MATMUL_SILU_MUL: _GATED_ROWS, as many of each matrix) and every token row
  * (passes/coopmat.c). On an H200 it took a `1b` f16 verification step of 16
- * rows 5,589 -> 2,943 us and of 8 rows 3,263 -> 2,718, `7b` with 8 layers of
- * 16 rows 8,258 -> 4,021; of 4 rows it lost (`1b` 1,853 -> 2,293): the
+ * rows 5,557 -> 2,904 us and of 8 rows 3,244 -> 2,690, `7b` with 8 layers of
+ * 16 rows 8,174 -> 3,981; of 4 rows it lost (`1b` 1,842 -> 2,293): the
  * multi-column form keeps T below 8 (docs/perf-log.md, "the narrow form"). */
 #define LOOM_MATMUL_NARROW_FROM_T     8u
 #define LOOM_MATMUL_NARROW_ROWS       16u

@@ -49,6 +49,9 @@ static const struct {
     { "half_act", LOOM_ENABLE_HALF_ACT },
     { "long_rows", LOOM_ENABLE_LONG_ROWS },
     { "qkv_await", LOOM_ENABLE_QKV_AWAIT },
+    { "counts", LOOM_ENABLE_COUNTS },
+    { "counts_ffn", LOOM_ENABLE_COUNTS_FFN },
+    { "counts_qkv", LOOM_ENABLE_COUNTS_QKV },
 };
 #define N_ENABLE_NAMES (sizeof ENABLE_NAMES / sizeof ENABLE_NAMES[0])
 
@@ -134,7 +137,7 @@ loom_result plan_opts_resolve(const loom_compile_options *o, plan_opts *out)
     const char *on = getenv("LOOM_ENABLE");
     if (on && on[0]) {
         uint32_t bits;
-        char known[96];
+        char known[160];
         loom_result rc =
             names_parse("LOOM_ENABLE", "form", on, enable_bit, known_forms(known, sizeof known), &bits);
         if (rc)
@@ -202,8 +205,8 @@ static void fill_stats(const loom_graph *in, const loom_graph *out, const loom_p
     for (uint32_t i = 0; i < s->nodes; i++) {
         const loom_node *n = loom_graph_node(out, i);
         s->dispatches += n->type == LOOM_NODE_DISPATCH;
-        s->barriers += n->barrier != LOOM_NONE && !n->tag_in;   /* an awaited edge polls instead */
-        s->awaited += n->tag_in != 0;
+        s->barriers += n->barrier != LOOM_NONE && !loom_node_awaited(n);   /* an awaited edge polls instead */
+        s->awaited += loom_node_awaited(n);
         if (n->group != last_group)
             s->groups++;
         last_group = n->group;

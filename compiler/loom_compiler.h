@@ -57,8 +57,9 @@ enum {
 
 /* Forms that are not the default (yet), switched on per compile for
  * benchmarks and checks (loom_pass_switches.h): LOOM_ENABLE_HALF_SHARES,
- * _HALF_STAGE, _HALF_ACT, _LONG_ROWS, _QKV_AWAIT. LOOM_ENABLE=half_shares,
- * half_stage,half_act,long_rows,qkv_await (any subset) is ORed into
+ * _HALF_STAGE, _HALF_ACT, _LONG_ROWS, _QKV_AWAIT, _COUNTS (_COUNTS_FFN |
+ * _COUNTS_QKV). LOOM_ENABLE=half_shares,half_stage,half_act,long_rows,
+ * qkv_await,counts,counts_ffn,counts_qkv (any subset) is ORed into
  * loom_compile_options.enable
  * on every compile, as LOOM_DISABLE is into .disable, and is part of the
  * plan key the same way. loom_rt_compile drops the half forms on a device

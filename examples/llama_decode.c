@@ -569,7 +569,7 @@ static loom_result print_node_profile(loom_rt *rt, loom_llama *m)
         const loom_node *node = loom_graph_node(g, i);
         by_op[node->op] += us[i];
         count[node->op]++;
-        after_barrier[node->op] += node->barrier != LOOM_NONE && !node->tag_in;
+        after_barrier[node->op] += node->barrier != LOOM_NONE && !loom_node_awaited(node);
     }
     if (!rc) {
         printf("last step by node: %.1f us (a timestamp after every node; a barrier's drain is charged to the "

@@ -115,6 +115,10 @@ static void put_tags(loom_str *s, const loom_node *n)
                         n->tag_in & LOOM_AWAIT_GATE ? " gate" : "");
     if (n->tag_out)
         loom_str_printf(s, " tag=v%u@%u", n->tag_out, n->tag_out_slot);
+    if (n->count_in)
+        loom_str_printf(s, " counted=c%u", n->count_in);
+    if (n->count_out)
+        loom_str_printf(s, " count=c%u", n->count_out);
 }
 
 /* ---- text --------------------------------------------------------------- */
@@ -213,7 +217,7 @@ static loom_result dump_text(const loom_graph *g, loom_str *s)
         const loom_node *n = loom_graph_node(g, i);
         if (n->barrier != LOOM_NONE) {
             /* an awaited edge: the node polls instead of this barrier */
-            loom_str_printf(s, n->tag_in ? "awaited (" : "barrier (");
+            loom_str_printf(s, loom_node_awaited(n) ? "awaited (" : "barrier (");
             put_barrier_reason(s, g, loom_graph_barrier_info(g, n->barrier), true);
             loom_str_printf(s, ")\n");
         }
@@ -413,7 +417,7 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
     bool open = false;
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
-        bool barrier = n->barrier != LOOM_NONE && !n->tag_in;   /* an awaited edge records none */
+        bool barrier = n->barrier != LOOM_NONE && !loom_node_awaited(n);   /* an awaited edge records none */
         bool new_group = !open || n->group != loom_graph_node(g, i - 1)->group || barrier;
         if (new_group) {
             if (open)
@@ -441,6 +445,13 @@ static void dot_nodes_scheduled(loom_str *s, const loom_graph *g)
             loom_str_printf(s, "%s: ", n->tag_in & LOOM_AWAIT_GATE ? " gate" : "");
             dot_barrier_reason(s, g, n);
             loom_str_printf(s, "\"];\n");
+        }
+        if (n->count_in) {   /* a counted edge: from the node counting into it */
+            uint32_t p = i;
+            while (p > 0 && loom_graph_node(g, --p)->count_out != n->count_in) {
+            }
+            loom_str_printf(s, "    n%u -> n%u [style=bold, color=darkgreen, fontcolor=darkgreen, label=\"counted c%u\"];\n",
+                            p, i, n->count_in);
         }
         last = i;
     }

@@ -244,11 +244,12 @@ static bool parse_ranges(jp *p, loom_graph *g, uint32_t arr, const char *what, l
 }
 
 enum { NK_TYPE, NK_OP, NK_KERNEL, NK_GROUPS, NK_BINDINGS, NK_PUSH, NK_READS, NK_WRITES, NK_FLAGS, NK_FUSED,
-       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_MEMBERS, NK_WINDOW, NK_TAG_IN, NK_TAG_OUT, NK_COUNT };
+       NK_CAPTURE, NK_GROUP, NK_BARRIER, NK_MEMBERS, NK_WINDOW, NK_TAG_IN, NK_TAG_OUT, NK_COUNT_IN, NK_COUNT_OUT,
+       NK_COUNT };
 static const char *const node_keys[NK_COUNT] = { "type",  "op",    "kernel", "groups",        "bindings",
                                                  "push",  "reads", "writes", "flags",         "fused",
                                                  "capture_index", "group", "barrier", "members", "window",
-                                                 "tag_in", "tag_out" };
+                                                 "tag_in", "tag_out", "count_in", "count_out" };
 
 static bool parse_dispatch(jp *p, loom_graph *g, uint32_t obj, const uint32_t *f)
 {
@@ -460,7 +461,13 @@ static bool parse_node(jp *p, loom_graph *g, uint32_t obj)
     if ((f[NK_TAG_IN] != LOOM_NONE && !parse_tag(p, f[NK_TAG_IN], true, &tag_in, &in_slot)) ||
         (f[NK_TAG_OUT] != LOOM_NONE && !parse_tag(p, f[NK_TAG_OUT], false, &tag_out, &out_slot)))
         return false;
+    uint32_t count_in = 0, count_out = 0;
+    if ((f[NK_COUNT_IN] != LOOM_NONE && !get_u32(p, f[NK_COUNT_IN], LOOM_COUNT_MAX, "count_in", &count_in)) ||
+        (f[NK_COUNT_OUT] != LOOM_NONE && !get_u32(p, f[NK_COUNT_OUT], LOOM_COUNT_MAX, "count_out", &count_out)))
+        return false;
     n = loom_graph_node_mut(g, id); /* the barrier list may have grown, the node list did not; re-read anyway */
+    n->count_in = (uint8_t)count_in;
+    n->count_out = (uint8_t)count_out;
     n->tag_in = tag_in;
     n->tag_out = tag_out;
     n->tag_in_slot = in_slot;

@@ -121,6 +121,10 @@ static void json_node(loom_str *s, const loom_graph *g, const loom_node *n)
                         n->tag_in_slot, n->tag_in & LOOM_AWAIT_GATE ? "true" : "false");
     if (n->tag_out)
         loom_str_printf(s, ", \"tag_out\": {\"vector\": %u, \"slot\": %u}", n->tag_out, n->tag_out_slot);
+    if (n->count_in)
+        loom_str_printf(s, ", \"count_in\": %u", n->count_in);
+    if (n->count_out)
+        loom_str_printf(s, ", \"count_out\": %u", n->count_out);
     loom_str_append(s, "}", 1);
 }
 

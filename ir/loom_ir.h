@@ -268,6 +268,13 @@ typedef struct loom_node {
                                | LOOM_AWAIT_GATE: all of it before loading anything; 0: none */
     uint16_t tag_out;       /* tagged vector written at slot tag_out_slot; 0: none */
     uint8_t tag_in_slot, tag_out_slot;
+    /* Counted edges (the awaits pass): a producer whose outputs are not
+     * tagged words counts its finished workgroups into counter count_out;
+     * a node with count_in waits until every workgroup of that producer (a
+     * node before it) has, then reads the producer's outputs. A reader
+     * right behind its producer records no barrier either. 1..
+     * LOOM_COUNT_MAX; 0: none. */
+    uint8_t count_in, count_out;
 } loom_node;
 
 /* Awaited edges: vectors a plan may tag (the 8-bit tag word's vector
@@ -278,6 +285,14 @@ typedef struct loom_node {
 #define LOOM_AWAIT_MAX 127u
 #define LOOM_AWAIT_GATE 0x100u
 #define LOOM_AWAIT_BINDING 31u
+/* Counted edges: counters a plan may use, and the binding the runtime
+ * supplies for them (LOOM_COUNT_BINDING in shaders/loom_shaders.h). */
+#define LOOM_COUNT_MAX 127u
+#define LOOM_COUNT_BINDING_SLOT 30u
+
+/* Does node n wait in the shader (a tagged vector or a counter) for what
+ * the barrier in front of it would order? */
+static inline bool loom_node_awaited(const loom_node *n) { return n->tag_in || n->count_in; }
 
 /* ---- graph -------------------------------------------------------------- */
 

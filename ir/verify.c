@@ -57,15 +57,18 @@ static loom_result check_layout(const loom_graph *g, uint32_t i, const loom_node
     /* The step word of an awaited edge is the runtime's binding, never the
      * graph's; a kernel that has one polls or tags, so its node must say
      * which vector (and a node that tags needs a kernel that can). */
-    const uint32_t step_bit = 1u << LOOM_AWAIT_BINDING;
-    bool tags = n->tag_in || n->tag_out;
+    const uint32_t step_bit = 1u << LOOM_AWAIT_BINDING, count_bit = 1u << LOOM_COUNT_BINDING_SLOT;
+    bool tags = n->tag_in || n->tag_out || n->count_in || n->count_out;
+    if ((n->count_in || n->count_out) && !(l->slots & count_bit))
+        return loom_fail(LOOM_VERIFY, "node %u (%s): count_in %u / count_out %u, but kernel '%s' has no counters "
+                         "(binding %u)", i, op, n->count_in, n->count_out, kname, LOOM_COUNT_BINDING_SLOT);
     if ((l->slots & step_bit) && !tags)
         return loom_fail(LOOM_VERIFY, "node %u (%s): kernel '%s' is a tagged form (binding %u) but the node has no "
                          "tag_in or tag_out", i, op, kname, LOOM_AWAIT_BINDING);
     if (!(l->slots & step_bit) && tags)
         return loom_fail(LOOM_VERIFY, "node %u (%s): tag_in %u / tag_out %u, but kernel '%s' is not a tagged form "
                          "(no binding %u)", i, op, n->tag_in, n->tag_out, kname, LOOM_AWAIT_BINDING);
-    uint32_t missing = l->slots & ~bound & ~step_bit;
+    uint32_t missing = l->slots & ~bound & ~step_bit & ~(tags ? count_bit : 0);
     if (missing) {
         uint32_t s = (uint32_t)__builtin_ctz(missing);
         return loom_fail(LOOM_VERIFY, "node %u (%s): slot %u of kernel '%s' is not bound", i, op, s, kname);
@@ -249,6 +252,33 @@ static loom_result check_tags(const loom_graph *g, uint32_t i, const loom_node *
     return LOOM_OK;
 }
 
+/* A counted edge: the counter numbers in range, one producer a counter,
+ * before every node that waits on it; a waiting node whose barrier is not
+ * recorded keeps its reason. */
+static loom_result check_counts(const loom_graph *g, uint32_t i, const loom_node *n)
+{
+    const char *op = loom_op_name((loom_op)n->op);
+    if (n->count_in > LOOM_COUNT_MAX || n->count_out > LOOM_COUNT_MAX)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): count_in %u / count_out %u: counters are 1..%u", i, op,
+                         n->count_in, n->count_out, LOOM_COUNT_MAX);
+    for (uint32_t k = 0; n->count_out && k < g->nodes.n; k++)
+        if (k != i && g->nodes.v[k].count_out == n->count_out)
+            return loom_fail(LOOM_VERIFY, "node %u (%s): count_out %u: node %u counts into that counter too", i, op,
+                             n->count_out, k);
+    if (!n->count_in)
+        return LOOM_OK;
+    uint32_t k = 0;
+    while (k < i && g->nodes.v[k].count_out != n->count_in)
+        k++;
+    if (k == i)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): count_in %u: no node before it counts into that counter "
+                         "(count_out)", i, op, n->count_in);
+    if (!n->tag_in && k + 1 == i && n->barrier == LOOM_NONE)
+        return loom_fail(LOOM_VERIFY, "node %u (%s): count_in %u: the node right after its producer must keep the "
+                         "barrier reason its wait replaces", i, op, n->count_in);
+    return LOOM_OK;
+}
+
 static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_node *n)
 {
     const char *op = loom_op_name((loom_op)n->op);
@@ -284,6 +314,11 @@ static loom_result verify_dispatch(const loom_graph *g, uint32_t i, const loom_n
         return loom_fail(LOOM_VERIFY, "node %u (%s): writes nothing", i, op);
     if (n->tag_in || n->tag_out) {
         loom_result rc = check_tags(g, i, n);
+        if (rc)
+            return rc;
+    }
+    if (n->count_in || n->count_out) {
+        loom_result rc = check_counts(g, i, n);
         if (rc)
             return rc;
     }

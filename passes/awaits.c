@@ -324,6 +324,163 @@ static loom_result mark(loom_graph *g, uint32_t j, const tag_kernel *t, const ta
     return LOOM_OK;
 }
 
+/* ---- counted edges ---------------------------------------------------------
+ * A residual projection's outputs (y, the next norm's quads t and the
+ * squares it sums by atomics) cannot be tagged words, so its edge to the
+ * norm-folded reader behind it (the gated FFN behind the o-projection, the
+ * next layer's q/k/v behind the down projection) was a barrier. Counted
+ * instead (tag.glsl, "Counted edges"): the producer's workgroups count
+ * themselves once their writes are fenced, and the reader waits for all
+ * of them before reading t and the squares (its first weight loads in
+ * flight); a later reader of y in the same run of unbarriered levels (the
+ * down projection reading the o-projection's y as its residual) waits on
+ * the same counter before it reads y. Only block-typed forms: their
+ * residual projections run dim / 16 workgroups, one count each, where
+ * f16's run thousands (a counter tried on f16 on 2026-11-26 cost more than
+ * the barriers: docs/perf-log.md, "Barriers replaced by waits"). */
+
+/* Kernel name k's counted form (MV_CNT: the counters at binding
+ * LOOM_COUNT_BINDING_SLOT); NULL: none. */
+static const char *counted_kernel(const char *k)
+{
+    const char *t = loom_form_has(k, "MV_CNT") ? k : loom_form_variant(k, "MV_TAG MV_CNT", NULL);
+    loom_kernel_layout l;
+    return t && loom_kernel_find(t, &l, NULL) == LOOM_OK && (l.slots & 1u << LOOM_COUNT_BINDING_SLOT) ? t : NULL;
+}
+
+/* Is a barrier recorded in front of node i (not an awaited edge's)? */
+static bool recorded(const loom_graph *g, uint32_t i)
+{
+    const loom_node *n = loom_graph_node(g, i);
+    return i == 0 || n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !loom_node_awaited(n));
+}
+
+/* The slot of node n's binding holding range r, or -1. */
+static int slot_of(const loom_graph *g, const loom_node *n, const loom_range *r)
+{
+    const loom_binding *b = loom_node_bindings(g, n);
+    for (uint32_t k = 0; k < n->n_bindings; k++)
+        if (b[k].buffer == r->buffer && r->offset >= b[k].offset && r->offset - b[k].offset + r->size <= b[k].size)
+            return b[k].slot;
+    return -1;
+}
+
+/* Producer j and reader j + 1 as a counted edge, if every hazard across
+ * the barrier it drops is one the counter orders. With no barrier in front
+ * of j + 1, nodes s..j (the run since the last recorded barrier, each but s
+ * awaited, so each workgroup of a later one started after every workgroup
+ * of the one before it finished) and j + 1..e - 1 (up to the next one)
+ * overlap. A write of s..j met by a read of j + 1..e - 1 must be j's, read
+ * where the counter guards it: t and the squares by the reader (its x and
+ * g), y by a residual projection's r (*also: that node, which gets the same
+ * counter); a read of an earlier node's write keeps the barrier. Two
+ * writes may meet only where the reader writes over j's, or over those of
+ * a counting node whose counter j waited on: a chain of counts, each
+ * fenced before it is counted and waited on before the next. A read of
+ * s..j overtaken by a later write is ordered by the waits (each workgroup
+ * writes after its reads). The reader takes x through the caches (its dot
+ * loop reads it there), so no node of s..j - 1 may have read x's bytes: a
+ * line such a read left in an SM's cache could hold the bytes before j
+ * wrote them. */
+static bool count_ok(const loom_graph *g, uint32_t j, uint32_t *also)
+{
+    uint32_t nn = loom_graph_node_count(g), s = j, e = j + 2;
+    while (s > 0 && !recorded(g, s))
+        s--;
+    while (e < nn && !recorded(g, e))
+        e++;
+    *also = LOOM_NONE;
+    for (uint32_t m = s + 1; m <= j; m++)
+        if (!loom_node_awaited(loom_graph_node(g, m)))
+            return false;
+    const char *rk = loom_graph_kernel_name(g, loom_graph_node(g, j + 1)->kernel);
+    int rx = loom_form_has(rk, "MV_SILU") ? 2 : 1;   /* matvec.glsl's B_X; B_G is B_X + 1 */
+    const loom_node *nr = loom_graph_node(g, j + 1);
+    const loom_binding *rb = loom_node_bindings(g, nr);
+    for (uint32_t b = 0; b < nr->n_bindings; b++) {
+        if (rb[b].slot != (uint32_t)rx)
+            continue;
+        loom_range x = { .buffer = rb[b].buffer, .offset = rb[b].offset, .size = rb[b].size };
+        for (uint32_t m = s; m < j; m++) {
+            const loom_node *nm = loom_graph_node(g, m);
+            const loom_range *mr = loom_node_reads(g, nm);
+            for (uint32_t a = 0; a < nm->n_reads; a++)
+                if (placed_meet(g, &mr[a], &x))
+                    return false;
+        }
+    }
+    for (uint32_t w = s; w <= j; w++) {
+        const loom_node *nw = loom_graph_node(g, w);
+        const loom_range *ww = loom_node_writes(g, nw);
+        for (uint32_t k = j + 1; k < e; k++) {
+            const loom_node *nk = loom_graph_node(g, k);
+            const loom_range *kr = loom_node_reads(g, nk), *kw = loom_node_writes(g, nk);
+            bool chained = w == j || (nw->count_out && loom_graph_node(g, j)->count_in == nw->count_out);
+            for (uint32_t a = 0; a < nw->n_writes; a++) {
+                for (uint32_t b = 0; b < nk->n_writes; b++)
+                    if (placed_meet(g, &ww[a], &kw[b]) && !(k == j + 1 && chained))
+                        return false;
+                for (uint32_t b = 0; b < nk->n_reads; b++) {
+                    if (!placed_meet(g, &ww[a], &kr[b]))
+                        continue;
+                    int slot = slot_of(g, nk, &kr[b]);
+                    const char *kk = loom_graph_kernel_name(g, nk->kernel);
+                    if (w != j || slot < 0)
+                        return false;
+                    if (k == j + 1 && (slot == rx || slot == rx + 1))
+                        continue;
+                    /* a residual projection's r (matvec.glsl's B_R, slot 2) */
+                    if (k > j + 1 && slot == 2 && loom_form_has(kk, "MV_ADD MV_TAG") && counted_kernel(kk) &&
+                        !nk->count_in && (*also == LOOM_NONE || *also == k))
+                        *also = k;
+                    else
+                        return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+/* The counted edges of a scheduled plan, numbered from 1, where enable
+ * takes them (LOOM_ENABLE_COUNTS_FFN: a gated FFN reader, _QKV: a q/k/v
+ * one); their count. */
+static uint32_t mark_counts(loom_graph *g, uint32_t enable)
+{
+    uint32_t nn = loom_graph_node_count(g), c = 0;
+    for (uint32_t j = 0; j + 1 < nn && c < LOOM_COUNT_MAX; j++) {
+        loom_node *p = loom_graph_node_mut(g, j), *r = loom_graph_node_mut(g, j + 1);
+        if (p->type != LOOM_NODE_DISPATCH || r->type != LOOM_NODE_DISPATCH || p->count_out || r->count_in ||
+            !recorded(g, j + 1) || r->barrier == LOOM_NONE || !level_alone(g, j) || !level_alone(g, j + 1))
+            continue;
+        const char *pk = counted_kernel(loom_graph_kernel_name(g, p->kernel));
+        const char *rk = counted_kernel(loom_graph_kernel_name(g, r->kernel));
+        loom_dtype w, wv;
+        if (!pk || !rk || !loom_form_has(pk, "MV_ADD MV_STAGE MV_TQ") || !loom_form_has(rk, "MV_PRE MV_XQ") ||
+            !loom_form_weights(pk, &w, &wv) || !loom_dtype_is_block(w) ||
+            !(enable & (loom_form_has(rk, "MV_SILU") ? LOOM_ENABLE_COUNTS_FFN : LOOM_ENABLE_COUNTS_QKV)))
+            continue;
+        uint32_t also, kp, kr;
+        if (!count_ok(g, j, &also) || loom_graph_kernel(g, pk, &kp) || loom_graph_kernel(g, rk, &kr))
+            continue;
+        uint32_t ka = kp;
+        if (also != LOOM_NONE &&
+            loom_graph_kernel(g, counted_kernel(loom_graph_kernel_name(g, loom_graph_node(g, also)->kernel)), &ka))
+            continue;
+        p = loom_graph_node_mut(g, j);   /* the kernel list may have grown */
+        r = loom_graph_node_mut(g, j + 1);
+        p->kernel = kp;
+        r->kernel = kr;
+        p->count_out = (uint8_t)++c;
+        r->count_in = (uint8_t)c;
+        if (also != LOOM_NONE) {
+            loom_graph_node_mut(g, also)->kernel = ka;
+            loom_graph_node_mut(g, also)->count_in = (uint8_t)c;
+        }
+    }
+    return c;
+}
+
 /* Group numbers again, a reader of an awaited edge in its producer's. */
 static void regroup(loom_graph *g)
 {
@@ -331,7 +488,7 @@ static void regroup(loom_graph *g)
     for (uint32_t i = 0; i < loom_graph_node_count(g); i++) {
         loom_node *n = loom_graph_node_mut(g, i);
         uint32_t old = n->group;
-        if (i > 0 && old != prev && !n->tag_in)
+        if (i > 0 && old != prev && !loom_node_awaited(n))
             gid++;
         n->group = gid;
         prev = old;
@@ -344,7 +501,8 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_awaits: graph is NULL");
     uint32_t nn = loom_graph_node_count(g), v = 0;
     for (uint32_t i = 0; i < nn; i++)
-        if (loom_graph_node(g, i)->tag_in || loom_graph_node(g, i)->tag_out)
+        if (loom_node_awaited(loom_graph_node(g, i)) || loom_graph_node(g, i)->tag_out ||
+            loom_graph_node(g, i)->count_out)
             return LOOM_OK;   /* already decided: a second run changes nothing */
     if (!ctx || !ctx->awaits || !loom_graph_scheduled(g) || nn < 2 || !has_params(g))
         return LOOM_OK;
@@ -383,8 +541,9 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         if (rc)
             return rc;
     }
-    if (v)
+    uint32_t counted = ctx->enable & LOOM_ENABLE_COUNTS ? mark_counts(g, ctx->enable) : 0;
+    if (v || counted)
         regroup(g);
-    ctx->awaited = v;
+    ctx->awaited = v + counted;
     return LOOM_OK;
 }

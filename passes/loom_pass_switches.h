@@ -43,6 +43,13 @@ enum {
      * layers Q4_K_M 655.5 -> 655.4-664.5 (docs/perf-log.md): the polls
      * cost more than the barrier they replace. */
     LOOM_ENABLE_QKV_AWAIT   = 1u << 4,
+    /* awaits: a block-typed residual projection and the norm-folded reader
+     * behind it as a counted edge (tag.glsl, "Counted edges") instead of a
+     * barrier: the gated FFN behind the o-projection (_FFN), q/k/v behind
+     * the down projection (_QKV). */
+    LOOM_ENABLE_COUNTS_FFN  = 1u << 5,
+    LOOM_ENABLE_COUNTS_QKV  = 1u << 6,
+    LOOM_ENABLE_COUNTS      = LOOM_ENABLE_COUNTS_FFN | LOOM_ENABLE_COUNTS_QKV,
     /* the forms whose kernels pair neighbouring invocations by subgroup
      * shuffles (a device with subgroups of one cannot run them) */
     LOOM_ENABLE_HALF_ALL    = LOOM_ENABLE_HALF_SHARES | LOOM_ENABLE_HALF_STAGE | LOOM_ENABLE_HALF_ACT,

@@ -164,8 +164,19 @@ typedef struct rt_groups {
  * LOOM_TAG_BINDING, a word the replay writes after the step parameters. */
 typedef struct rt_tag {
     uint32_t in, out;
+    /* Counted edges (tag.glsl's TAG_COUNTS): pushed at byte
+     * LOOM_COUNT_PUSH_OFFSET where the kernel has the counters' binding:
+     * cnt_in = the counter waited on | its producer's workgroups << 8,
+     * cnt_out = the counter this node counts into; 0: none. */
+    uint32_t cnt_in, cnt_out;
+    bool counts;             /* the kernel binds the counters (LOOM_COUNT_BINDING) */
 } rt_tag;
 #define RT_TAG_MAX 127u          /* vectors a plan may tag */
+/* Does node i push tag or count words (a tagged or counted form)? */
+static inline bool rt_tagged(const rt_tag *t, uint32_t i)
+{
+    return t && (t[i].in || t[i].out || t[i].cnt_in || t[i].cnt_out);
+}
 #define RT_TAG_GATE LOOM_TAG_GATE   /* in rt_tag.in: the reader waits for all of x first */
 
 /* Fills p->tags, p->tag_at, p->tag_mem and p->all_barriers (tags.c) for
@@ -189,6 +200,9 @@ struct loom_rt_program {
     uint64_t tag_seq_at;     /* the step word's offset in a copy's params */
     rt_mem tag_mem;          /* the tagged vectors, apart from the arena */
     uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
+    uint64_t cnt_at;         /* the counters' offset in tag_mem (LOOM_COUNT_STRIDE bytes each) */
+    uint32_t n_counts;       /* counters 0..n_counts - 1 bound (0: none) */
+    uint32_t *cnt_groups;    /* per counter: its producer's workgroups, or 0 */
     uint32_t tag_steps;      /* replays so far: the step word */
     bool tag_fault;          /* a poll gave up: record every barrier before the next replay */
     uint32_t tag_probe;      /* LOOM_PROBE_DROP_TAG=N (test builds): the next copy recorded drops the N-th tagged write; 0: none */
@@ -333,7 +347,7 @@ void rt_groups_unref(loom_rt *rt, rt_groups *gr);
  * polls instead of its barrier. */
 static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
 {
-    return n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !n->tag_in) || (!scheduled && i > 0);
+    return n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !loom_node_awaited(n)) || (!scheduled && i > 0);
 }
 
 /* trace.c */

@@ -179,13 +179,14 @@ static loom_result resolve_nodes(loom_rt_program *p, uint32_t *n_sets, uint32_t 
         const loom_range *w = loom_node_writes(g, n);
         for (uint32_t j = 0; j < n->n_writes; j++)
             p->slots[w[j].buffer].written = true;
-        bool tagged = p->tags && (p->tags[i].in || p->tags[i].out);
-        loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel),
-                                         tagged ? mask | 1u << LOOM_TAG_BINDING : mask, &p->pipes[i]);
+        bool tagged = rt_tagged(p->tags, i), counts = tagged && p->tags[i].counts;
+        if (tagged)
+            mask |= 1u << LOOM_TAG_BINDING | (counts ? 1u << LOOM_COUNT_BINDING : 0);
+        loom_result rc = rt_pipeline_get(rt, loom_graph_kernel_name(g, n->kernel), mask, &p->pipes[i]);
         if (rc)
             return loom_fail_wrap(rc, "node %u (%s)", i, loom_op_name((loom_op)n->op));
         (*n_sets)++;
-        *n_descs += n->n_bindings + tagged;
+        *n_descs += n->n_bindings + tagged + counts;
     }
     /* Any buffer the host may read — everything but SCRATCH, externals
      * included — ends the step host-visible, so a read waits for its writer
@@ -261,6 +262,8 @@ static void program_destroy(void *obj)
         rt_free_bytes(rt, p->tags, n_nodes * sizeof *p->tags);
     if (p->tag_at)
         rt_free_bytes(rt, p->tag_at, loom_graph_buffer_count(p->g) * sizeof *p->tag_at);
+    if (p->cnt_groups)
+        rt_free_bytes(rt, p->cnt_groups, p->n_counts * sizeof *p->cnt_groups);
     rt_mem_destroy(rt, &p->tag_mem);
     loom_graph_destroy(p->g);
     rt_free_bytes(rt, p, sizeof *p);

@@ -23,8 +23,8 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         if (vr != VK_SUCCESS)
             return rt_vk_fail(rt, vr, "vkAllocateDescriptorSets");
         const loom_binding *b = loom_node_bindings(g, n);
-        VkDescriptorBufferInfo info[LOOM_MAX_BINDINGS + 1];
-        VkWriteDescriptorSet w[LOOM_MAX_BINDINGS + 1];
+        VkDescriptorBufferInfo info[LOOM_MAX_BINDINGS + 2];
+        VkWriteDescriptorSet w[LOOM_MAX_BINDINGS + 2];
         for (uint32_t j = 0; j < n->n_bindings; j++) {
             const rt_slot *s = &p->slots[b[j].buffer];
             bool params = b[j].buffer == p->params_buffer;
@@ -40,10 +40,20 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
                                            .pBufferInfo = &info[j] };
         }
         uint32_t nw = n->n_bindings;
-        if (p->tags && (p->tags[i].in || p->tags[i].out)) {
+        if (rt_tagged(p->tags, i)) {
             info[nw] = (VkDescriptorBufferInfo){ .buffer = c->params.buffer, .offset = p->tag_seq_at, .range = 8 };
             w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                             .dstBinding = LOOM_TAG_BINDING, .descriptorCount = 1,
+                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .pBufferInfo = &info[nw] };
+            nw++;
+        }
+        if (rt_tagged(p->tags, i) && p->tags[i].counts) {   /* the counters (tag.glsl, TAG_COUNTS) */
+            info[nw] = (VkDescriptorBufferInfo){ .buffer = p->tag_mem.buffer, .offset = p->cnt_at,
+                                                 .range = (uint64_t)(p->n_counts ? p->n_counts : 1) *
+                                                          LOOM_COUNT_STRIDE };
+            w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
+                                            .dstBinding = LOOM_COUNT_BINDING, .descriptorCount = 1,
                                             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                             .pBufferInfo = &info[nw] };
             nw++;
@@ -109,7 +119,7 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         }
         if (group_first && group_at < p->groups->n && i == group_first[group_at])
             vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, group_at++);
-        bool need = rt_node_barrier(n, i, scheduled) || (p->all_barriers && n->tag_in);
+        bool need = rt_node_barrier(n, i, scheduled) || (p->all_barriers && loom_node_awaited(n));
         if (need && probe && n->type == LOOM_NODE_DISPATCH && strstr(loom_graph_kernel_name(g, n->kernel), probe))
             need = false;
         if (need) {
@@ -135,17 +145,23 @@ static void record_nodes(loom_rt_program *p, rt_copy *c)
         if (n->push_size)
             vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                loom_node_push(g, n));
-        if (p->tags && (p->tags[i].in || p->tags[i].out)) {
-            uint32_t words[2] = { p->tags[i].in, p->tags[i].out };
+        if (rt_tagged(p->tags, i)) {
+            /* cnt_in, cnt_out, tag_in, tag_out: the count words only where
+             * the kernel has them, right before the tag words */
+            uint32_t words[4] = { p->tags[i].cnt_in, p->tags[i].cnt_out, p->tags[i].in, p->tags[i].out };
             /* LOOM_PROBE_DROP_TAG=N: the first copy recorded has its N-th
-             * tagged producer write plain words, so its reader's polls give
-             * up (the fault and the fallback, tests only). */
-            if (drop && words[1] && ++producers == drop) {
-                words[1] = 0;
+             * tagged or counting producer write plain words and count
+             * nothing, so its reader's polls give up (the fault and the
+             * fallback, tests only). */
+            if (drop && (words[1] || words[3]) && ++producers == drop) {
+                words[1] = words[3] = 0;
                 drop = 0;
                 p->tag_probe = 0;
             }
-            vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, words);
+            if (p->tags[i].counts)
+                vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_COUNT_PUSH_OFFSET, 16, words);
+            else
+                vkCmdPushConstants(cmd, pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, LOOM_TAG_PUSH_OFFSET, 8, words + 2);
         }
         vkCmdDispatch(cmd, n->groups[0], n->groups[1], n->groups[2]);
         dispatches++;
@@ -242,6 +258,20 @@ loom_result rt_tags_fallback(loom_rt_program *p)
             rc = rt_wait_quiet(rt, p->copies[i].last_step);
     if (rc)
         return rc;
+    /* A counter whose producer lost a signal stays behind the steps for
+     * good: each is set to what the replays so far have added (tag.glsl,
+     * "Counted edges"), now that none is in flight. */
+    if (p->n_counts) {
+        VkCommandBuffer cmd;
+        if ((rc = rt_oneshot_begin(rt, &cmd)))
+            return rc;
+        for (uint32_t k = 1; k < p->n_counts; k++)
+            if (p->cnt_groups[k])
+                vkCmdFillBuffer(cmd, p->tag_mem.buffer, p->cnt_at + (uint64_t)k * LOOM_COUNT_STRIDE, 4,
+                                p->tag_steps * p->cnt_groups[k]);
+        if ((rc = rt_oneshot_end(rt, cmd)))
+            return rc;
+    }
     p->all_barriers = true;
     p->n_polled = 0;
     p->tag_fault = false;

@@ -24,7 +24,8 @@ loom_result rt_tags_plan(loom_rt_program *p)
     const loom_graph *g = p->g;
     uint32_t nn = loom_graph_node_count(g), nb = loom_graph_buffer_count(g), first = LOOM_NONE;
     for (uint32_t i = 0; i < nn && first == LOOM_NONE; i++)
-        if (loom_graph_node(g, i)->tag_in || loom_graph_node(g, i)->tag_out)
+        if (loom_graph_node(g, i)->tag_in || loom_graph_node(g, i)->tag_out || loom_graph_node(g, i)->count_in ||
+            loom_graph_node(g, i)->count_out)
             first = i;
     if (first == LOOM_NONE)
         return LOOM_OK;
@@ -49,10 +50,45 @@ loom_result rt_tags_plan(loom_rt_program *p)
     p->all_barriers = p->rt->validate || p->rt->awaits_keep || !p->rt->awaits;
     uint32_t awaited = 0;
     uint64_t at = 0;
+    /* Counted edges: counter c's producer's workgroups (the target a step
+     * adds), and whether each node's kernel binds the counters. */
+    p->n_counts = 0;
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
-        p->tags[i] = (rt_tag){ n->tag_in, n->tag_out };
-        awaited += n->tag_in != 0;
+        uint32_t c = n->count_out > n->count_in ? n->count_out : n->count_in;
+        if (c >= p->n_counts)
+            p->n_counts = c + 1;
+    }
+    if (p->n_counts && !(p->cnt_groups = rt_alloc_bytes(p->rt, p->n_counts * sizeof *p->cnt_groups)))
+        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
+    for (uint32_t c = 0; c < p->n_counts; c++)
+        p->cnt_groups[c] = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        uint64_t wgs = (uint64_t)n->groups[0] * n->groups[1] * n->groups[2];
+        if (n->count_out && (wgs >> 24 || p->cnt_groups[n->count_out]))
+            return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): count_out %u: %s", i,
+                             loom_op_name((loom_op)n->op), n->count_out,
+                             wgs >> 24 ? "2^24 workgroups or more cannot be counted" : "counted into twice");
+        if (n->count_out)
+            p->cnt_groups[n->count_out] = (uint32_t)wgs;
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        const loom_node *n = loom_graph_node(g, i);
+        loom_kernel_layout l;
+        bool counts = (n->count_in || n->count_out || n->tag_in || n->tag_out) &&
+                      loom_kernel_find(loom_graph_kernel_name(g, n->kernel), &l, NULL) == LOOM_OK &&
+                      (l.slots & 1u << LOOM_COUNT_BINDING);
+        if ((n->count_in || n->count_out) && !counts)
+            return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): a counted edge, but kernel '%s' has no counters",
+                             i, loom_op_name((loom_op)n->op), loom_graph_kernel_name(g, n->kernel));
+        if (n->count_in && !p->cnt_groups[n->count_in])
+            return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): count_in %u: no node counts into it", i,
+                             loom_op_name((loom_op)n->op), n->count_in);
+        p->tags[i] = (rt_tag){ n->tag_in & (LOOM_AWAIT_GATE | 0xffu), n->tag_out,
+                               n->count_in ? n->count_in | p->cnt_groups[n->count_in] << 8 : 0, n->count_out,
+                               counts };
+        awaited += loom_node_awaited(n);
         const loom_binding *y = n->tag_out ? loom_node_slot(g, n, n->tag_out_slot) : NULL;
         if (!y)
             continue;
@@ -64,7 +100,9 @@ loom_result rt_tags_plan(loom_rt_program *p)
     }
     p->n_polled = p->all_barriers ? 0 : awaited;
     p->tag_seq_at = rt_round_up(loom_graph_buffer(g, p->params_buffer)->size, align);
-    loom_result rc = rt_mem_create(p->rt, at ? at : align, RT_MEM_DEVICE, &p->tag_mem);
+    p->cnt_at = at;
+    at += rt_round_up((uint64_t)(p->n_counts ? p->n_counts : 1) * LOOM_COUNT_STRIDE, align);
+    loom_result rc = rt_mem_create(p->rt, at, RT_MEM_DEVICE, &p->tag_mem);
     VkCommandBuffer cmd;
     if (!rc && !(rc = rt_oneshot_begin(p->rt, &cmd))) {
         vkCmdFillBuffer(cmd, p->tag_mem.buffer, 0, VK_WHOLE_SIZE, 0);

@@ -116,8 +116,21 @@
 #include "half.glsl"
 #endif
 #ifdef MV_TAG
+#ifdef MV_CNT
+#define TAG_COUNTS   // counted edges too (tag.glsl): cnt_in, cnt_out at byte 112
+#include "tag.glsl"
+#define TAG_PC layout(offset = 112) uint cnt_in; uint cnt_out; uint tag_in; uint tag_out;
+// Where a counted edge's reader takes the producer's outputs (the staged
+// squares g, the residual r) they are read past the caches: no barrier
+// cleaned them (tag.glsl, "Counted edges"). x (MV_XQ quads, read in the
+// dot loop) is not: coherent there, the `1b` Q4_K_M step took 38% longer
+// on an H200; the passes let no earlier node of the run read x's bytes.
+#define TAG_COH coherent
+#else
 #include "tag.glsl"
 #define TAG_PC layout(offset = 120) uint tag_in; uint tag_out;
+#define TAG_COH
+#endif
 #if defined(MV_QKV)
 #if defined(MV_TAG_GATE) || defined(MV_XQT) || defined(MV_YQT)
 #error "MV_TAG with MV_QKV: y alone is tagged, as f32 words"
@@ -126,8 +139,12 @@
     defined(MV_ARGMAX) || !defined(MV_VW8)
 #error "MV_TAG: the f16-weight forms that read x and write y as whole f32 words"
 #endif
+#if defined(MV_CNT) && (!defined(MV_Q) || !(defined(MV_PRE) || defined(MV_STAGE)))
+#error "MV_CNT: a block-typed staging form or a reader of a staged norm"
+#endif
 #else
 #define TAG_PC
+#define TAG_COH
 #endif
 #if defined(MV_TQ) && (!defined(MV_STAGE) || defined(MV_T16) || !defined(MV_Q))
 #error "MV_TQ: a staging form over block-typed weights (16 rows a workgroup: one quad)"
@@ -441,11 +458,11 @@ layout(set = 0, binding = B_X) readonly buffer Xv { vec4 x4[]; };
 layout(set = 0, binding = B_X) readonly buffer Xs { float x1[]; };
 #endif
 #if defined(MV_NORM) || defined(MV_QKV)
-layout(set = 0, binding = B_G) readonly buffer Gv { vec4 g4[]; };
-layout(set = 0, binding = B_G) readonly buffer Gs { float g1[]; };
+layout(set = 0, binding = B_G) TAG_COH readonly buffer Gv { vec4 g4[]; };
+layout(set = 0, binding = B_G) TAG_COH readonly buffer Gs { float g1[]; };
 #endif
 #ifdef MV_ADD
-layout(set = 0, binding = B_R) readonly buffer R { float r[]; };
+layout(set = 0, binding = B_R) TAG_COH readonly buffer R { float r[]; };
 #endif
 #ifdef MV_Y16
 layout(set = 0, binding = B_Y) writeonly buffer Y { uint y16[]; };
@@ -883,6 +900,32 @@ bool qx_kept = false;
 float qx_x2 = 0.0;
 #endif
 
+#if defined(MV_ADD) && defined(MV_CNT)
+float mv_rv;   // the residual of invocation t's row (t < MV_ROWS)
+#endif
+#ifdef MV_CNT
+// A counted edge's wait, where the push constants name one (cnt_in): the
+// workgroup waits for every workgroup of its producer, then reads what it
+// takes from it, past the caches: the residual (MV_ADD, into mv_rv) or the
+// staged squares (MV_PRE: the invocation's part is returned). A wait that
+// gave up reads them as NaN. Uniform control flow, once a workgroup.
+float cnt_take()
+{
+    if (pc.cnt_in == 0u)
+        return 0.0;
+    bool ok = cnt_wait(pc.cnt_in);
+    uint t = gl_LocalInvocationID.x;
+    float ss = 0.0;
+#ifdef MV_ADD
+    mv_rv = !ok ? TAG_LOST : t < MV_ROWS && row_of(t) < total_rows() ? r[row_of(t)] : 0.0;
+#endif
+#ifdef MV_PRE
+    ss = !ok ? TAG_LOST : t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
+#endif
+    return ss;
+}
+#endif
+
 #ifdef MV_Q
 // The sums of block wg_block over block-typed weights, into total[] as
 // wg_sum leaves them. A chunk of blocks is a few bytes (4.5 for Q4_K), so
@@ -912,6 +955,9 @@ void block_sums_q(inout float x2)
     float acc[NA];
     for (uint s = 0u; s < NA; s++)
         acc[s] = 0.0;
+#if defined(MV_CNT) && !defined(MV_IDOT)
+    x2 += cnt_take();
+#endif
 #ifdef MV_IDOT
     // x quantized into shared memory a segment at a time (every invocation
     // a block of 32 of it), then each invocation takes units u = lane, lane
@@ -938,6 +984,10 @@ void block_sums_q(inout float x2)
         [[unroll]] for (uint i = 0u; i < QRPT; i++)
             [[unroll]] for (uint j = 0u; j < NMAT; j++)
                 w[i * NMAT + j] = qload(NMAT == 1u ? qmat[i] : j, qbase[i], u0 + min(lane, nu - 1u));
+#ifdef MV_CNT
+        if (e0 == 0u)   // a counted edge's wait, the first trip's weights in flight
+            x2 += cnt_take();
+#endif
 #ifndef MV_XQ
         if (!qx_kept) {
             if (e0 > 0u)
@@ -1075,8 +1125,12 @@ void block()
     tag_gate();
 #endif
 #ifdef MV_PRE
-    // x^2 arrives summed in SS_SLOTS parts; the sums below add them up.
-    acc[NS - 1u] = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
+    // x^2 arrives summed in SS_SLOTS parts; the sums below add them up
+    // (behind a counted edge, cnt_take reads them after its wait).
+#ifdef MV_CNT
+    if (pc.cnt_in == 0u)
+#endif
+        acc[NS - 1u] = t < SS_SLOTS ? g1[t * SS_STRIDE] : 0.0;
 #endif
     // What the epilogue reads besides the sums is loaded now, beside the
     // weights: loaded there, it would cost the workgroup one more memory
@@ -1088,8 +1142,13 @@ void block()
     // by t went to local memory (docs/perf-log.md), where live[k] in the
     // unrolled loops is a register.
     bool live_t = row_of(t) < rows;
-#ifdef MV_ADD
+#if defined(MV_ADD) && defined(MV_CNT)
+    if (pc.cnt_in == 0u)   // else cnt_take reads it
+        mv_rv = t < MV_ROWS && live_t ? r[row_of(t)] : 0.0;
+#define RV mv_rv
+#elif defined(MV_ADD)
     float rv = t < MV_ROWS && live_t ? r[row_of(t)] : 0.0;
+#define RV rv
 #endif
 #ifdef MV_STAGE
     float sv = t < MV_ROWS && live_t ? stage_in[row_of(t)] : 0.0;
@@ -1196,7 +1255,7 @@ void block()
         val = total[t] * scale;
 #endif
 #ifdef MV_ADD
-        val += rv;
+        val += RV;
 #endif
 #if defined(MV_YQT)
         // (the quad below)
@@ -1288,5 +1347,8 @@ void main()
     wg_block = gl_WorkGroupID.x;
 #endif
     block();
+#ifdef MV_CNT
+    cnt_signal(pc.cnt_out);   // a counted edge's producer: every write above done
+#endif
 #endif
 }

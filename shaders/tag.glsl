@@ -23,6 +23,9 @@
 // the runtime reads it once the step is done (loom_rt_wait's error, the
 // program recorded again with every barrier).
 #define TAG_BINDING 31
+#ifdef TAG_COUNTS
+shared bool cnt_ok_shared;
+#endif
 layout(set = 0, binding = TAG_BINDING) buffer TagSeq {
     readonly uint tag_seq;
     uint tag_fault;
@@ -68,3 +71,59 @@ bool tags_ok2(uint a, uint b, uint tag) { return (((a ^ tag) | (b ^ tag)) & 0xff
 
 // A poll that gave up: the runtime finds the fault word set.
 void tag_give_up() { tag_fault = 1u; }
+
+#ifdef TAG_COUNTS
+// Counted edges (the forms that define TAG_COUNTS: MV_TAG in matvec.glsl):
+// a producer whose outputs cannot be tagged words (a staged norm's
+// squares summed by atomics, quads, a residual read a level later) counts
+// its finished workgroups instead. Each workgroup, its writes done, fences
+// them (device scope) and adds 1 to counter c (cnt_out = c) once every
+// invocation has passed the fence; a reader (cnt_in = c | workgroups << 8)
+// polls the counter until it reaches step * workgroups, then reads the
+// producer's outputs through coherent bindings, past the caches that no
+// barrier has cleaned. The counters live in the tagged vectors' memory,
+// zeroed once, and never reset: every replay of the program adds the
+// producer's workgroups once, so after step s (tag_seq) the counter holds
+// s * workgroups (mod 2^32; the runtime sets them so again where a step
+// lost a signal). Counter c is word CNT_STRIDE * c of binding CNT_BINDING.
+#define CNT_BINDING 30
+#define CNT_STRIDE 16u   // a counter a 64-byte line
+layout(set = 0, binding = CNT_BINDING) coherent buffer TagCounts { uint tag_counts[]; };
+layout(set = 0, binding = CNT_BINDING) volatile coherent buffer TagCountsP { uint tag_counts_p[]; };
+
+// Waits (invocation 0 polls, the workgroup behind a barrier) until counter
+// cnt_in & 0xff reaches this step's target; false, with the fault word
+// set, where it never does within TAG_SPINS polls. Uniform control flow.
+bool cnt_wait(uint cnt_in)
+{
+    bool ok = true;
+    if (gl_LocalInvocationIndex == 0u) {
+        uint at = CNT_STRIDE * (cnt_in & 0xffu), target = tag_seq * (cnt_in >> 8u), v = tag_counts_p[at];
+        // the count carried round the loop and used after it: a loop that
+        // only counted its trips was optimised away, leaving one load
+        for (uint spins = 0u; int(v - target) < 0 && spins < TAG_SPINS; spins++)
+            v = tag_counts_p[at];
+        if (int(v - target) < 0) {
+            tag_give_up();
+            ok = false;
+        }
+        cnt_ok_shared = ok;
+    }
+    memoryBarrierBuffer();
+    memoryBarrierShared();
+    barrier();
+    return cnt_ok_shared;
+}
+
+// This workgroup's writes fenced, then counted once (cnt_out: the counter;
+// 0: none). Uniform control flow, after the workgroup's last write.
+void cnt_signal(uint cnt_out)
+{
+    if (cnt_out == 0u)
+        return;
+    memoryBarrierBuffer();
+    barrier();
+    if (gl_LocalInvocationIndex == 0u)
+        atomicAdd(tag_counts[CNT_STRIDE * (cnt_out & 0xffu)], 1u);
+}
+#endif

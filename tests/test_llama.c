@@ -187,23 +187,18 @@ START_TEST(steps_reuse_the_plan)
 END_TEST
 
 /* Tokens fed from the GPU's own argmax decode the same sequence. */
-/* A poll that gives up is an error at the step's wait, not a wrong token
- * passed on: LOOM_PROBE_DROP_TAG=1 (test builds) has the first copy the
- * program records drop one tagged producer's tags, so its reader polls in
- * vain. The wait returns LOOM_TIMEOUT naming the program, poll_timeouts
- * counts it once, and the program, recorded again with every barrier,
- * then decodes what a program without the probe decodes. The runtime
- * (validation on) keeps the tagged kernels with their barriers, so the
- * reader still polls. */
-START_TEST(poll_fault_falls_back)
+/* A model of weights w whose first copy recorded drops its drop-th tagged
+ * or counting producer's output (LOOM_PROBE_DROP_TAG): its first step
+ * fails with LOOM_TIMEOUT naming the program, poll_timeouts counts one, and
+ * the STEPS steps after it decode logits lwant and tokens want from token
+ * 3 with no further timeout. got: a scratch row of logits. */
+static void faulted_then_falls_back(const loom_llama_weights *w, const char *drop, const float *lwant,
+                                    const uint32_t *want, float *got)
 {
-    uint32_t v = weights->cfg.vocab, want[STEPS];
-    float *lwant = malloc((size_t)v * STEPS * sizeof(float)), *got = malloc((size_t)v * sizeof(float));
-    ck_assert(lwant && got);
-    decode(NULL, false, lwant, want);
+    uint32_t v = w->cfg.vocab;
     loom_llama *m = NULL;
-    setenv("LOOM_PROBE_DROP_TAG", "1", 1);
-    loom_result rc = loom_llama_create(rt, weights, &(loom_llama_desc){ 0 }, &m);
+    setenv("LOOM_PROBE_DROP_TAG", drop, 1);
+    loom_result rc = loom_llama_create(rt, w, &(loom_llama_desc){ 0 }, &m);
     loom_rt_counters c0, c1;
     loom_rt_get_counters(rt, &c0);
     uint32_t tok = 0;
@@ -227,6 +222,23 @@ START_TEST(poll_fault_falls_back)
     loom_rt_get_counters(rt, &c0);
     ck_assert_uint_eq(c0.poll_timeouts, c1.poll_timeouts);
     loom_llama_destroy(m);
+}
+
+/* A poll that gives up is an error at the step's wait, not a wrong token
+ * passed on: LOOM_PROBE_DROP_TAG=1 (test builds) has the first copy the
+ * program records drop one tagged producer's tags, so its reader polls in
+ * vain. The wait returns LOOM_TIMEOUT naming the program, poll_timeouts
+ * counts it once, and the program, recorded again with every barrier,
+ * then decodes what a program without the probe decodes. The runtime
+ * (validation on) keeps the tagged kernels with their barriers, so the
+ * reader still polls. */
+START_TEST(poll_fault_falls_back)
+{
+    uint32_t v = weights->cfg.vocab, want[STEPS];
+    float *lwant = malloc((size_t)v * STEPS * sizeof(float)), *got = malloc((size_t)v * sizeof(float));
+    ck_assert(lwant && got);
+    decode(NULL, false, lwant, want);
+    faulted_then_falls_back(weights, "1", lwant, want, got);
     free(lwant);
     free(got);
 }
@@ -382,15 +394,21 @@ typedef struct awaits_case {
     loom_plan *plan;
 } awaits_case;
 
-static const loom_graph *awaits_compile(const loom_llama_config *c, awaits_case *a)
+static const loom_graph *awaits_compile_with(const loom_llama_config *c, uint32_t enable, awaits_case *a)
 {
     *a = (awaits_case){ NULL, NULL, NULL, NULL };
     ck_assert_int_eq(loom_llama_weights_create(c, &a->w), LOOM_OK);
     ck_assert_int_eq(loom_llama_create(rt, a->w, NULL, &a->m), LOOM_OK);
     ck_assert_int_eq(loom_graph_create(NULL, &a->g), LOOM_OK);
     ck_assert_int_eq(loom_llama_capture_step(a->m, a->g), LOOM_OK);
-    ck_assert_int_eq(loom_compile(a->g, &(loom_compile_options){ .awaits = true }, &a->plan), LOOM_OK);
+    ck_assert_int_eq(loom_compile(a->g, &(loom_compile_options){ .awaits = true, .enable = enable }, &a->plan),
+                     LOOM_OK);
     return loom_plan_graph(a->plan);
+}
+
+static const loom_graph *awaits_compile(const loom_llama_config *c, awaits_case *a)
+{
+    return awaits_compile_with(c, 0, a);
 }
 
 static void awaits_release(awaits_case *a)
@@ -440,6 +458,153 @@ START_TEST(awaits_block_typed_quads)
         ck_assert_uint_eq(staged, f16 ? 0 : c.n_layers + 1);
         awaits_release(&a);
     }
+}
+END_TEST
+
+/* A step whose q/k/v fold the staged norm (head_dim 64), as the counted
+ * edges need. */
+static void counted_config(loom_llama_config *c, loom_dtype t)
+{
+    tiny(c, t);
+    c->dim = 256;
+    c->n_heads = 4;
+    c->n_kv_heads = 2;
+    c->head_dim = 64;
+    c->ffn = 512;
+    c->max_seq = 16;
+}
+
+/* Counted edges (LOOM_ENABLE_COUNTS; passes/awaits.c, "counted edges"),
+ * Q8_0: every layer's o-projection counts into a counter its gated FFN and
+ * its down projection wait on, and every down projection but the last
+ * into one the next layer's q/k/v waits on, all on their MV_CNT forms; a
+ * reader right behind its producer keeps the barrier reason it replaces
+ * and records no barrier: 2L - 1 fewer, as many more awaited, one group a
+ * layer. _FFN or _QKV alone takes its half. The JSON carries the counters
+ * through a parse, the text dump names them, the plan key differs, and
+ * with f16 weights (thousands of workgroups a residual projection) nothing
+ * is counted. */
+START_TEST(awaits_counted_edges)
+{
+    for (int f16 = 0; f16 < 2; f16++) {
+        loom_llama_config c;
+        counted_config(&c, f16 ? LOOM_F16 : LOOM_Q8_0);
+        uint32_t L = c.n_layers;
+        awaits_case off, on, ffn, qkv;
+        const loom_graph *pg = awaits_compile_with(&c, LOOM_ENABLE_COUNTS, &on);
+        awaits_compile(&c, &off);
+        awaits_compile_with(&c, LOOM_ENABLE_COUNTS_FFN, &ffn);
+        awaits_compile_with(&c, LOOM_ENABLE_COUNTS_QKV, &qkv);
+        const loom_plan_stats *son = loom_plan_get_stats(on.plan), *soff = loom_plan_get_stats(off.plan);
+        uint32_t want = f16 ? 0 : 2 * L - 1;
+        ck_assert_uint_eq(son->barriers + want, soff->barriers);
+        ck_assert_uint_eq(son->awaited, soff->awaited + want);
+        ck_assert_uint_eq(loom_plan_get_stats(ffn.plan)->barriers + (f16 ? 0 : L), soff->barriers);
+        ck_assert_uint_eq(loom_plan_get_stats(qkv.plan)->barriers + (f16 ? 0 : L - 1), soff->barriers);
+        loom_hash kon = loom_plan_key(on.plan), koff = loom_plan_key(off.plan);
+        ck_assert(kon.lo != koff.lo || kon.hi != koff.hi);
+        uint32_t producers = 0, readers = 0, residual = 0;
+        for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+            const loom_node *n = loom_graph_node(pg, i);
+            const char *k = loom_graph_kernel_name(pg, n->kernel);
+            ck_assert_msg(loom_form_has(k, "MV_CNT") == (n->count_in || n->count_out), "node %u: %s", i, k);
+            if (n->count_out) {
+                producers++;
+                ck_assert_msg(n->op == LOOM_OP_MATVEC_ADD_STAGE, "node %u: %s", i, k);
+                const loom_node *r = loom_graph_node(pg, i + 1);
+                ck_assert_uint_eq(r->count_in, n->count_out);
+                ck_assert_uint_eq(r->group, n->group);
+                ck_assert(r->barrier != LOOM_NONE);
+                ck_assert(r->op == LOOM_OP_RMS_NORM_MATVEC_SILU_MUL || r->op == LOOM_OP_RMS_NORM_QKV_ROPE_KV);
+            }
+            if (!n->count_in)
+                continue;
+            uint32_t p = i;
+            while (p > 0 && loom_graph_node(pg, --p)->count_out != n->count_in) {
+            }
+            ck_assert_uint_eq(loom_graph_node(pg, p)->count_out, n->count_in);
+            readers += p + 1 == i;
+            if (p + 1 != i) {   /* the down projection, reading the o-projection's y as r */
+                residual++;
+                ck_assert_uint_eq(p + 2, i);
+                ck_assert_uint_eq(n->op, LOOM_OP_MATVEC_ADD_STAGE);
+                ck_assert(n->tag_in);
+                const loom_binding *y = loom_node_slot(pg, loom_graph_node(pg, p), 4), *r = loom_node_slot(pg, n, 2);
+                ck_assert(y && r && loom_binding_same(y, r));
+            }
+        }
+        ck_assert_uint_eq(producers, want);
+        ck_assert_uint_eq(readers, want);
+        ck_assert_uint_eq(residual, f16 ? 0 : L);
+        if (!f16) {
+            loom_str js, js2, txt;
+            loom_graph *back = NULL;
+            loom_str_init(&js, NULL);
+            loom_str_init(&js2, NULL);
+            loom_str_init(&txt, NULL);
+            ck_assert_int_eq(loom_graph_dump(pg, LOOM_FORMAT_JSON, &js), LOOM_OK);
+            ck_assert_ptr_nonnull(strstr(js.data, "\"count_out\": 1"));
+            ck_assert_ptr_nonnull(strstr(js.data, "\"count_in\": 1"));
+            ck_assert_int_eq(loom_graph_parse_json(js.data, js.len, NULL, &back), LOOM_OK);
+            ck_assert_int_eq(loom_graph_verify(back), LOOM_OK);
+            ck_assert_int_eq(loom_graph_dump(back, LOOM_FORMAT_JSON, &js2), LOOM_OK);
+            ck_assert_str_eq(js.data, js2.data);
+            for (uint32_t i = 0; i < loom_graph_node_count(pg); i++) {
+                ck_assert_uint_eq(loom_graph_node(pg, i)->count_in, loom_graph_node(back, i)->count_in);
+                ck_assert_uint_eq(loom_graph_node(pg, i)->count_out, loom_graph_node(back, i)->count_out);
+            }
+            /* a reader whose counter nobody counts into is refused */
+            loom_graph_node_mut(back, 2)->count_in = 99;
+            ck_assert_int_eq(loom_graph_verify(back), LOOM_VERIFY);
+            ck_assert_ptr_nonnull(strstr(loom_last_error(), "count_in 99"));
+            ck_assert_int_eq(loom_graph_dump(pg, LOOM_FORMAT_TEXT, &txt), LOOM_OK);
+            ck_assert_ptr_nonnull(strstr(txt.data, " count=c1"));
+            ck_assert_ptr_nonnull(strstr(txt.data, " counted=c1"));
+            loom_str_free(&js);
+            loom_str_free(&js2);
+            loom_str_free(&txt);
+            loom_graph_destroy(back);
+        }
+        awaits_release(&on);
+        awaits_release(&off);
+        awaits_release(&ffn);
+        awaits_release(&qkv);
+    }
+}
+END_TEST
+
+/* A counted producer that loses its count (LOOM_PROBE_DROP_TAG=2: the
+ * second tagged or counting producer, layer 0's o-projection, counts
+ * nothing in the first copy recorded) is a wait that gives up: the step's
+ * wait returns LOOM_TIMEOUT and poll_timeouts counts it. The counter stays
+ * behind every later step unless the fallback sets it to what the replays
+ * so far added; it does, so the program, recorded again with every
+ * barrier, decodes what the CPU reference decodes with no further
+ * timeout. The validation layer is on (the runtime keeps the barriers and
+ * the counted kernels, which still wait). */
+START_TEST(counted_fault_falls_back)
+{
+    loom_llama_config c;
+    counted_config(&c, LOOM_Q8_0);
+    loom_llama_weights *w = NULL;
+    loom_llama *ref = NULL;
+    ck_assert_int_eq(loom_llama_weights_create(&c, &w), LOOM_OK);
+    uint32_t v = c.vocab, want[STEPS];
+    float *lwant = malloc((size_t)v * STEPS * sizeof(float)), *got = malloc((size_t)v * sizeof(float));
+    ck_assert(lwant && got);
+    ck_assert_int_eq(loom_llama_create(rt, w, NULL, &ref), LOOM_OK);
+    uint32_t tok = 3;
+    for (uint32_t s = 0; s < STEPS; s++) {
+        ck_assert_int_eq(loom_llama_step(ref, tok, s, lwant + (size_t)s * v, &want[s]), LOOM_OK);
+        tok = want[s];
+    }
+    loom_llama_destroy(ref);
+    setenv("LOOM_ENABLE", "counts", 1);
+    faulted_then_falls_back(w, "2", lwant, want, got);
+    unsetenv("LOOM_ENABLE");
+    loom_llama_weights_destroy(w);
+    free(lwant);
+    free(got);
 }
 END_TEST
 
@@ -1208,6 +1373,8 @@ static Suite *llama_suite(void)
     tcase_add_test(tc, awaits_marks_the_edges);
     tcase_add_test(tc, qkv_await_marks_the_edge);
     tcase_add_test(tc, awaits_block_typed_quads);
+    tcase_add_test(tc, awaits_counted_edges);
+    tcase_add_test(tc, counted_fault_falls_back);
     tcase_add_test(tc, awaits_wide_attention_block_readers);
     tcase_add_test(tc, recorded_barriers_follow_the_plan);
     suite_add_tcase(s, tc);

@@ -22,6 +22,7 @@
  * usage: spirv_layouts OUT.c LOOM_IR_H PARAMS_GLSL TAG_GLSL NAME.spv...
  * (the kernel name is NAME) */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,13 +140,23 @@ static int check_tags(const entry *e, size_t n)
 {
     int bad = 0, tagged = 0;
     const uint32_t tag_bit = 1u << LOOM_TAG_BINDING, op_slots = (1u << LOOM_MAX_BINDINGS) - 1;
+    const uint32_t count_bit = 1u << LOOM_COUNT_BINDING;
+    int counted = 0;
     for (size_t i = 0; i < n; i++) {
         const loom_spirv_info *f = &e[i].info;
         uint32_t extra = f->layout.slots & ~op_slots;
         if (!extra)
             continue;
         tagged++;
-        if (extra != tag_bit) {
+        bool counts = extra == (tag_bit | count_bit);
+        counted += counts;
+        if (counts && (!(f->layout.writable & count_bit) || f->push_size != LOOM_TAG_PUSH_OFFSET + 8)) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': the counters (binding %u) must be writable, and the count "
+                    "words at %u..%u followed by the tag words (LOOM_COUNT_PUSH_OFFSET, shaders/loom_shaders.h; "
+                    "TAG_PC in matvec.glsl)\n", e[i].name, LOOM_COUNT_BINDING, LOOM_COUNT_PUSH_OFFSET,
+                    LOOM_COUNT_PUSH_OFFSET + 8);
+            bad = 1;
+        } else if (extra != tag_bit && !counts) {
             fprintf(stderr, "spirv_layouts: kernel '%s': bindings 0x%x beyond the op slots; the tag step word is "
                     "binding %u (LOOM_TAG_BINDING, shaders/loom_shaders.h; TAG_BINDING in tag.glsl)\n", e[i].name,
                     extra, LOOM_TAG_BINDING);
@@ -160,6 +171,11 @@ static int check_tags(const entry *e, size_t n)
                     e[i].name, f->push_size, LOOM_TAG_PUSH_OFFSET, LOOM_TAG_PUSH_OFFSET + 8);
             bad = 1;
         }
+    }
+    if (n && !counted) {
+        fprintf(stderr, "spirv_layouts: no kernel binds the counters at binding %u (LOOM_COUNT_BINDING)\n",
+                LOOM_COUNT_BINDING);
+        bad = 1;
     }
     if (n && !tagged) {
         fprintf(stderr, "spirv_layouts: no kernel binds the tag step word at binding %u (LOOM_TAG_BINDING)\n",
@@ -187,18 +203,32 @@ static char *read_text(const char *path)
     return s;
 }
 
-/* tag.glsl's "#define TAG_GATE 0x...u" is LOOM_TAG_GATE. */
+/* tag.glsl's "#define NAME value" is want. */
+static int check_define(const char *path, const char *s, const char *name, unsigned long want, const char *c_name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "#define %s ", name);
+    const char *d = strstr(s, key);
+    unsigned long v = d ? strtoul(d + strlen(key), NULL, 0) : 0;
+    int bad = !d || v != want;
+    if (bad)
+        fprintf(stderr, "spirv_layouts: %s: %s is %s0x%lx, %s (shaders/loom_shaders.h) gives 0x%lx\n", path, name,
+                d ? "" : "missing, not ", v, c_name, want);
+    return bad;
+}
+
+/* tag.glsl's TAG_GATE is LOOM_TAG_GATE, its counters' binding and stride
+ * (in words) LOOM_COUNT_BINDING and LOOM_COUNT_STRIDE. */
 static int check_gate(const char *path)
 {
     char *s = read_text(path);
-    const char *d = s ? strstr(s, "#define TAG_GATE ") : NULL;
-    unsigned long v = d ? strtoul(d + strlen("#define TAG_GATE "), NULL, 0) : 0;
-    int bad = !d || v != LOOM_TAG_GATE;
-    if (s && bad)
-        fprintf(stderr, "spirv_layouts: %s: TAG_GATE is %s0x%lx, LOOM_TAG_GATE (shaders/loom_shaders.h) 0x%x\n", path,
-                d ? "" : "missing, not ", v, LOOM_TAG_GATE);
+    if (!s)
+        return 1;
+    int bad = check_define(path, s, "TAG_GATE", LOOM_TAG_GATE, "LOOM_TAG_GATE");
+    bad |= check_define(path, s, "CNT_BINDING", LOOM_COUNT_BINDING, "LOOM_COUNT_BINDING");
+    bad |= check_define(path, s, "CNT_STRIDE", LOOM_COUNT_STRIDE / 4, "LOOM_COUNT_STRIDE / 4");
     free(s);
-    return s ? bad : 1;
+    return bad;
 }
 
 typedef struct field { char type[16], name[32]; unsigned count; } field;

@@ -119,6 +119,31 @@ if(PROBES)
     message(FATAL_ERROR "a poll of q/k/v that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
   endif()
 endif()
+# LOOM_ENABLE=counts: block-typed residual projections count their
+# workgroups (tag.glsl, "Counted edges"): each layer's gated FFN waits on
+# its o-projection's count, the next layer's q/k/v on the down
+# projection's, and the down projection reads the o-projection's y after
+# the same count: 2L - 1 = 7 more polled a token on 4 layers (q/k/v fold
+# the staged norm at head_dim 64), as many barriers fewer, the tokens of
+# the run without, with the integer forms and without (LOOM_INT_DOT=0). A
+# counting producer that counts nothing (the second producer: layer 0's
+# o-projection) is a wait that gives up.
+set(counted --dim 256 --heads 4 --kv-heads 2 --head-dim 64 --ffn 512 --wtype q4_k_m)
+polled_run(plain 3 OPTS ${counted})
+polled_run(json 3 ENV LOOM_ENABLE=counts POLLED 15 OPTS ${counted})
+string(JSON plain_tokens GET "${plain}" tokens)
+string(JSON counted_tokens GET "${json}" tokens)
+if(NOT plain_tokens STREQUAL counted_tokens)
+  message(FATAL_ERROR "LOOM_ENABLE=counts: tokens ${counted_tokens}, without ${plain_tokens}")
+endif()
+polled_run(json 1 ENV LOOM_ENABLE=counts LOOM_INT_DOT=0 POLLED 15 OPTS ${counted} --kv-f32)
+if(PROBES)
+  execute_process(COMMAND ${env} --unset=LOOM_TAGS LOOM_ENABLE=counts LOOM_PROBE_DROP_TAG=2 ${tiny} --in-flight 1
+                  ${counted} RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT text MATCHES "\nawaited edges: on \\([^\n]*\\); 1 poll timeouts\n")
+    message(FATAL_ERROR "a counted wait that gave up: exit ${rc}, want 1 and one poll timeout reported:\n${text}${err}")
+  endif()
+endif()
 last_json(f32 ${env} --unset=LOOM_TAGS ${DECODE} --config tiny --f32 --steps 4 --check --quiet --json)
 expect("${f32}" polled_per_token 0 "f32 weights")
 message(STATUS "tiny f16: 8 polled a token, tokens ${tokens} with and without")

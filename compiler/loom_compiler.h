@@ -52,7 +52,7 @@ enum {
      * counter each); without cooperative matrices, the portable tiles of a
      * matrix of fewer than LOOM_MATMUL_COOP_L_FROM tiles split the same way.
      * On an H200 it took `1b` pp512 10.91 -> 10.06 ms (docs/perf-log.md). */
-    LOOM_DISABLE_SPLIT_K   = LOOM_DISABLE_PASS_MASK + 2,
+    LOOM_DISABLE_SPLIT_K   = (LOOM_DISABLE_PASS_MASK + 1) << 1,
 };
 
 /* Forms that are not the default (yet), switched on per compile for

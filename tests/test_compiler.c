@@ -488,9 +488,13 @@ END_TEST
  * tiles with fewer than LOOM_MATMUL_COOP_L_FROM tiles compiles to its split
  * form (twice the workgroups), and loom_compile_options.disable's
  * LOOM_DISABLE_SPLIT_K or LOOM_DISABLE=split_k keeps the tiles whole, each
- * under a key of its own. */
+ * under a key of its own. The switch is a bit of its own: it was once
+ * PASS_MASK + 2, the cache's bit and fuse's, so that it also turned the
+ * fuse pass off. */
 START_TEST(test_disable_split_k)
 {
+    ck_assert_uint_eq(__builtin_popcount(LOOM_DISABLE_SPLIT_K), 1);
+    ck_assert_uint_eq(LOOM_DISABLE_SPLIT_K & (LOOM_DISABLE_PASS_MASK | LOOM_DISABLE_CACHE), 0);
     unsetenv("LOOM_DISABLE");
     unsetenv("LOOM_PASSES");
     unsetenv("LOOM_ENABLE");

@@ -15,7 +15,9 @@
  * at LOOM_TAG_BINDING, writable (the fault word after the step word), and
  * ends its push constants with the two
  * tag words at LOOM_TAG_PUSH_OFFSET (no other binding lies beyond the op
- * slots); tag.glsl's TAG_GATE is LOOM_TAG_GATE; and the step-parameter
+ * slots but the counters at LOOM_COUNT_BINDING, whose kernels load them in
+ * a poll loop the optimizer kept); tag.glsl's TAG_GATE, CNT_BINDING and
+ * CNT_STRIDE are loom_shaders.h's; and the step-parameter
  * block of params.glsl lists the fields of loom_step_params (ir/loom_ir.h)
  * in order, with the same types and array lengths, as many bytes as C has.
  *
@@ -32,7 +34,41 @@
 typedef struct entry {
     char name[128];
     loom_spirv_info info;
+    uint32_t count_loads;   /* OpLoads through a binding LOOM_COUNT_BINDING pointer */
 } entry;
+
+/* The OpLoads whose pointer leads (through access chains) to a variable
+ * at binding `binding`: a counted edge's poll (tag.glsl's cnt_wait) loads
+ * the counter once before its loop and again in it. A loop the optimizer
+ * removed (it did, when the loop only counted its trips) leaves one load,
+ * and every wait on a GPU gives up at once, while lavapipe, running a
+ * dispatch at a time, never notices. */
+static uint32_t loads_through(const uint32_t *code, size_t words, uint32_t binding)
+{
+    if (words < 5)
+        return 0;
+    uint32_t bound = code[3], n = 0;
+    bool *mark = calloc(bound ? bound : 1, 1);
+    if (!mark)
+        return 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 5; i < words;) {
+            uint32_t len = code[i] >> 16, op = code[i] & 0xffffu;
+            if (len == 0 || i + len > words)
+                break;
+            const uint32_t *a = code + i + 1;
+            if (pass == 0 && op == 71 && len >= 4 && a[1] == 33 && a[2] == binding && a[0] < bound)
+                mark[a[0]] = true;   /* OpDecorate id Binding binding */
+            if (pass == 1 && (op == 65 || op == 66 || op == 67) && len >= 4 && a[2] < bound && a[1] < bound &&
+                mark[a[2]])
+                mark[a[1]] = true;   /* an access chain from such a pointer */
+            if (pass == 1 && op == 61 && len >= 4 && a[2] < bound && mark[a[2]])
+                n++;                 /* OpLoad through one */
+            i += len;
+        }
+    free(mark);
+    return n;
+}
 
 static int by_name(const void *a, const void *b) { return strcmp(((const entry *)a)->name, ((const entry *)b)->name); }
 
@@ -54,6 +90,7 @@ static int read_layout(const char *path, entry *e)
     if (f)
         fclose(f);
     loom_result rc = bad ? LOOM_IO : loom_spirv_reflect(code, (size_t)n, &e->info);
+    e->count_loads = bad ? 0 : loads_through(code, (size_t)n / 4, LOOM_COUNT_BINDING);
     free(code);
     if (rc) {
         fprintf(stderr, "spirv_layouts: %s: %s\n", path, bad ? "cannot read" : loom_last_error());
@@ -150,6 +187,12 @@ static int check_tags(const entry *e, size_t n)
         tagged++;
         bool counts = extra == (tag_bit | count_bit);
         counted += counts;
+        if (counts && e[i].count_loads < 2) {
+            fprintf(stderr, "spirv_layouts: kernel '%s': the counter is loaded %u time(s); the poll of tag.glsl's "
+                    "cnt_wait loads it before its loop and in it (a loop the optimizer removed leaves one)\n",
+                    e[i].name, e[i].count_loads);
+            bad = 1;
+        }
         if (counts && (!(f->layout.writable & count_bit) || f->push_size != LOOM_TAG_PUSH_OFFSET + 8)) {
             fprintf(stderr, "spirv_layouts: kernel '%s': the counters (binding %u) must be writable, and the count "
                     "words at %u..%u followed by the tag words (LOOM_COUNT_PUSH_OFFSET, shaders/loom_shaders.h; "

@@ -294,6 +294,13 @@ typedef struct loom_node {
  * the barrier in front of it would order? */
 static inline bool loom_node_awaited(const loom_node *n) { return n->tag_in || n->count_in; }
 
+/* Is node n an end of an awaited edge (reader or producer, tagged or
+ * counted)? */
+static inline bool loom_node_on_edge(const loom_node *n)
+{
+    return loom_node_awaited(n) || n->tag_out || n->count_out;
+}
+
 /* ---- graph -------------------------------------------------------------- */
 
 typedef struct loom_graph loom_graph;

@@ -58,7 +58,7 @@ static loom_result check_layout(const loom_graph *g, uint32_t i, const loom_node
      * graph's; a kernel that has one polls or tags, so its node must say
      * which vector (and a node that tags needs a kernel that can). */
     const uint32_t step_bit = 1u << LOOM_AWAIT_BINDING, count_bit = 1u << LOOM_COUNT_BINDING_SLOT;
-    bool tags = n->tag_in || n->tag_out || n->count_in || n->count_out;
+    bool tags = loom_node_on_edge(n);
     if ((n->count_in || n->count_out) && !(l->slots & count_bit))
         return loom_fail(LOOM_VERIFY, "node %u (%s): count_in %u / count_out %u, but kernel '%s' has no counters "
                          "(binding %u)", i, op, n->count_in, n->count_out, kname, LOOM_COUNT_BINDING_SLOT);

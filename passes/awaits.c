@@ -501,8 +501,7 @@ loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_awaits: graph is NULL");
     uint32_t nn = loom_graph_node_count(g), v = 0;
     for (uint32_t i = 0; i < nn; i++)
-        if (loom_node_awaited(loom_graph_node(g, i)) || loom_graph_node(g, i)->tag_out ||
-            loom_graph_node(g, i)->count_out)
+        if (loom_node_on_edge(loom_graph_node(g, i)))
             return LOOM_OK;   /* already decided: a second run changes nothing */
     if (!ctx || !ctx->awaits || !loom_graph_scheduled(g) || nn < 2 || !has_params(g))
         return LOOM_OK;

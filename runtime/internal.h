@@ -202,7 +202,7 @@ struct loom_rt_program {
     uint64_t *tag_at;        /* per graph buffer: its offset in tag_mem, or UINT64_MAX */
     uint64_t cnt_at;         /* the counters' offset in tag_mem (LOOM_COUNT_STRIDE bytes each) */
     uint32_t n_counts;       /* counters 0..n_counts - 1 bound (0: none) */
-    uint32_t *cnt_groups;    /* per counter: its producer's workgroups, or 0 */
+    uint32_t cnt_groups[LOOM_COUNT_MAX + 1];   /* per counter: its producer's workgroups, or 0 */
     uint32_t tag_steps;      /* replays so far: the step word */
     bool tag_fault;          /* a poll gave up: record every barrier before the next replay */
     uint32_t tag_probe;      /* LOOM_PROBE_DROP_TAG=N (test builds): the next copy recorded drops the N-th tagged write; 0: none */
@@ -348,6 +348,13 @@ void rt_groups_unref(loom_rt *rt, rt_groups *gr);
 static inline bool rt_node_barrier(const loom_node *n, uint32_t i, bool scheduled)
 {
     return n->type == LOOM_NODE_BARRIER || (n->barrier != LOOM_NONE && !loom_node_awaited(n)) || (!scheduled && i > 0);
+}
+
+/* The bytes of tag_mem binding LOOM_COUNT_BINDING covers (tags.c places
+ * them; at least one counter's, so that the range is never empty). */
+static inline uint64_t rt_count_bytes(const loom_rt_program *p)
+{
+    return (uint64_t)(p->n_counts ? p->n_counts : 1) * LOOM_COUNT_STRIDE;
 }
 
 /* trace.c */

@@ -262,8 +262,6 @@ static void program_destroy(void *obj)
         rt_free_bytes(rt, p->tags, n_nodes * sizeof *p->tags);
     if (p->tag_at)
         rt_free_bytes(rt, p->tag_at, loom_graph_buffer_count(p->g) * sizeof *p->tag_at);
-    if (p->cnt_groups)
-        rt_free_bytes(rt, p->cnt_groups, p->n_counts * sizeof *p->cnt_groups);
     rt_mem_destroy(rt, &p->tag_mem);
     loom_graph_destroy(p->g);
     rt_free_bytes(rt, p, sizeof *p);

@@ -50,8 +50,7 @@ static loom_result write_sets(loom_rt_program *p, rt_copy *c)
         }
         if (rt_tagged(p->tags, i) && p->tags[i].counts) {   /* the counters (tag.glsl, TAG_COUNTS) */
             info[nw] = (VkDescriptorBufferInfo){ .buffer = p->tag_mem.buffer, .offset = p->cnt_at,
-                                                 .range = (uint64_t)(p->n_counts ? p->n_counts : 1) *
-                                                          LOOM_COUNT_STRIDE };
+                                                 .range = rt_count_bytes(p) };
             w[nw] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->sets[i],
                                             .dstBinding = LOOM_COUNT_BINDING, .descriptorCount = 1,
                                             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,

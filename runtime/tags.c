@@ -24,8 +24,7 @@ loom_result rt_tags_plan(loom_rt_program *p)
     const loom_graph *g = p->g;
     uint32_t nn = loom_graph_node_count(g), nb = loom_graph_buffer_count(g), first = LOOM_NONE;
     for (uint32_t i = 0; i < nn && first == LOOM_NONE; i++)
-        if (loom_graph_node(g, i)->tag_in || loom_graph_node(g, i)->tag_out || loom_graph_node(g, i)->count_in ||
-            loom_graph_node(g, i)->count_out)
+        if (loom_node_on_edge(loom_graph_node(g, i)))
             first = i;
     if (first == LOOM_NONE)
         return LOOM_OK;
@@ -53,18 +52,15 @@ loom_result rt_tags_plan(loom_rt_program *p)
     /* Counted edges: counter c's producer's workgroups (the target a step
      * adds), and whether each node's kernel binds the counters. */
     p->n_counts = 0;
+    memset(p->cnt_groups, 0, sizeof p->cnt_groups);
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
         uint32_t c = n->count_out > n->count_in ? n->count_out : n->count_in;
+        if (c > LOOM_COUNT_MAX)   /* the verifier refuses it; never index past the table */
+            return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): counter %u: counters are 1..%u", i,
+                             loom_op_name((loom_op)n->op), c, LOOM_COUNT_MAX);
         if (c >= p->n_counts)
             p->n_counts = c + 1;
-    }
-    if (p->n_counts && !(p->cnt_groups = rt_alloc_bytes(p->rt, p->n_counts * sizeof *p->cnt_groups)))
-        return loom_fail(LOOM_OUT_OF_MEMORY, "program: out of memory");
-    for (uint32_t c = 0; c < p->n_counts; c++)
-        p->cnt_groups[c] = 0;
-    for (uint32_t i = 0; i < nn; i++) {
-        const loom_node *n = loom_graph_node(g, i);
         uint64_t wgs = (uint64_t)n->groups[0] * n->groups[1] * n->groups[2];
         if (n->count_out && (wgs >> 24 || p->cnt_groups[n->count_out]))
             return loom_fail(LOOM_INVALID_ARGUMENT, "node %u (%s): count_out %u: %s", i,
@@ -76,7 +72,7 @@ loom_result rt_tags_plan(loom_rt_program *p)
     for (uint32_t i = 0; i < nn; i++) {
         const loom_node *n = loom_graph_node(g, i);
         loom_kernel_layout l;
-        bool counts = (n->count_in || n->count_out || n->tag_in || n->tag_out) &&
+        bool counts = loom_node_on_edge(n) &&
                       loom_kernel_find(loom_graph_kernel_name(g, n->kernel), &l, NULL) == LOOM_OK &&
                       (l.slots & 1u << LOOM_COUNT_BINDING);
         if ((n->count_in || n->count_out) && !counts)
@@ -101,7 +97,7 @@ loom_result rt_tags_plan(loom_rt_program *p)
     p->n_polled = p->all_barriers ? 0 : awaited;
     p->tag_seq_at = rt_round_up(loom_graph_buffer(g, p->params_buffer)->size, align);
     p->cnt_at = at;
-    at += rt_round_up((uint64_t)(p->n_counts ? p->n_counts : 1) * LOOM_COUNT_STRIDE, align);
+    at += rt_round_up(rt_count_bytes(p), align);
     loom_result rc = rt_mem_create(p->rt, at, RT_MEM_DEVICE, &p->tag_mem);
     VkCommandBuffer cmd;
     if (!rc && !(rc = rt_oneshot_begin(p->rt, &cmd))) {

@@ -36,7 +36,7 @@ const loom_builtin_kernel *loom_builtin_kernel_find(const char *name);
 /* tag_in's bit for "wait for all of x first" (tag.glsl's TAG_GATE; the
  * build reads that line of tag.glsl and compares). */
 #define LOOM_TAG_GATE 0x100u
-/* Counted edges (tag.glsl, TAG_COUNTS; MV_TAG in matvec.glsl): the
+/* Counted edges (tag.glsl, TAG_COUNTS; MV_CNT in matvec.glsl): the
  * counters at binding LOOM_COUNT_BINDING, a counter every
  * LOOM_COUNT_STRIDE bytes, and the words cnt_in (counter | the producer's
  * workgroups << 8) and cnt_out (counter) at push bytes

@@ -73,7 +73,7 @@ bool tags_ok2(uint a, uint b, uint tag) { return (((a ^ tag) | (b ^ tag)) & 0xff
 void tag_give_up() { tag_fault = 1u; }
 
 #ifdef TAG_COUNTS
-// Counted edges (the forms that define TAG_COUNTS: MV_TAG in matvec.glsl):
+// Counted edges (the forms that define TAG_COUNTS: MV_CNT in matvec.glsl):
 // a producer whose outputs cannot be tagged words (a staged norm's
 // squares summed by atomics, quads, a residual read a level later) counts
 // its finished workgroups instead. Each workgroup, its writes done, fences

@@ -365,11 +365,16 @@ float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
 // block's 16 (at 192), of the 8 at 192 + 8h; d at 208.
 uvec4 q_16bytes(uint m, uint o)
 {
-    uint i = o >> 2u;
-    // The word holding the last byte (word i + 3 again where o is 4-aligned:
-    // no read past the span, and no branch between a subgroup's blocks).
-    uvec4 w = uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u));
-    uint e = QWORD(m, (o + 15u) >> 2u);
+    // Three 8-byte loads: the pairs holding bytes o, o + 8 and o + 15 (the
+    // second again where o is 8-aligned: no read past the span, and no
+    // branch between a subgroup's blocks). Five 4-byte loads took the 7b
+    // Q4_K_M step with 8 layers 0.4% more time on an H200, the 1b step
+    // 0.8% (docs/perf-log.md, "Q6_K spans by 8-byte pairs").
+    uint k = o >> 3u;
+    uvec2 a = QVEC2(m, k), b = QVEC2(m, k + 1u), c = QVEC2(m, (o + 15u) >> 3u);
+    bool hi = (o & 4u) != 0u;
+    uvec4 w = hi ? uvec4(a.y, b.x, b.y, c.x) : uvec4(a, b);
+    uint e = hi ? c.y : c.x;
     return (o & 2u) == 0u ? w : (w >> 16u) | (uvec4(w.yzw, e) << 16u);
 }
 QRaw q6_k_load(uint m, uint rb, uint u)

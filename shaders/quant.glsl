@@ -376,8 +376,10 @@ float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
 uvec4 q_16bytes(uint m, uint o)
 {
     // Three 8-byte loads: the pairs holding bytes o, o + 8 and o + 15 (the
-    // second again where o is 8-aligned: no read past the span, and no
-    // branch between a subgroup's blocks). Five 4-byte loads took the 7b
+    // second again where o is 8-aligned; no branch between a subgroup's
+    // blocks). A pair may pass the span's end by up to 6 bytes, which are
+    // the block's own: ql and qh are followed by more of it (the scales,
+    // d), so no load leaves the binding. Five 4-byte loads took the 7b
     // Q4_K_M step with 8 layers 0.4% more time on an H200, the 1b step
     // 0.8% (docs/perf-log.md, "Q6_K spans by 8-byte pairs").
     uint k = o >> 3u;

@@ -269,22 +269,21 @@ struct QRaw {
 
 // n + 1 words from word i: Q8_0 and Q4_0 blocks start on 2-byte boundaries,
 // so a block of 4k + 2 bytes is the k + 1 words from the one holding its
-// first byte.
-// The 8-byte pairs among words i .. i + n (n odd) and the word left over:
-// where i is even, pairs i / 2 .. and word i + n; where odd, word i and
-// the pairs from (i + 1) / 2. Fewer loads than words, none outside them:
-// on an H200 the 1b Q8_0 step took 681.1 -> 654.3 us/token, Q4_0 546.0 ->
+// first byte (n = k, even). They are loaded as the 8-byte pairs among them
+// and the word left over: where i is even, the pairs from word i and word
+// i + n alone; where i is odd (lone_first), word i alone and the pairs
+// after it. Fewer loads than words, none outside them: on an H200 the 1b Q8_0 step took 681.1 -> 654.3 us/token, Q4_0 546.0 ->
 // 533.9, 7b with 8 layers Q8_0 789.1 -> 780.7 (docs/perf-log.md, "Q8_0
 // and Q4_0 units by 8-byte pairs").
 // Q8_0 (34 bytes: f16 d, 32 int8): words i .. i + 8.
 QRaw q8_0_load(uint m, uint rb, uint u)
 {
     uint i = (rb + u * 34u) >> 2u, k = (i + 1u) >> 1u;
-    bool odd = (i & 1u) != 0u;
+    bool lone_first = (i & 1u) != 0u;
     uvec2 p0 = QVEC2(m, k), p1 = QVEC2(m, k + 1u), p2 = QVEC2(m, k + 2u), p3 = QVEC2(m, k + 3u);
-    uint x = QWORD(m, odd ? i : i + 8u);
-    return QRaw(odd ? uvec4(x, p0, p1.x) : uvec4(p0, p1), odd ? uvec4(p1.y, p2, p3.x) : uvec4(p2, p3), uvec4(0u),
-                odd ? p3.y : x);
+    uint x = QWORD(m, lone_first ? i : i + 8u);
+    return QRaw(lone_first ? uvec4(x, p0, p1.x) : uvec4(p0, p1), lone_first ? uvec4(p1.y, p2, p3.x) : uvec4(p2, p3),
+                uvec4(0u), lone_first ? p3.y : x);
 }
 // Words a (4), b (4), e: the 16 or 32 bytes after a block's d, and d. Where
 // the block starts 4-aligned (odd == false) d is the low half of a.x and
@@ -312,10 +311,10 @@ float q8_0_dot(QRaw r, uint rb, uint u, uint xu)
 QRaw q4_0_load(uint m, uint rb, uint u)
 {
     uint i = (rb + u * 18u) >> 2u, k = (i + 1u) >> 1u;
-    bool odd = (i & 1u) != 0u;
+    bool lone_first = (i & 1u) != 0u;
     uvec2 p0 = QVEC2(m, k), p1 = QVEC2(m, k + 1u);
-    uint x = QWORD(m, odd ? i : i + 4u);
-    return QRaw(odd ? uvec4(x, p0, p1.x) : uvec4(p0, p1), uvec4(0u), uvec4(0u), odd ? p1.y : x);
+    uint x = QWORD(m, lone_first ? i : i + 4u);
+    return QRaw(lone_first ? uvec4(x, p0, p1.x) : uvec4(p0, p1), uvec4(0u), uvec4(0u), lone_first ? p1.y : x);
 }
 float q4_0_dot(QRaw r, uint rb, uint u, uint xu)
 {

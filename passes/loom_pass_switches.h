@@ -68,12 +68,13 @@ enum {
     P(reorder, LOOM_DISABLE_REORDER, "schedule nodes into concurrency groups within a lookahead window") \
     P(barriers, LOOM_DISABLE_BARRIERS, "place the minimal barriers the groups need")                   \
     P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")           \
-    P(awaits, 0, "where the device allows, a reader polls its producer's tagged output instead of a barrier")
+    P(awaits, 0, "where the device allows, a reader polls its producer's tagged output instead of a barrier") \
+    P(waves, 0, "a residual projection with more workgroups than SMs at 256 invocations, so that it runs in one wave")
 
 #define LOOM_PASS_NAME_FIRST_(name, bit, summary) #name
 #define LOOM_PASS_NAME_NEXT_(name, bit, summary) "," #name
 /* The pipeline when none is named: every pass of the list, in order
- * ("verify,fuse,split,stage,gather,reorder,barriers,lifetimes,awaits"). */
+ * ("verify,fuse,split,stage,gather,reorder,barriers,lifetimes,awaits,waves"). */
 #define LOOM_PASS_PIPELINE_DEFAULT LOOM_PASS_LIST(LOOM_PASS_NAME_FIRST_, LOOM_PASS_NAME_NEXT_)
 
 #endif

@@ -35,7 +35,7 @@ typedef struct loom_pass_ctx {
     uint32_t window;              /* reorder lookahead in nodes; 0: 64 */
     uint64_t max_binding_range;   /* bytes one binding may cover (split, fuse); 0: no limit */
     uint32_t enable;              /* LOOM_ENABLE_* forms asked for (gather) */
-    uint32_t wave_groups;         /* split: the argmax forms' workgroup cap (loom_compile_options); 0: none */
+    uint32_t wave_groups;         /* split: the argmax forms' workgroup cap (loom_compile_options), four an SM; waves: the SMs from it; 0: none */
     bool coopmat;                 /* split: the tiled matmul forms take their cooperative-matrix forms */
     bool split_k;                 /* split: a matrix of too few tiles splits its K walk (LOOM_DISABLE_SPLIT_K) */
     uint32_t coop_large_cols;     /* split: K from which a matmul may take the large tiles; 0: LOOM_MATMUL_COOP_L_COLS */
@@ -104,7 +104,12 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  * - awaits: with ctx->awaits, the barriers a reader may replace by polling
  *   its producer's tagged output become awaited edges (node tag_in /
  *   tag_out, tagged kernels); see awaits.c. Needs the schedule and the
- *   classes, so it runs after lifetimes; without ctx->awaits a no-op. */
+ *   classes, so it runs after lifetimes; without ctx->awaits a no-op.
+ * - waves: a node on a kernel with a _wg256 form (forms.def: the block-
+ *   typed residual projections' integer forms at 256 invocations, not
+ *   512) takes it where its workgroups exceed ctx->wave_groups / 4 (one
+ *   an SM); see waves.c. Changes kernels alone, so it may run after
+ *   lifetimes; with ctx->wave_groups 0 a no-op. */
 loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx);
@@ -114,6 +119,7 @@ loom_result loom_pass_reorder(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx);
+loom_result loom_pass_waves(loom_graph *g, loom_pass_ctx *ctx);
 
 /* The unoptimized schedule: each node its own group, a barrier recorded
  * before every node but the first (reason: the hazard with the previous

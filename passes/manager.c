@@ -74,7 +74,7 @@ static loom_result parse(const char *pipeline, int *idx, uint32_t *n)
         if (*n >= LOOM_PASS_MAX)
             return loom_fail(LOOM_INVALID_ARGUMENT, "pipeline: more than %u passes", LOOM_PASS_MAX);
         if (after_lifetimes && pass_table[i].run != loom_pass_verify && pass_table[i].run != loom_pass_lifetimes &&
-            pass_table[i].run != loom_pass_awaits)
+            pass_table[i].run != loom_pass_awaits && pass_table[i].run != loom_pass_waves)
             return loom_fail(LOOM_INVALID_ARGUMENT,
                              "pipeline: pass '%s' after 'lifetimes' would invalidate the arena layout",
                              pass_table[i].name);

@@ -183,6 +183,20 @@ if(TARGET llama-decode)
     decode_test(decode_check_wave_${w} ${check} --wtype ${w} --in-flight 1)
     set_tests_properties(decode_check_wave_${w} PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=3")
   endforeach()
+  # The residual projections at 256 invocations (the waves pass, passes/
+  # waves.c), as a GPU with fewer SMs than their workgroups gets them: with
+  # LOOM_WAVE_GROUPS=4 (one SM) every one of tiny's takes its _wg256 form,
+  # the Q4_K and Q6_K down projections (ffn 768) and the counted edges' forms
+  # too; the profile names the kernels the plan took.
+  decode_test(decode_check_wg256_q4_k_m ${check} --wtype q4_k_m --ffn 768 --in-flight 1)
+  set_tests_properties(decode_check_wg256_q4_k_m PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4")
+  decode_test(decode_check_wg256_counts ${check} --wtype q4_k_m --ffn 768)
+  set_tests_properties(decode_check_wg256_counts PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4;LOOM_ENABLE=counts")
+  decode_test(decode_profile_wg256 $<TARGET_FILE:llama-decode> --config tiny --wtype q4_k_m --ffn 768 --steps 4
+              --profile-nodes --quiet)
+  set_tests_properties(decode_profile_wg256 PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4"
+    PASS_REGULAR_EXPRESSION "\nmatvec_add_stage_tag_tq_wg256_q4_k +4 [^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_wg256_q4_k +2 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_wg256_q6_k +2 "
+    FAIL_REGULAR_EXPRESSION "rror|VUID")
   decode_test(decode_check_split_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32
               --ffn 1024)
   set_tests_properties(decode_check_split_q8_0_odd PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=81920")

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "loom_ir_edit.h"
 #include "loom_ops.h"
 #include "loom_passes.h"
 #include "runner.h"
@@ -67,8 +68,9 @@ START_TEST(test_pipeline_report_skip)
     loom_pipeline_desc d = { .skip = 1u << loom_pass_index("fuse"), .time_each = true, .verify_each = true,
                              .dump_dir = "" };
     ck_assert_int_eq(loom_pipeline_run(G, &d, &ctx, &rep), LOOM_OK);
-    ck_assert_uint_eq(rep.n_passes, 8);
+    ck_assert_uint_eq(rep.n_passes, 9);
     ck_assert_str_eq(rep.names[7], "awaits");
+    ck_assert_str_eq(rep.names[8], "waves");
     ck_assert_str_eq(rep.names[1], "split");
     ck_assert_str_eq(rep.names[2], "stage");
     ck_assert_str_eq(rep.names[3], "gather");
@@ -868,6 +870,50 @@ START_TEST(test_split_wave_cap)
             ck_assert_uint_eq(loom_graph_node(G, 0)->groups[0], want);
             ck_assert_int_eq(loom_graph_verify(G), LOOM_OK);
         }
+}
+END_TEST
+
+/* The waves pass: a node on a block-typed residual projection's form
+ * whose workgroups exceed one an SM (ctx.wave_groups / 4) takes the form
+ * at 256 invocations; one wave or fewer, an SM count not known (0), a
+ * type with no such form (Q8_0) or a node already on it keeps its kernel,
+ * and the workgroups stay as built. */
+START_TEST(test_waves_wg256)
+{
+    static const struct { loom_dtype t; uint32_t rows, wave; const char *k, *want; } cases[] = {
+        { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tag_tq_q4_k", "matvec_add_stage_tag_tq_wg256_q4_k" },   /* 256 > 132 */
+        { LOOM_Q6_K, 4096, 528, "matvec_add_stage_tag_tq_xqt_cnt_q6_k", "matvec_add_stage_tag_tq_xqt_cnt_wg256_q6_k" },
+        { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tag_tq_xqt_q4_k", "matvec_add_stage_tag_tq_xqt_wg256_q4_k" },
+        { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tag_tq_cnt_q4_k", "matvec_add_stage_tag_tq_cnt_wg256_q4_k" },
+        { LOOM_Q4_K, 2128, 528, "matvec_add_stage_tag_tq_q4_k", "matvec_add_stage_tag_tq_wg256_q4_k" },   /* 133 */
+        { LOOM_Q4_K, 2112, 528, "matvec_add_stage_tag_tq_q4_k", "matvec_add_stage_tag_tq_q4_k" },         /* 132 */
+        { LOOM_Q4_K, 2048, 528, "matvec_add_stage_tag_tq_xqt_q4_k", "matvec_add_stage_tag_tq_xqt_q4_k" }, /* 128 */
+        { LOOM_Q4_K, 4096, 0, "matvec_add_stage_tag_tq_q4_k", "matvec_add_stage_tag_tq_q4_k" },
+        { LOOM_Q8_0, 4096, 528, "matvec_add_stage_tag_tq_q8_0", "matvec_add_stage_tag_tq_q8_0" },
+        { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tq_q4_k", "matvec_add_stage_tq_q4_k" },   /* no such form untagged */
+        { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tag_tq_wg256_q4_k", "matvec_add_stage_tag_tq_wg256_q4_k" },
+    };
+    const uint32_t cols = 256;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        loom_graph_reset(G);
+        uint32_t rows = cases[k].rows, node, id;
+        uint32_t w = buf(loom_view_bytes(cases[k].t, rows, cols), LOOM_USAGE_WEIGHT);
+        uint32_t x = buf(cols * 4, LOOM_USAGE_NONE), y = buf(rows * 4, LOOM_USAGE_NONE);
+        ck_assert_int_eq(loom_op_matvec_add(G, loom_mat(w, cases[k].t, rows, cols), loom_vec(x, cols), loom_vec(y, rows),
+                                            loom_vec(y, rows), &node),
+                         LOOM_OK);
+        ck_assert_int_eq(loom_graph_kernel(G, cases[k].k, &id), LOOM_OK);
+        loom_graph_node_mut(G, node)->kernel = id;
+        uint32_t groups = loom_graph_node(G, node)->groups[0];
+        ck_assert_uint_eq(groups, rows / 16);
+        loom_pass_ctx ctx = { .wave_groups = cases[k].wave };
+        for (int run = 0; run < 2; run++) {   /* a second run changes nothing */
+            ck_assert_int_eq(loom_pass_waves(G, &ctx), LOOM_OK);
+            ck_assert_str_eq(loom_graph_kernel_name(G, loom_graph_node(G, node)->kernel), cases[k].want);
+            ck_assert_uint_eq(loom_graph_node(G, node)->groups[0], groups);
+        }
+    }
+    ck_assert_int_eq(loom_pass_waves(NULL, NULL), LOOM_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -2271,6 +2317,7 @@ static Suite *passes_suite(void)
                      test_split_fuse_guard, test_split_embed_qkv_guard, test_split_json_round_trip, test_split_coopmat, test_split_coopmat_large,
                      test_split_coopmat_attention, test_split_coopmat_half_pair, test_split_coopmat_half_attention } },
         { "split_k", { test_split_coopmat_split_k, test_split_coopmat_siblings, test_split_coopmat_narrow } },
+        { "waves", { test_waves_wg256 } },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

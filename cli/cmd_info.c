@@ -79,12 +79,17 @@ int loom_cmd_info(int argc, char **argv)
                    : "yes");
     printf("  queue family                    %u (%s; LOOM_QUEUE=compute prefers compute-only)\n",
            info.queue_family, (info.queue_flags & LOOM_RT_QUEUE_GRAPHICS) ? "graphics and compute" : "compute only");
-    if (info.sm_count) {
-        loom_compile_options o = { 0 };
-        loom_rt_device_options(rt, &o);
-        printf("  SMs                             %u (the argmax forms take at most %u workgroups)\n", info.sm_count,
-               o.wave_groups);
-    }
+    loom_compile_options o = { 0 };
+    loom_rt_device_options(rt, &o);
+    if (info.sm_count)
+        printf("  SMs                             %u\n", info.sm_count);
+    /* One wave (LOOM_WAVE_GROUPS, else four an SM): the split pass's cap
+     * and the waves pass's rule (passes/waves.c). */
+    if (o.wave_groups)
+        printf("  one wave                        %u workgroups of 256 invocations: the argmax forms take at most\n"
+               "                                  that many, and a block-typed residual projection of more than %u\n"
+               "                                  workgroups takes 256 invocations a workgroup, not 512\n",
+               o.wave_groups, o.wave_groups / 4u);
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -15,4 +15,9 @@ if(TARGET loom_runtime)
   add_test(NAME info_awaited_edges_off COMMAND $<TARGET_FILE:loom> info)
   set_tests_properties(info_awaited_edges_off PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT "LOOM_TAGS=0"
     PASS_REGULAR_EXPRESSION "awaited edges: +no \\(barrier plan\\): LOOM_TAGS=0")
+  # One wave as a 132-SM card has it (LOOM_WAVE_GROUPS; lavapipe tells no
+  # SM count): the argmax cap and the waves pass's threshold.
+  add_test(NAME info_one_wave COMMAND $<TARGET_FILE:loom> info)
+  set_tests_properties(info_one_wave PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT "LOOM_WAVE_GROUPS=528"
+    PASS_REGULAR_EXPRESSION "one wave +528 workgroups [^\n]*\n[^\n]*residual projection of more than 132\n")
 endif()

@@ -87,9 +87,10 @@ int loom_cmd_info(int argc, char **argv)
      * and the waves pass's rule (passes/waves.c). */
     if (o.wave_groups)
         printf("  one wave                        %u workgroups of 256 invocations: the argmax forms take at most\n"
-               "                                  that many, and a block-typed residual projection of more than %u\n"
-               "                                  workgroups takes 256 invocations a workgroup, not 512\n",
-               o.wave_groups, o.wave_groups / 4u);
+               "                                  that many, a block-typed residual projection of more than %u\n"
+               "                                  workgroups takes 256 invocations a workgroup, not 512, and q/k/v\n"
+               "                                  with a Q6_K Wv of more than %u its form with fewer registers\n",
+               o.wave_groups, o.wave_groups / 4u, o.wave_groups / 2u);
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "loom_ops.h"
 
-enum { W_NONE, W_ALL, W_VW8, W_QKV, W_QKV8, W_Q, W_QKVQ, W_K, W_F16 };
+enum { W_NONE, W_ALL, W_VW8, W_QKV, W_QKV8, W_Q, W_QKVQ, W_K, W_KV6, W_F16 };
 
 static const struct form_row {
     const char *name, *source, *flags;
@@ -42,6 +42,7 @@ static bool has_type(int set, size_t t)
     case W_Q: return t >= 2 && t <= 5;
     case W_QKVQ: return t >= 2;
     case W_K: return t == 4 || t == 5;
+    case W_KV6: return t == 6;
     case W_F16: return t == 1;
     default: return false;
     }

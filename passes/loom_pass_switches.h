@@ -15,7 +15,7 @@ enum {
     LOOM_DISABLE_LIFETIMES = 1u << 3,  /* no classes, no arena: every buffer its own memory */
     LOOM_DISABLE_STAGE     = 1u << 4,  /* norms read their gains from the weights */
     LOOM_DISABLE_GATHER    = 1u << 5,  /* ATTENTION combines its own shares */
-    LOOM_DISABLE_WAVES     = 1u << 6,  /* residual projections at 512 invocations whatever their workgroups */
+    LOOM_DISABLE_WAVES     = 1u << 6,  /* every kernel on its base form whatever its workgroups */
     LOOM_DISABLE_PASS_MASK = (1u << 7) - 1,
 };
 
@@ -70,7 +70,7 @@ enum {
     P(barriers, LOOM_DISABLE_BARRIERS, "place the minimal barriers the groups need")                   \
     P(lifetimes, LOOM_DISABLE_LIFETIMES, "classify buffers and pack scratch into one arena")           \
     P(awaits, 0, "where the device allows, a reader polls its producer's tagged output instead of a barrier") \
-    P(waves, LOOM_DISABLE_WAVES, "a residual projection with more workgroups than SMs at 256 invocations, so that it runs in one wave")
+    P(waves, LOOM_DISABLE_WAVES, "a kernel with more workgroups than fit the device at once takes a form that fits more")
 
 #define LOOM_PASS_NAME_FIRST_(name, bit, summary) #name
 #define LOOM_PASS_NAME_NEXT_(name, bit, summary) "," #name

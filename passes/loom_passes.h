@@ -105,11 +105,12 @@ uint32_t loom_pass_skip_mask(uint32_t disable);
  *   its producer's tagged output become awaited edges (node tag_in /
  *   tag_out, tagged kernels); see awaits.c. Needs the schedule and the
  *   classes, so it runs after lifetimes; without ctx->awaits a no-op.
- * - waves: a node on a kernel with a _wg256 form (forms.def: the block-
- *   typed residual projections' integer forms at 256 invocations, not
- *   512) takes it where its workgroups exceed ctx->wave_groups / 4 (one
- *   an SM); see waves.c. Changes kernels alone, so it may run after
- *   lifetimes; with ctx->wave_groups 0 a no-op. */
+ * - waves: a node on a kernel with a form that fits more workgroups an
+ *   SM (forms.def: _wg256, the block-typed residual projections' integer
+ *   forms at 256 invocations; _q6w, q/k/v with a Q6_K Wv in fewer
+ *   registers) takes it where its workgroups exceed what the kernel fits
+ *   at once on ctx->wave_groups / 4 SMs; see waves.c. Changes kernels
+ *   alone, so it may run after lifetimes; with ctx->wave_groups 0 a no-op. */
 loom_result loom_pass_verify(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_fuse(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_split(loom_graph *g, loom_pass_ctx *ctx);

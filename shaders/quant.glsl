@@ -381,11 +381,20 @@ uvec4 q_16bytes(uint m, uint o)
     // d), so no load leaves the binding. Five 4-byte loads took the 7b
     // Q4_K_M step with 8 layers 0.4% more time on an H200, the 1b step
     // 0.8% (docs/perf-log.md, "Q6_K spans by 8-byte pairs").
+#ifdef MV_Q6W
+    // MV_Q6W: the five words holding the span instead (the fifth the
+    // fourth again where o is 4-aligned), which keep fewer registers in
+    // flight: q/k/v with a Q6_K Wv 40 registers, not 53 (passes/waves.c).
+    uint i = o >> 2u;
+    uvec4 w = uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u));
+    uint e = QWORD(m, (o + 15u) >> 2u);
+#else
     uint k = o >> 3u;
     uvec2 a = QVEC2(m, k), b = QVEC2(m, k + 1u), c = QVEC2(m, (o + 15u) >> 3u);
     bool hi = (o & 4u) != 0u;
     uvec4 w = hi ? uvec4(a.y, b.x, b.y, c.x) : uvec4(a, b);
     uint e = hi ? c.y : c.x;
+#endif
     return (o & 2u) == 0u ? w : (w >> 16u) | (uvec4(w.yzw, e) << 16u);
 }
 QRaw q6_k_load(uint m, uint rb, uint u)

@@ -19,5 +19,5 @@ if(TARGET loom_runtime)
   # SM count): the argmax cap and the waves pass's threshold.
   add_test(NAME info_one_wave COMMAND $<TARGET_FILE:loom> info)
   set_tests_properties(info_one_wave PROPERTIES RESOURCE_LOCK gpu ENVIRONMENT "LOOM_WAVE_GROUPS=528"
-    PASS_REGULAR_EXPRESSION "one wave +528 workgroups [^\n]*\n[^\n]*residual projection of more than 132\n")
+    PASS_REGULAR_EXPRESSION "one wave +528 workgroups [^\n]*\n[^\n]*residual projection of more than 132\n[^\n]*\n[^\n]*Q6_K Wv of more than 264 ")
 endif()

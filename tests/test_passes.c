@@ -875,9 +875,11 @@ END_TEST
 
 /* The waves pass: a node on a block-typed residual projection's form
  * whose workgroups exceed one an SM (ctx.wave_groups / 4) takes the form
- * at 256 invocations; one wave or fewer, an SM count not known (0), a
- * type with no such form (Q8_0) or a node already on it keeps its kernel,
- * and the workgroups stay as built. */
+ * at 256 invocations, and q/k/v with a Q6_K Wv beyond two an SM its form
+ * in fewer registers; one wave or fewer, an SM count not known (0), a
+ * type with no such form (Q8_0, q/k/v all Q4_K) or a node already on it
+ * keeps its kernel, and the workgroups stay as built. (The q/k/v names
+ * sit on a MATVEC_ADD node here: the pass reads kernels and workgroups.) */
 START_TEST(test_waves_wg256)
 {
     static const struct { loom_dtype t; uint32_t rows, wave; const char *k, *want; } cases[] = {
@@ -892,6 +894,15 @@ START_TEST(test_waves_wg256)
         { LOOM_Q8_0, 4096, 528, "matvec_add_stage_tag_tq_q8_0", "matvec_add_stage_tag_tq_q8_0" },
         { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tq_q4_k", "matvec_add_stage_tq_q4_k" },   /* no such form untagged */
         { LOOM_Q4_K, 4096, 528, "matvec_add_stage_tag_tq_wg256_q4_k", "matvec_add_stage_tag_tq_wg256_q4_k" },
+        /* q/k/v with a Q6_K Wv: two workgroups an SM, 264 on 132 SMs */
+        { LOOM_Q4_K, 6144, 528, "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k", "rms_norm_qkv_rope_kh_pre_xq_q6w_q4_k_vq6_k" },
+        { LOOM_Q4_K, 6144, 528, "rms_norm_qkv_rope_kh_pre_xq_tag_cnt_q4_k_vq6_k",
+          "rms_norm_qkv_rope_kh_pre_xq_tag_cnt_q6w_q4_k_vq6_k" },
+        { LOOM_Q4_K, 4240, 528, "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k", "rms_norm_qkv_rope_kh_pre_xq_q6w_q4_k_vq6_k" },
+        { LOOM_Q4_K, 4224, 528, "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k", "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k" },
+        { LOOM_Q4_K, 2560, 528, "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k", "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k" },
+        { LOOM_Q4_K, 6144, 528, "rms_norm_qkv_rope_kh_pre_xq_q4_k", "rms_norm_qkv_rope_kh_pre_xq_q4_k" },   /* no Q6_K Wv */
+        { LOOM_Q4_K, 6144, 0, "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k", "rms_norm_qkv_rope_kh_pre_xq_q4_k_vq6_k" },
     };
     const uint32_t cols = 256;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

@@ -1,4 +1,4 @@
 #file passes/waves.c
-# A residual projection of exactly one wave of workgroups (one an SM) takes
-# the 256-invocation form too: the rule off by one.
-s/n->groups\[2\] <= wave)/n->groups[2] < wave)/
+# A kernel of exactly one wave of workgroups (as many as fit the device at
+# once) takes the form that fits more too: the rule off by one.
+s/if (groups <= (uint64_t)FORMS\[f\].per_sm \* sms)/if (groups < (uint64_t)FORMS[f].per_sm * sms)/

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "loom_ops.h"
+#include "loom_passes.h"
 #include "loom_runtime.h"
 
 static const char *type_str(uint32_t t)
@@ -90,7 +91,8 @@ int loom_cmd_info(int argc, char **argv)
                "                                  that many, a block-typed residual projection of more than %u\n"
                "                                  workgroups takes 256 invocations a workgroup, not 512, and q/k/v\n"
                "                                  with a Q6_K Wv of more than %u its form with fewer registers\n",
-               o.wave_groups, o.wave_groups / 4u, o.wave_groups / 2u);
+               o.wave_groups, (unsigned)loom_pass_waves_fit("MV_WG=256", o.wave_groups),
+               (unsigned)loom_pass_waves_fit("MV_Q6W", o.wave_groups));
     printf("  debug utils (labels)            %s\n", info.debug_utils ? "yes" : "no");
     loom_rt_destroy(rt);
     return 0;

@@ -121,6 +121,10 @@ loom_result loom_pass_barriers(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_lifetimes(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_awaits(loom_graph *g, loom_pass_ctx *ctx);
 loom_result loom_pass_waves(loom_graph *g, loom_pass_ctx *ctx);
+/* The workgroups a node on a kernel may have and keep it, before the waves
+ * pass gives it the form `flag` adds ("MV_WG=256", "MV_Q6W"), on a device
+ * of wave_groups / 4 SMs; 0 for a flag the pass does not take. */
+uint64_t loom_pass_waves_fit(const char *flag, uint32_t wave_groups);
 
 /* The unoptimized schedule: each node its own group, a barrier recorded
  * before every node but the first (reason: the hazard with the previous

@@ -39,18 +39,32 @@ static const struct {
     { "MV_Q6W", 2 },
 };
 
+#define N_FORMS (sizeof FORMS / sizeof FORMS[0])
+
+/* Workgroups of form f's base kernels that fit a device of wave_groups / 4
+ * SMs at once. */
+static uint64_t fit(size_t f, uint32_t wave_groups) { return (uint64_t)FORMS[f].per_sm * (wave_groups / 4u); }
+
+uint64_t loom_pass_waves_fit(const char *flag, uint32_t wave_groups)
+{
+    for (size_t f = 0; flag && f < N_FORMS; f++)
+        if (strcmp(FORMS[f].flag, flag) == 0)
+            return fit(f, wave_groups);
+    return 0;
+}
+
 loom_result loom_pass_waves(loom_graph *g, loom_pass_ctx *ctx)
 {
     if (!g)
         return loom_fail(LOOM_INVALID_ARGUMENT, "loom_pass_waves: graph is NULL");
-    uint32_t sms = ctx ? ctx->wave_groups / 4u : 0;
-    for (uint32_t i = 0; sms && i < loom_graph_node_count(g); i++) {
+    uint32_t wave = ctx ? ctx->wave_groups : 0;
+    for (uint32_t i = 0; wave / 4u && i < loom_graph_node_count(g); i++) {
         const loom_node *n = loom_graph_node(g, i);
         if (n->type != LOOM_NODE_DISPATCH)
             continue;
         uint64_t groups = (uint64_t)n->groups[0] * n->groups[1] * n->groups[2];
-        for (size_t f = 0; f < sizeof FORMS / sizeof FORMS[0]; f++) {
-            if (groups <= (uint64_t)FORMS[f].per_sm * sms)
+        for (size_t f = 0; f < N_FORMS; f++) {
+            if (groups <= fit(f, wave))
                 continue;
             /* NULL where the kernel has no such form; itself where it is one */
             const char *to = loom_form_variant(loom_graph_kernel_name(g, n->kernel), FORMS[f].flag, NULL);

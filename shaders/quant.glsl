@@ -272,9 +272,10 @@ struct QRaw {
 // first byte (n = k, even). They are loaded as the 8-byte pairs among them
 // and the word left over: where i is even, the pairs from word i and word
 // i + n alone; where i is odd (lone_first), word i alone and the pairs
-// after it. Fewer loads than words, none outside them: on an H200 the 1b Q8_0 step took 681.1 -> 654.3 us/token, Q4_0 546.0 ->
-// 533.9, 7b with 8 layers Q8_0 789.1 -> 780.7 (docs/perf-log.md, "Q8_0
-// and Q4_0 units by 8-byte pairs").
+// after it. Fewer loads than words, none outside them: on an H200 the 1b
+// Q8_0 step took 681.1 -> 654.3 us/token, Q4_0 546.0 -> 533.9, 7b with 8
+// layers Q8_0 789.1 -> 780.7 (docs/perf-log.md, "Q8_0 and Q4_0 units by
+// 8-byte pairs").
 // Q8_0 (34 bytes: f16 d, 32 int8): words i .. i + 8.
 QRaw q8_0_load(uint m, uint rb, uint u)
 {
@@ -374,6 +375,15 @@ float q4_k_dot(QRaw r, uint rb, uint u, uint xu)
 // block's 16 (at 192), of the 8 at 192 + 8h; d at 208.
 uvec4 q_16bytes(uint m, uint o)
 {
+#ifdef MV_Q6W
+    // MV_Q6W: the five words holding the span (the fifth the fourth again
+    // where o is 4-aligned), which keep fewer registers in flight than the
+    // pairs below: q/k/v with a Q6_K Wv 40 registers, not 53
+    // (passes/waves.c).
+    uint i = o >> 2u;
+    uvec4 w = uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u));
+    uint e = QWORD(m, (o + 15u) >> 2u);
+#else
     // Three 8-byte loads: the pairs holding bytes o, o + 8 and o + 15 (the
     // second again where o is 8-aligned; no branch between a subgroup's
     // blocks). A pair may pass the span's end by up to 6 bytes, which are
@@ -381,14 +391,6 @@ uvec4 q_16bytes(uint m, uint o)
     // d), so no load leaves the binding. Five 4-byte loads took the 7b
     // Q4_K_M step with 8 layers 0.4% more time on an H200, the 1b step
     // 0.8% (docs/perf-log.md, "Q6_K spans by 8-byte pairs").
-#ifdef MV_Q6W
-    // MV_Q6W: the five words holding the span instead (the fifth the
-    // fourth again where o is 4-aligned), which keep fewer registers in
-    // flight: q/k/v with a Q6_K Wv 40 registers, not 53 (passes/waves.c).
-    uint i = o >> 2u;
-    uvec4 w = uvec4(QWORD(m, i), QWORD(m, i + 1u), QWORD(m, i + 2u), QWORD(m, i + 3u));
-    uint e = QWORD(m, (o + 15u) >> 2u);
-#else
     uint k = o >> 3u;
     uvec2 a = QVEC2(m, k), b = QVEC2(m, k + 1u), c = QVEC2(m, (o + 15u) >> 3u);
     bool hi = (o & 4u) != 0u;

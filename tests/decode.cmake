@@ -197,6 +197,15 @@ if(TARGET llama-decode)
   set_tests_properties(decode_profile_wg256 PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4"
     PASS_REGULAR_EXPRESSION "\nmatvec_add_stage_tag_tq_wg256_q4_k +4 [^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_wg256_q4_k +2 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_wg256_q6_k +2 "
     FAIL_REGULAR_EXPRESSION "rror|VUID")
+  # And q/k/v with a Q6_K Wv in its form of fewer registers (f16 caches:
+  # the _kh forms, as the 1b and 7b models have them).
+  decode_test(decode_check_q6w_q4_k_m ${check} --wtype q4_k_m --ffn 768 --kv-f16 --in-flight 1)
+  set_tests_properties(decode_check_q6w_q4_k_m PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4")
+  decode_test(decode_profile_q6w $<TARGET_FILE:llama-decode> --config tiny --wtype q4_k_m --ffn 768 --kv-f16
+              --steps 4 --profile-nodes --quiet)
+  set_tests_properties(decode_profile_q6w PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4"
+    PASS_REGULAR_EXPRESSION "\nrms_norm_qkv_rope_kh_pre_xq_q6w_q4_k_vq6_k +2 "
+    FAIL_REGULAR_EXPRESSION "rror|VUID")
   decode_test(decode_check_split_q8_0_odd ${check} --wtype q8_0 --dim 96 --heads 3 --kv-heads 1 --head-dim 32
               --ffn 1024)
   set_tests_properties(decode_check_split_q8_0_odd PROPERTIES ENVIRONMENT "${decode_env};LOOM_MAX_BINDING_RANGE=81920")
@@ -213,15 +222,6 @@ if(TARGET llama-decode)
               --profile-nodes --quiet)
   set_tests_properties(decode_profile_nodes PROPERTIES
     PASS_REGULAR_EXPRESSION "by kernel:\nkernel +nodes +us +us/node\nzero +1 [^\n]*\nembed_rms_norm_qkv_rope_q4_k +1 [^\n]*\nattention_tag +4 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_q4_k +2 [^\n]*\n[^\n]*\n[^\n]*\nmatvec_add_stage_tag_tq_xqt_q6_k +2 "
-    FAIL_REGULAR_EXPRESSION "rror|VUID")
-  # And q/k/v with a Q6_K Wv in its form of fewer registers (f16 caches:
-  # the _kh forms, as the 1b and 7b models have them).
-  decode_test(decode_check_q6w_q4_k_m ${check} --wtype q4_k_m --ffn 768 --kv-f16 --in-flight 1)
-  set_tests_properties(decode_check_q6w_q4_k_m PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4")
-  decode_test(decode_profile_q6w $<TARGET_FILE:llama-decode> --config tiny --wtype q4_k_m --ffn 768 --kv-f16
-              --steps 4 --profile-nodes --quiet)
-  set_tests_properties(decode_profile_q6w PROPERTIES ENVIRONMENT "${decode_env};LOOM_WAVE_GROUPS=4"
-    PASS_REGULAR_EXPRESSION "\nrms_norm_qkv_rope_kh_pre_xq_q6w_q4_k_vq6_k +2 "
     FAIL_REGULAR_EXPRESSION "rror|VUID")
   # Tagged vectors polled with no barrier, without the validation layer
   # (the script says why), against the CPU reference and the plain kernels.

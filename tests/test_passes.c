@@ -925,6 +925,12 @@ START_TEST(test_waves_wg256)
         }
     }
     ck_assert_int_eq(loom_pass_waves(NULL, NULL), LOOM_INVALID_ARGUMENT);
+    /* the thresholds as loom info prints them */
+    ck_assert_uint_eq(loom_pass_waves_fit("MV_WG=256", 528), 132);
+    ck_assert_uint_eq(loom_pass_waves_fit("MV_Q6W", 528), 264);
+    ck_assert_uint_eq(loom_pass_waves_fit("MV_Q6W", 0), 0);
+    ck_assert_uint_eq(loom_pass_waves_fit("MV_TAG", 528), 0);
+    ck_assert_uint_eq(loom_pass_waves_fit(NULL, 528), 0);
 }
 END_TEST
 
